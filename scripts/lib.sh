@@ -1,0 +1,67 @@
+# Shell helpers shared by the scripts: throwaway PostgreSQL clusters run by an unprivileged
+# user (initdb refuses root), reachable only through a Unix socket in the cluster's folder.
+# Source it; it does nothing by itself.
+
+PG_MAJOR=${PG_MAJOR:-15}
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/${PG_MAJOR}/bin/pg_config}
+PG_BIN=$("$PG_CONFIG" --bindir 2>/dev/null || echo "/usr/lib/postgresql/${PG_MAJOR}/bin")
+# The port only names the socket file (.s.PGSQL.5432); nothing listens on TCP.
+PG_PORT=5432
+
+# Runs a command as the owner of the clusters: postgres when we are root, else ourselves.
+as_pg_owner() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# Prints a folder for a cluster's files: the preferred one when the cluster's owner can
+# reach it and the socket path stays short (Unix sockets allow ~107 bytes), else one in /tmp.
+cluster_dir() {
+  local preferred=$1 name=$2
+  mkdir -p "$preferred" 2>/dev/null || true
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$preferred" 2>/dev/null
+  if [ ${#preferred} -lt 80 ] && as_pg_owner test -w "$preferred" 2>/dev/null; then
+    echo "$preferred"
+  else
+    local fallback="/tmp/snowflake_id-${name}-$(id -un)"
+    mkdir -p "$fallback"
+    [ "$(id -u)" -eq 0 ] && chown postgres: "$fallback"
+    echo "$fallback"
+  fi
+}
+
+# cluster_init DIR [postgresql.conf lines...]: a new cluster in DIR/data, socket in DIR.
+cluster_init() {
+  local dir=$1; shift
+  as_pg_owner "$PG_BIN/initdb" -A trust -U postgres -E UTF8 --locale=C --no-sync -D "$dir/data" >"$dir/initdb.log"
+  {
+    echo "listen_addresses = ''"
+    echo "port = $PG_PORT"
+    echo "unix_socket_directories = '$dir'"
+    echo "shared_preload_libraries = 'snowflake_id'"
+    for line in "$@"; do echo "$line"; done
+  } | as_pg_owner tee -a "$dir/data/postgresql.conf" >/dev/null
+}
+
+cluster_start() {
+  as_pg_owner "$PG_BIN/pg_ctl" -D "$1/data" -l "$1/server.log" -w -t 60 start >/dev/null
+}
+
+# cluster_stop DIR: stops the cluster if it runs (fast shutdown).
+cluster_stop() {
+  if [ -f "$1/data/postmaster.pid" ]; then
+    as_pg_owner "$PG_BIN/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null || true
+  fi
+}
+
+# cluster_psql DIR [psql args...]
+cluster_psql() {
+  local dir=$1; shift
+  "$PG_BIN/psql" -X -v ON_ERROR_STOP=1 -h "$dir" -p "$PG_PORT" -U postgres "$@"
+}
+
+# Builds the extension in release mode and installs it into the system PostgreSQL.
+install_extension() {
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(--sudo)
+  cargo pgrx install --release --pg-config "$PG_CONFIG" "${sudo[@]}" >/dev/null
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs every test layer and fails if any fails. Sets up what is missing first (scripts/setup.sh).
+#
+#   1. format and lints      cargo fmt --check, cargo clippy -D warnings
+#   2. unit + backend tests  cargo pgrx test: plain #[test]s (layout, clock policy with a fake
+#                            clock) and #[pg_test]s (shared memory, settings) in a live backend
+#   3. SQL surface           cargo pgrx regress: pg_regress golden files in tests/pg_regress
+#   4. integration           tests/integration: real servers started by the tests (many
+#                            connections at once, startup settings, standby)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+./scripts/setup.sh
+
+# Clusters of the pgrx test runners live here, owned by the unprivileged server user.
+WORK=$(mktemp -d /tmp/snowflake_id-test.XXXXXX)
+RUNAS=()
+if [ "$(id -u)" -eq 0 ]; then
+  chown postgres: "$WORK"
+  RUNAS=(--runas postgres)
+fi
+cleanup() {
+  # cargo pgrx regress leaves its server running for reuse; stop it.
+  [ -f "$WORK/regress/postmaster.pid" ] && as_pg_owner "$PG_BIN/pg_ctl" -D "$WORK/regress" -m immediate -w stop >/dev/null 2>&1
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "format and lints"
+cargo fmt --check
+cargo clippy --all-targets --features pg15 -- -D warnings
+cargo fmt --check --manifest-path tests/integration/Cargo.toml
+cargo clippy --all-targets --manifest-path tests/integration/Cargo.toml -- -D warnings
+
+step "unit and backend tests (cargo pgrx test)"
+cargo pgrx test "pg$PG_MAJOR" "${RUNAS[@]}" --pgdata "$WORK/pgrx-test"
+
+step "SQL surface (cargo pgrx regress, release build, installed into the system PostgreSQL)"
+cargo pgrx regress "pg$PG_MAJOR" --release --resetdb "${RUNAS[@]}" --pgdata "$WORK/regress" \
+  --postgresql-conf "shared_preload_libraries=snowflake_id"
+
+step "integration tests against real servers"
+cargo test --release --manifest-path tests/integration/Cargo.toml

@@ -1,0 +1,34 @@
+//! The wall clock, as the generator reads it inside a backend.
+
+use crate::generator::Clock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Wall-clock Unix milliseconds. `SystemTime::now` is `clock_gettime(CLOCK_REALTIME)`,
+/// served by the vDSO on Linux: no system call. A clock before 1970 reads as negative.
+#[inline]
+pub fn wall_clock_unix_ms() -> i64 {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(since) => since.as_millis() as i64,
+        Err(before) => -(before.duration().as_millis() as i64),
+    }
+}
+
+/// The real clock. Sleeps in 1 ms steps and checks for interrupts between them, so a
+/// waiting call still honours `statement_timeout`, cancel requests and shutdown.
+pub struct WallClock;
+
+impl Clock for WallClock {
+    #[inline]
+    fn now_unix_ms(&mut self) -> i64 {
+        wall_clock_unix_ms()
+    }
+
+    fn sleep_ms(&mut self, ms: u64) {
+        for _ in 0..ms {
+            pgrx::check_for_interrupts!();
+            // SAFETY: a plain sleep, interruptible by signals.
+            unsafe { pgrx::pg_sys::pg_usleep(1000) };
+        }
+        pgrx::check_for_interrupts!();
+    }
+}

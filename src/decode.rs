@@ -1,0 +1,143 @@
+//! The decoding functions of the SQL surface: pure arithmetic on the layout.
+//!
+//! All are `IMMUTABLE STRICT PARALLEL SAFE` (a NULL in gives NULL out), so they can be used
+//! in expression indexes, generated columns and partition bounds. They are immutable
+//! because the layout is fixed for the life of a fleet (`snowflake_id.epoch` and
+//! `snowflake_id.shard_bits` are set at server start and must never change). They raise
+//! 22023 for a negative ID or a shard/seq out of range, and 22003 for a timestamp outside
+//! the 41-bit range after the epoch.
+
+use crate::layout::{Layout, Parts};
+use crate::{errors, gucs, utc};
+use pgrx::prelude::*;
+use pgrx::JsonB;
+use serde::Serialize;
+
+/// 2000-01-01T00:00:00Z, PostgreSQL's own epoch, in Unix milliseconds.
+const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
+
+fn decode(function: &'static str, id: i64) -> (Layout, Parts) {
+    let layout = gucs::layout();
+    let parts = layout.decode(id).unwrap_or_else(|e| errors::layout_error(function, e));
+    (layout, parts)
+}
+
+fn timestamptz_of_unix_ms(unix_ms: i64) -> TimestampWithTimeZone {
+    let micros = (unix_ms - PG_EPOCH_UNIX_MS) * 1000;
+    // Every time part lies between 1970 and 2300, well inside timestamptz's range.
+    TimestampWithTimeZone::try_from(micros).expect("time part outside timestamptz range")
+}
+
+/// The time part of a timestamp (milliseconds after the epoch; finer digits dropped).
+fn time_part_of(function: &'static str, ts: TimestampWithTimeZone) -> u64 {
+    if !ts.is_finite() {
+        errors::infinite_timestamp(function);
+    }
+    let micros: pg_sys::TimestampTz = ts.into();
+    let unix_ms = micros.div_euclid(1000) + PG_EPOCH_UNIX_MS;
+    gucs::layout().time_part(unix_ms).unwrap_or_else(|e| errors::layout_error(function, e))
+}
+
+/// When the ID was issued, to the millisecond.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
+    let (layout, parts) = decode("snowflake_timestamp", id);
+    timestamptz_of_unix_ms(layout.unix_ms(parts.time_part))
+}
+
+/// The shard the ID was issued for.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_shard(id: i64) -> i32 {
+    decode("snowflake_shard", id).1.shard as i32
+}
+
+/// The ID's sequence number within its millisecond and shard.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_seq(id: i64) -> i32 {
+    decode("snowflake_seq", id).1.seq as i32
+}
+
+/// The ID with these parts; the inverse of `snowflake_decode`. `ts` is truncated to the
+/// millisecond.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_compose(ts: TimestampWithTimeZone, shard: i32, seq: i32) -> i64 {
+    const FUNCTION: &str = "snowflake_compose";
+    let layout = gucs::layout();
+    let time_part = time_part_of(FUNCTION, ts);
+    let shard = layout.check_shard(shard.into()).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
+    let seq = layout.check_seq(seq.into()).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
+    layout.compose(Parts { time_part, shard, seq })
+}
+
+/// The smallest ID of `ts`'s millisecond: `WHERE id >= snowflake_min_id(now() - '1 hour')`.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_min_id(ts: TimestampWithTimeZone) -> i64 {
+    gucs::layout().min_id(time_part_of("snowflake_min_id", ts))
+}
+
+/// The largest ID of `ts`'s millisecond: `WHERE id <= snowflake_max_id(ts)` keeps all of it.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_max_id(ts: TimestampWithTimeZone) -> i64 {
+    gucs::layout().max_id(time_part_of("snowflake_max_id", ts))
+}
+
+/// The JSON form of an ID. `id` is a string because JavaScript numbers lose precision
+/// above 2^53; `unix_ms` fits a JavaScript number exactly.
+#[derive(Serialize)]
+struct IdJson {
+    id: String,
+    ts: String,
+    unix_ms: i64,
+    shard: u32,
+    seq: u32,
+}
+
+/// The decoded parts as `jsonb`, with the ID as text and the time in UTC:
+/// `{"id": "…", "ts": "2024-05-01T12:00:00.123Z", "unix_ms": …, "shard": 3, "seq": 0}`.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_json(id: i64) -> JsonB {
+    let (layout, parts) = decode("snowflake_json", id);
+    let unix_ms = layout.unix_ms(parts.time_part);
+    let json = IdJson { id: id.to_string(), ts: utc::format_utc_ms(unix_ms), unix_ms, shard: parts.shard, seq: parts.seq };
+    JsonB(serde_json::to_value(json).expect("plain fields always serialize"))
+}
+
+/// This server's ID layout: epoch, bit widths, limits, and when the IDs run out.
+#[pg_extern(immutable, parallel_safe)]
+fn snowflake_layout() -> TableIterator<
+    'static,
+    (
+        name!(epoch, TimestampWithTimeZone),
+        name!(time_bits, i32),
+        name!(shard_bits, i32),
+        name!(seq_bits, i32),
+        name!(max_shard, i32),
+        name!(ids_per_ms, i32),
+        name!(runs_out, TimestampWithTimeZone),
+    ),
+> {
+    let layout = gucs::layout();
+    TableIterator::once((
+        timestamptz_of_unix_ms(layout.epoch_unix_ms()),
+        crate::layout::TIME_BITS as i32,
+        layout.shard_bits() as i32,
+        layout.seq_bits() as i32,
+        layout.max_shard() as i32,
+        layout.ids_per_ms() as i32,
+        timestamptz_of_unix_ms(layout.last_unix_ms() + 1),
+    ))
+}
+
+extension_sql!(
+    r#"
+/* The three parts of an ID as one record: SELECT (snowflake_decode(id)).* FROM t.
+   Written in SQL over the scalar decoders so that the record has named OUT columns. */
+CREATE FUNCTION snowflake_decode(id bigint, OUT ts timestamptz, OUT shard integer, OUT seq integer)
+RETURNS record
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$ SELECT @extschema@.snowflake_timestamp(id), @extschema@.snowflake_shard(id), @extschema@.snowflake_seq(id) $$;
+COMMENT ON FUNCTION snowflake_decode(bigint) IS 'The timestamp, shard and sequence number of a snowflake ID';
+"#,
+    name = "snowflake_decode",
+    requires = [snowflake_timestamp, snowflake_shard, snowflake_seq]
+);

@@ -1,0 +1,215 @@
+//! Every error the SQL surface raises: SQLSTATE, message, detail and hint in one place, so
+//! the wording stays consistent and the pg_regress files can pin it.
+//!
+//! Messages follow PostgreSQL's style: lower case, no final period; details and hints are
+//! sentences. Every refusal happens before anything is issued.
+
+use crate::generator::Refusal;
+use crate::gucs;
+use crate::layout::LayoutError;
+use crate::utc::format_utc_ms;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+
+use PgSqlErrorCode::{
+    ERRCODE_INVALID_PARAMETER_VALUE as INVALID_PARAMETER, ERRCODE_NULL_VALUE_NOT_ALLOWED as NULL_VALUE,
+    ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE as OUT_OF_RANGE,
+    ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as NOT_READY,
+    ERRCODE_READ_ONLY_SQL_TRANSACTION as READ_ONLY,
+};
+
+/// Raises an ERROR; `function` is the SQL function reported as the error's location.
+fn raise(code: PgSqlErrorCode, function: &'static str, message: String, detail: String, hint: String) -> ! {
+    ErrorReport::new(code, message, function).set_detail(detail).set_hint(hint).report(PgLogLevel::ERROR);
+    unreachable!("an ERROR report returns control to PostgreSQL")
+}
+
+pub fn not_preloaded(function: &'static str) -> ! {
+    raise(
+        NOT_READY,
+        function,
+        "snowflake_id must be loaded via shared_preload_libraries".into(),
+        "The generator keeps its state in shared memory, which only a preloaded library has; \
+         it never falls back to per-backend state, which would issue duplicates."
+            .into(),
+        "Add snowflake_id to shared_preload_libraries in postgresql.conf and restart the server."
+            .into(),
+    )
+}
+
+pub fn during_recovery(function: &'static str) -> ! {
+    raise(
+        READ_ONLY,
+        function,
+        format!("cannot execute {function}() during recovery"),
+        "This server is a hot standby or is still recovering; IDs are issued only by a primary."
+            .into(),
+        "Issue IDs on the primary. The decoding functions, such as snowflake_decode(), work here."
+            .into(),
+    )
+}
+
+pub fn null_argument(function: &'static str, argument: &str) -> ! {
+    raise(
+        NULL_VALUE,
+        function,
+        format!("{argument} must not be NULL"),
+        format!("{function}() was called with a NULL {argument}."),
+        match argument {
+            "shard" => shard_range_hint(),
+            _ => format!("Pass a {argument}."),
+        },
+    )
+}
+
+pub fn shard_unset(function: &'static str) -> ! {
+    raise(
+        NOT_READY,
+        function,
+        "snowflake_id.shard is not set".into(),
+        format!("{function}() without an argument issues IDs for the shard in snowflake_id.shard."),
+        "Pass the shard, as in snowflake_nextval(3), or have a superuser set a default with \
+         ALTER DATABASE name SET snowflake_id.shard = 3 (or ALTER ROLE)."
+            .into(),
+    )
+}
+
+pub fn count_not_positive(function: &'static str, count: i32) -> ! {
+    raise(
+        INVALID_PARAMETER,
+        function,
+        format!("count must be positive, not {count}"),
+        format!("{function}() issues count IDs."),
+        "Request at least one ID.".into(),
+    )
+}
+
+pub fn infinite_timestamp(function: &'static str) -> ! {
+    raise(
+        OUT_OF_RANGE,
+        function,
+        "an infinite timestamp cannot be held in a snowflake ID".into(),
+        format!("IDs hold milliseconds from {} to {}.", epoch_text(), end_text()),
+        "Pass a finite timestamp in that range.".into(),
+    )
+}
+
+/// A value that does not fit the layout.
+pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
+    let bits = gucs::layout().shard_bits();
+    match error {
+        LayoutError::ShardOutOfRange { shard, max_shard } => raise(
+            INVALID_PARAMETER,
+            function,
+            format!("shard {shard} is out of range"),
+            format!("snowflake_id.shard_bits = {bits} allows shards 0 to {max_shard}."),
+            shard_range_hint(),
+        ),
+        LayoutError::SeqOutOfRange { seq, max_seq } => raise(
+            INVALID_PARAMETER,
+            function,
+            format!("seq {seq} is out of range"),
+            format!("snowflake_id.shard_bits = {bits} leaves sequence numbers 0 to {max_seq} per millisecond."),
+            format!("Pass a seq from 0 to {max_seq}."),
+        ),
+        LayoutError::NegativeId { id } => raise(
+            INVALID_PARAMETER,
+            function,
+            format!("{id} is not a snowflake ID"),
+            "Snowflake IDs are never negative.".into(),
+            "Pass an ID issued by snowflake_nextval() or built by snowflake_compose().".into(),
+        ),
+        LayoutError::BeforeEpoch { unix_ms, .. } => raise(
+            OUT_OF_RANGE,
+            function,
+            format!("timestamp {} is before the snowflake_id epoch", format_utc_ms(unix_ms)),
+            format!("snowflake_id.epoch is {}; IDs cannot hold earlier times.", epoch_text()),
+            format!("Pass a timestamp at or after {}.", epoch_text()),
+        ),
+        LayoutError::PastEnd { unix_ms, .. } => raise(
+            OUT_OF_RANGE,
+            function,
+            format!("timestamp {} is past the last millisecond a snowflake ID can hold", format_utc_ms(unix_ms)),
+            format!("41 bits of milliseconds after snowflake_id.epoch end at {}.", end_text()),
+            format!("Pass a timestamp at or before {}.", end_text()),
+        ),
+    }
+}
+
+/// The generator refused to issue (or to advance) a shard.
+pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
+    let layout = gucs::layout();
+    match refusal {
+        Refusal::TooFarAhead { lead_ms, policy } => raise(
+            NOT_READY,
+            function,
+            format!("shard {shard} would run {lead_ms} ms ahead of the wall clock"),
+            format!(
+                "snowflake_id.max_lead_ms = {} and snowflake_id.max_wait_ms = {} allow {} ms at \
+                 most. The system clock moved back, or IDs were requested faster than {} per \
+                 millisecond. Nothing was issued.",
+                policy.max_lead_ms,
+                policy.max_wait_ms,
+                policy.max_lead_ms + policy.max_wait_ms,
+                layout.ids_per_ms()
+            ),
+            "Retry once the clock has caught up and check the server's time synchronization, \
+             or raise snowflake_id.max_lead_ms (takes effect on reload)."
+                .into(),
+        ),
+        Refusal::BatchTooLarge { count, max_count } => raise(
+            INVALID_PARAMETER,
+            function,
+            format!("count {count} is too large"),
+            format!(
+                "One call can issue at most {max_count} IDs: {} per millisecond for \
+                 snowflake_id.max_lead_ms = {} ms of lead plus the current millisecond.",
+                layout.ids_per_ms(),
+                gucs::clock_policy().max_lead_ms
+            ),
+            format!("Request at most {max_count} IDs per call."),
+        ),
+        Refusal::Exhausted => raise(
+            OUT_OF_RANGE,
+            function,
+            "snowflake IDs have run out".into(),
+            format!("41 bits of milliseconds after snowflake_id.epoch end at {}.", end_text()),
+            "A new epoch means a new ID space: plan a migration; never change the epoch of a \
+             running fleet."
+                .into(),
+        ),
+        Refusal::Clock(error) => {
+            let (LayoutError::BeforeEpoch { unix_ms, .. } | LayoutError::PastEnd { unix_ms, .. }) = error
+            else {
+                layout_error(function, error)
+            };
+            raise(
+                NOT_READY,
+                function,
+                "the system clock is outside the range of snowflake IDs".into(),
+                format!(
+                    "The clock reads {}; IDs hold times from {} to {}.",
+                    format_utc_ms(unix_ms),
+                    epoch_text(),
+                    end_text()
+                ),
+                "Fix the system clock.".into(),
+            )
+        }
+    }
+}
+
+fn shard_range_hint() -> String {
+    format!(
+        "Pass a shard id from 0 to {}, each generated on one server only.",
+        gucs::layout().max_shard()
+    )
+}
+
+fn epoch_text() -> String {
+    format_utc_ms(gucs::layout().epoch_unix_ms())
+}
+
+fn end_text() -> String {
+    format_utc_ms(gucs::layout().last_unix_ms())
+}

@@ -1,0 +1,201 @@
+//! The `snowflake_id.*` settings: defined once in `init()`, read through typed accessors.
+//!
+//! | setting | context | why |
+//! |---|---|---|
+//! | `epoch`, `shard_bits` | postmaster | the layout of every ID: changing either on a running fleet would make old and new IDs collide or sort wrongly, so they are fixed at server start |
+//! | `shard` | superuser | the default shard of `snowflake_nextval()`; per database or role with `ALTER ... SET`, never by an unprivileged role for others |
+//! | `max_lead_ms`, `max_wait_ms` | reload (SIGHUP) | the clock policy; operators tune it without a restart |
+
+use crate::layout::{Layout, DEFAULT_SHARD_BITS, MAX_SHARD_BITS, MIN_SHARD_BITS};
+use crate::utc;
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::pg_sys;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+
+const DEFAULT_EPOCH: &CStr = c"2024-01-01T00:00:00Z";
+/// `snowflake_id.shard` when nothing was set.
+const SHARD_UNSET: i32 = -1;
+/// Defaults of the clock policy. 2 s of lead absorbs the clock steps NTP daemons make
+/// (ntpd steps past 128 ms, chrony's usual `makestep 1 3` past 1 s) and lets a batch of a
+/// million IDs be issued at once even with 13 shard bits (512 per ms), while an
+/// ID's time part stays within 2 s of the real time. Waiting 1 s more turns steps of up
+/// to 3 s into a short stall instead of an error; longer steps fail at once.
+const DEFAULT_MAX_LEAD_MS: i32 = 2000;
+const DEFAULT_MAX_WAIT_MS: i32 = 1000;
+
+static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
+static SHARD_BITS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_SHARD_BITS as i32);
+static SHARD: GucSetting<i32> = GucSetting::<i32>::new(SHARD_UNSET);
+static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_LEAD_MS);
+static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_WAIT_MS);
+
+/// The epoch in Unix ms, parsed once by the assign hook so no call parses a string.
+static EPOCH_UNIX_MS: AtomicI64 = AtomicI64::new(crate::layout::DEFAULT_EPOCH_UNIX_MS);
+
+/// Registers every setting. Called from `_PG_init`.
+pub fn init() {
+    // SAFETY: the hooks are `#[pg_guard]`ed and only read their arguments.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"snowflake_id.epoch",
+            c"Start of the time part of every ID (UTC). Fixed for a fleet: never change it.",
+            c"A UTC timestamp such as 2024-01-01T00:00:00Z. IDs run out 69.7 years later. \
+              Every server of a fleet must use the same value.",
+            &EPOCH,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_epoch),
+            Some(assign_epoch),
+            None,
+        );
+    }
+    GucRegistry::define_int_guc(
+        c"snowflake_id.shard_bits",
+        c"Bits of an ID given to the shard id; the other 22 minus these count IDs per ms.",
+        c"10: 1,024 shards of 4,096 IDs per ms (Twitter). 13: 8,192 shards of 512 per ms \
+          (Instagram's shard count). Fixed for a fleet: never change it.",
+        &SHARD_BITS,
+        MIN_SHARD_BITS as i32,
+        MAX_SHARD_BITS as i32,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    // SAFETY: as above.
+    unsafe {
+        GucRegistry::define_int_guc_with_hooks(
+            c"snowflake_id.shard",
+            c"Shard used by snowflake_nextval() without an argument; -1 means unset.",
+            c"Set it per database or role: ALTER DATABASE shard7 SET snowflake_id.shard = 7.",
+            &SHARD,
+            SHARD_UNSET,
+            (1 << MAX_SHARD_BITS) - 1,
+            GucContext::Suset,
+            GucFlags::default(),
+            Some(check_shard),
+            None,
+            None,
+        );
+    }
+    GucRegistry::define_int_guc(
+        c"snowflake_id.max_lead_ms",
+        c"How far the time part of an ID may run ahead of the wall clock.",
+        c"Used when a millisecond's IDs run out or the clock steps back.",
+        &MAX_LEAD_MS,
+        0,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.max_wait_ms",
+        c"How long a call may wait for the clock when it is past max_lead_ms, before failing.",
+        c"",
+        &MAX_WAIT_MS,
+        0,
+        60_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+}
+
+/// The layout of this server's IDs.
+#[inline]
+pub fn layout() -> Layout {
+    Layout::new(EPOCH_UNIX_MS.load(Relaxed), SHARD_BITS.get() as u32)
+}
+
+/// `snowflake_id.shard`, if set.
+pub fn default_shard() -> Option<i32> {
+    let shard = SHARD.get();
+    (shard != SHARD_UNSET).then_some(shard)
+}
+
+/// The reloadable clock policy.
+#[inline]
+pub fn clock_policy() -> crate::generator::ClockPolicy {
+    crate::generator::ClockPolicy {
+        max_lead_ms: MAX_LEAD_MS.get() as u64,
+        max_wait_ms: MAX_WAIT_MS.get() as u64,
+    }
+}
+
+/// Hands PostgreSQL the reason for refusing a setting; it prints them with its own
+/// "invalid value for parameter" message, at startup or at `SET`/`ALTER SYSTEM`.
+fn refuse_setting(detail: &str, hint: &str) -> bool {
+    // SAFETY: PostgreSQL reads these strings right after the check hook returns false;
+    // `pstrdup` puts them in the current memory context, as its own macros do.
+    unsafe {
+        let detail = CString::new(detail).unwrap_or_default();
+        let hint = CString::new(hint).unwrap_or_default();
+        pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr());
+        pg_sys::GUC_check_errhint_string = pg_sys::pstrdup(hint.as_ptr());
+    }
+    false
+}
+
+/// The epoch must parse, lie in the past, and leave IDs to issue.
+fn validate_epoch(text: &str) -> Result<i64, String> {
+    let epoch = utc::parse_utc_ms(text)?;
+    let layout = Layout::new(epoch, 0);
+    let now = crate::clock::wall_clock_unix_ms();
+    if epoch > now {
+        return Err(format!("The epoch {} is in the future.", utc::format_utc_ms(epoch)));
+    }
+    if layout.last_unix_ms() < now {
+        return Err(format!(
+            "IDs with this epoch ran out on {}.",
+            utc::format_utc_ms(layout.last_unix_ms())
+        ));
+    }
+    Ok(epoch)
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_epoch(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer to a NUL-terminated string or to NULL.
+    let text = unsafe { (*newval).as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
+    match validate_epoch(text.as_deref().unwrap_or("")) {
+        Ok(_) => true,
+        Err(reason) => refuse_setting(
+            &reason,
+            "Set snowflake_id.epoch to a past UTC timestamp such as '2024-01-01T00:00:00Z', the \
+             same on every server of the fleet.",
+        ),
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn assign_epoch(newval: *const c_char, _extra: *mut c_void) {
+    // SAFETY: as in `check_epoch`; the value passed the check just before.
+    let text = unsafe { newval.as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
+    if let Some(Ok(epoch)) = text.map(|t| utc::parse_utc_ms(&t)) {
+        EPOCH_UNIX_MS.store(epoch, Relaxed);
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_shard(
+    newval: *mut i32,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer.
+    let shard = unsafe { *newval };
+    let layout = layout();
+    if shard == SHARD_UNSET || layout.check_shard(shard as i64).is_ok() {
+        return true;
+    }
+    refuse_setting(
+        &format!(
+            "snowflake_id.shard_bits = {} allows shards 0 to {}.",
+            layout.shard_bits(),
+            layout.max_shard()
+        ),
+        "Choose a shard in that range, or -1 to unset it.",
+    )
+}

@@ -1,0 +1,1 @@
+CREATE EXTENSION snowflake_id;
