@@ -4,7 +4,7 @@
 #   1. format and lints      cargo fmt --check, cargo clippy -D warnings
 #   2. unit + backend tests  cargo pgrx test: plain #[test]s (layout, clock policy with a fake
 #                            clock) and #[pg_test]s (shared memory, settings) in a live backend
-#   3. SQL surface           cargo pgrx regress: pg_regress golden files in tests/pg_regress
+#   3. SQL surface           scripts/regress.sh: pg_regress golden files in tests/pg_regress
 #   4. integration           tests/integration: real servers started by the tests (many
 #                            connections at once, startup settings, standby)
 set -euo pipefail
@@ -13,19 +13,14 @@ source scripts/lib.sh
 
 ./scripts/setup.sh
 
-# Clusters of the pgrx test runners live here, owned by the unprivileged server user.
+# The cluster of `cargo pgrx test` lives here, owned by the unprivileged server user.
 WORK=$(mktemp -d /tmp/snowflake_id-test.XXXXXX)
 RUNAS=()
 if [ "$(id -u)" -eq 0 ]; then
   chown postgres: "$WORK"
   RUNAS=(--runas postgres)
 fi
-cleanup() {
-  # cargo pgrx regress leaves its server running for reuse; stop it.
-  [ -f "$WORK/regress/postmaster.pid" ] && as_pg_owner "$PG_BIN/pg_ctl" -D "$WORK/regress" -m immediate -w stop >/dev/null 2>&1
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+trap 'rm -rf "$WORK"' EXIT
 
 step() { printf '\n=== %s\n' "$*"; }
 
@@ -38,9 +33,8 @@ cargo clippy --all-targets --manifest-path tests/integration/Cargo.toml -- -D wa
 step "unit and backend tests (cargo pgrx test)"
 cargo pgrx test "pg$PG_MAJOR" "${RUNAS[@]}" --pgdata "$WORK/pgrx-test"
 
-step "SQL surface (cargo pgrx regress, release build, installed into the system PostgreSQL)"
-cargo pgrx regress "pg$PG_MAJOR" --release --resetdb "${RUNAS[@]}" --pgdata "$WORK/regress" \
-  --postgresql-conf "shared_preload_libraries=snowflake_id"
+step "SQL surface (pg_regress; installs the release build into the system PostgreSQL)"
+./scripts/regress.sh
 
 step "integration tests against real servers"
 cargo test --release --manifest-path tests/integration/Cargo.toml

@@ -17,8 +17,10 @@ use serde::Serialize;
 const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
 
 fn decode(function: &'static str, id: i64) -> (Layout, Parts) {
-    let layout = gucs::layout();
-    let parts = layout.decode(id).unwrap_or_else(|e| errors::layout_error(function, e));
+    let layout = gucs::preloaded_layout(function);
+    let parts = layout
+        .decode(id)
+        .unwrap_or_else(|e| errors::layout_error(function, e));
     (layout, parts)
 }
 
@@ -35,7 +37,9 @@ fn time_part_of(function: &'static str, ts: TimestampWithTimeZone) -> u64 {
     }
     let micros: pg_sys::TimestampTz = ts.into();
     let unix_ms = micros.div_euclid(1000) + PG_EPOCH_UNIX_MS;
-    gucs::layout().time_part(unix_ms).unwrap_or_else(|e| errors::layout_error(function, e))
+    gucs::preloaded_layout(function)
+        .time_part(unix_ms)
+        .unwrap_or_else(|e| errors::layout_error(function, e))
 }
 
 /// When the ID was issued, to the millisecond.
@@ -62,11 +66,19 @@ fn snowflake_seq(id: i64) -> i32 {
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_compose(ts: TimestampWithTimeZone, shard: i32, seq: i32) -> i64 {
     const FUNCTION: &str = "snowflake_compose";
-    let layout = gucs::layout();
+    let layout = gucs::preloaded_layout(FUNCTION);
     let time_part = time_part_of(FUNCTION, ts);
-    let shard = layout.check_shard(shard.into()).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
-    let seq = layout.check_seq(seq.into()).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
-    layout.compose(Parts { time_part, shard, seq })
+    let shard = layout
+        .check_shard(shard.into())
+        .unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
+    let seq = layout
+        .check_seq(seq.into())
+        .unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
+    layout.compose(Parts {
+        time_part,
+        shard,
+        seq,
+    })
 }
 
 /// The smallest ID of `ts`'s millisecond: `WHERE id >= snowflake_min_id(now() - '1 hour')`.
@@ -98,7 +110,13 @@ struct IdJson {
 fn snowflake_json(id: i64) -> JsonB {
     let (layout, parts) = decode("snowflake_json", id);
     let unix_ms = layout.unix_ms(parts.time_part);
-    let json = IdJson { id: id.to_string(), ts: utc::format_utc_ms(unix_ms), unix_ms, shard: parts.shard, seq: parts.seq };
+    let json = IdJson {
+        id: id.to_string(),
+        ts: utc::format_utc_ms(unix_ms),
+        unix_ms,
+        shard: parts.shard,
+        seq: parts.seq,
+    };
     JsonB(serde_json::to_value(json).expect("plain fields always serialize"))
 }
 
@@ -116,7 +134,7 @@ fn snowflake_layout() -> TableIterator<
         name!(runs_out, TimestampWithTimeZone),
     ),
 > {
-    let layout = gucs::layout();
+    let layout = gucs::preloaded_layout("snowflake_layout");
     TableIterator::once((
         timestamptz_of_unix_ms(layout.epoch_unix_ms()),
         crate::layout::TIME_BITS as i32,

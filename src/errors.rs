@@ -12,15 +12,25 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
 use PgSqlErrorCode::{
-    ERRCODE_INVALID_PARAMETER_VALUE as INVALID_PARAMETER, ERRCODE_NULL_VALUE_NOT_ALLOWED as NULL_VALUE,
+    ERRCODE_INVALID_PARAMETER_VALUE as INVALID_PARAMETER,
+    ERRCODE_NULL_VALUE_NOT_ALLOWED as NULL_VALUE,
     ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE as OUT_OF_RANGE,
     ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as NOT_READY,
     ERRCODE_READ_ONLY_SQL_TRANSACTION as READ_ONLY,
 };
 
 /// Raises an ERROR; `function` is the SQL function reported as the error's location.
-fn raise(code: PgSqlErrorCode, function: &'static str, message: String, detail: String, hint: String) -> ! {
-    ErrorReport::new(code, message, function).set_detail(detail).set_hint(hint).report(PgLogLevel::ERROR);
+fn raise(
+    code: PgSqlErrorCode,
+    function: &'static str,
+    message: String,
+    detail: String,
+    hint: String,
+) -> ! {
+    ErrorReport::new(code, message, function)
+        .set_detail(detail)
+        .set_hint(hint)
+        .report(PgLogLevel::ERROR);
     unreachable!("an ERROR report returns control to PostgreSQL")
 }
 
@@ -57,7 +67,8 @@ pub fn null_argument(function: &'static str, argument: &str) -> ! {
         format!("{function}() was called with a NULL {argument}."),
         match argument {
             "shard" => shard_range_hint(),
-            _ => format!("Pass a {argument}."),
+            "count" => "Pass the number of IDs wanted, 1 or more.".into(),
+            _ => "Pass an ID, such as the largest one of the table: SELECT max(id) FROM ...".into(),
         },
     )
 }
@@ -79,7 +90,7 @@ pub fn count_not_positive(function: &'static str, count: i32) -> ! {
         INVALID_PARAMETER,
         function,
         format!("count must be positive, not {count}"),
-        format!("{function}() issues count IDs."),
+        format!("{function}(shard, count) returns count new IDs."),
         "Request at least one ID.".into(),
     )
 }
@@ -89,8 +100,31 @@ pub fn infinite_timestamp(function: &'static str) -> ! {
         OUT_OF_RANGE,
         function,
         "an infinite timestamp cannot be held in a snowflake ID".into(),
-        format!("IDs hold milliseconds from {} to {}.", epoch_text(), end_text()),
+        format!(
+            "IDs hold milliseconds from {} to {}.",
+            epoch_text(),
+            end_text()
+        ),
         "Pass a finite timestamp in that range.".into(),
+    )
+}
+
+/// `snowflake_advance` was refused; an ID too far ahead gets its own explanation.
+pub fn advance_refused(function: &'static str, shard: u32, refusal: Refusal) -> ! {
+    let Refusal::TooFarAhead { lead_ms, policy } = refusal else {
+        self::refusal(function, shard, refusal)
+    };
+    raise(
+        NOT_READY,
+        function,
+        format!("cannot advance shard {shard} to an ID {lead_ms} ms ahead of the wall clock"),
+        format!(
+            "snowflake_id.max_lead_ms = {} ms: the shard could issue no ID until the clock caught up.",
+            policy.max_lead_ms
+        ),
+        "Check that this server's clock agrees with the server that issued the ID, or raise \
+         snowflake_id.max_lead_ms (takes effect on reload)."
+            .into(),
     )
 }
 
@@ -173,13 +207,17 @@ pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
             OUT_OF_RANGE,
             function,
             "snowflake IDs have run out".into(),
-            format!("41 bits of milliseconds after snowflake_id.epoch end at {}.", end_text()),
+            format!(
+                "41 bits of milliseconds after snowflake_id.epoch end at {}.",
+                end_text()
+            ),
             "A new epoch means a new ID space: plan a migration; never change the epoch of a \
              running fleet."
                 .into(),
         ),
         Refusal::Clock(error) => {
-            let (LayoutError::BeforeEpoch { unix_ms, .. } | LayoutError::PastEnd { unix_ms, .. }) = error
+            let (LayoutError::BeforeEpoch { unix_ms, .. } | LayoutError::PastEnd { unix_ms, .. }) =
+                error
             else {
                 layout_error(function, error)
             };

@@ -17,10 +17,16 @@ use pgrx::prelude::*;
 /// would fix them.
 #[inline]
 fn open_shard(function: &'static str, shard: Option<i32>) -> (Layout, u32, &'static ShardSlot) {
-    let Some(shard) = shard else { errors::null_argument(function, "shard") };
-    let layout = gucs::layout();
-    let shard = layout.check_shard(shard.into()).unwrap_or_else(|e| errors::layout_error(function, e));
-    let Some(slot) = shmem::shard_slot(shard) else { errors::not_preloaded(function) };
+    let layout = gucs::preloaded_layout(function);
+    let Some(shard) = shard else {
+        errors::null_argument(function, "shard")
+    };
+    let shard = layout
+        .check_shard(shard.into())
+        .unwrap_or_else(|e| errors::layout_error(function, e));
+    let Some(slot) = shmem::shard_slot(shard) else {
+        errors::not_preloaded(function)
+    };
     // SAFETY: reads a flag; after the first `false` it is a plain load of a local variable.
     if unsafe { pg_sys::RecoveryInProgress() } {
         errors::during_recovery(function);
@@ -50,7 +56,10 @@ fn snowflake_nextval(shard: Option<i32>) -> i64 {
 /// The next ID of the shard named by `snowflake_id.shard` (55000 while it is unset).
 #[pg_extern(volatile, parallel_safe, name = "snowflake_nextval")]
 fn snowflake_nextval_of_default_shard() -> i64 {
-    let Some(shard) = gucs::default_shard() else { errors::shard_unset("snowflake_nextval") };
+    gucs::preloaded_layout("snowflake_nextval");
+    let Some(shard) = gucs::default_shard() else {
+        errors::shard_unset("snowflake_nextval")
+    };
     snowflake_nextval(Some(shard))
 }
 
@@ -59,12 +68,16 @@ fn snowflake_nextval_of_default_shard() -> i64 {
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_nextvals(shard: Option<i32>, count: Option<i32>) -> SetOfIterator<'static, i64> {
     const FUNCTION: &str = "snowflake_nextvals";
-    let Some(count) = count else { errors::null_argument(FUNCTION, "count") };
+    let Some(count) = count else {
+        errors::null_argument(FUNCTION, "count")
+    };
     if count <= 0 {
         errors::count_not_positive(FUNCTION, count);
     }
     let (layout, shard, claim) = claim(FUNCTION, shard, count as u64);
-    SetOfIterator::new((claim.first..=claim.last).map(move |counter| layout.id_of_counter(shard, counter)))
+    SetOfIterator::new(
+        (claim.first..=claim.last).map(move |counter| layout.id_of_counter(shard, counter)),
+    )
 }
 
 /// Makes every later ID of `shard` on this server greater than `id` (of any shard), like
@@ -74,12 +87,22 @@ fn snowflake_nextvals(shard: Option<i32>, count: Option<i32>) -> SetOfIterator<'
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     const FUNCTION: &str = "snowflake_advance";
-    let Some(id) = id else { errors::null_argument(FUNCTION, "id") };
+    let Some(id) = id else {
+        errors::null_argument(FUNCTION, "id")
+    };
     let (layout, shard, slot) = open_shard(FUNCTION, shard);
-    let first_allowed = layout.first_counter_above(shard, id).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
+    let first_allowed = layout
+        .first_counter_above(shard, id)
+        .unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
     let now = crate::clock::wall_clock_unix_ms();
-    if let Err(refusal) = generator::advance(&slot.last_issued, first_allowed, &layout, gucs::clock_policy(), now) {
-        errors::refusal(FUNCTION, shard, refusal);
+    if let Err(refusal) = generator::advance(
+        &slot.last_issued,
+        first_allowed,
+        &layout,
+        gucs::clock_policy(),
+        now,
+    ) {
+        errors::advance_refused(FUNCTION, shard, refusal);
     }
     id
 }

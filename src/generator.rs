@@ -85,7 +85,9 @@ pub fn claim(
     }
     let mut waited_ms = 0;
     loop {
-        let now = layout.time_part(clock.now_unix_ms()).map_err(Refusal::Clock)?;
+        let now = layout
+            .time_part(clock.now_unix_ms())
+            .map_err(Refusal::Clock)?;
         let mut last_issued = slot.load(Relaxed);
         let lead_ms = loop {
             let first = (last_issued + 1).max(layout.counter_at(now));
@@ -102,7 +104,13 @@ pub fn claim(
             // On failure `now` is reused: it is still a valid lower bound, and contended
             // callers retry without another clock read.
             match slot.compare_exchange_weak(last_issued, last, Relaxed, Relaxed) {
-                Ok(_) => return Ok(Claim { first, last, waited_ms }),
+                Ok(_) => {
+                    return Ok(Claim {
+                        first,
+                        last,
+                        waited_ms,
+                    })
+                }
                 Err(newer) => last_issued = newer,
             }
         };
@@ -132,7 +140,7 @@ pub fn advance(
     }
     let lead_ms = time_part.saturating_sub(now);
     if lead_ms > policy.max_lead_ms {
-        return Err(Refusal::TooFarAhead { lead_ms, policy: ClockPolicy { max_wait_ms: 0, ..policy } });
+        return Err(Refusal::TooFarAhead { lead_ms, policy });
     }
     slot.fetch_max(first_allowed.saturating_sub(1), Relaxed);
     Ok(())
@@ -144,8 +152,11 @@ mod tests {
     use crate::layout::{Parts, DEFAULT_EPOCH_UNIX_MS};
 
     const LAYOUT: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10);
-    const POLICY: ClockPolicy = ClockPolicy { max_lead_ms: 2000, max_wait_ms: 1000 };
-    const T0: i64 = DEFAULT_EPOCH_UNIX_MS + 1_000_000;
+    const POLICY: ClockPolicy = ClockPolicy {
+        max_lead_ms: 2000,
+        max_wait_ms: 1000,
+    };
+    const T0: i64 = DEFAULT_EPOCH_UNIX_MS + 100 * 86_400_000;
 
     /// A clock that stands still until moved, and whose sleeps move it forward.
     struct FakeClock {
@@ -203,7 +214,10 @@ mod tests {
         one(&slot, &mut clock).unwrap();
         clock.now += 5;
         let parts = one(&slot, &mut clock).unwrap();
-        assert_eq!((parts.time_part, parts.seq), (LAYOUT.time_part(T0).unwrap() + 5, 0));
+        assert_eq!(
+            (parts.time_part, parts.seq),
+            (LAYOUT.time_part(T0).unwrap() + 5, 0)
+        );
     }
 
     #[test]
@@ -213,7 +227,10 @@ mod tests {
         let before = one(&slot, &mut clock).unwrap();
         clock.now -= 1500; // within max_lead_ms
         let after = one(&slot, &mut clock).unwrap();
-        assert_eq!((after.time_part, after.seq), (before.time_part, before.seq + 1));
+        assert_eq!(
+            (after.time_part, after.seq),
+            (before.time_part, before.seq + 1)
+        );
         assert!(clock.slept.is_empty());
         assert_eq!(lead_of(&slot, &clock), 1500);
     }
@@ -238,8 +255,17 @@ mod tests {
         let counter_before = slot.load(Relaxed);
         clock.now -= 3_600_000;
         let refusal = one(&slot, &mut clock).unwrap_err();
-        assert_eq!(refusal, Refusal::TooFarAhead { lead_ms: 3_600_000, policy: POLICY });
-        assert!(clock.slept.is_empty(), "a wait that cannot help must not be slept");
+        assert_eq!(
+            refusal,
+            Refusal::TooFarAhead {
+                lead_ms: 3_600_000,
+                policy: POLICY
+            }
+        );
+        assert!(
+            clock.slept.is_empty(),
+            "a wait that cannot help must not be slept"
+        );
         assert_eq!(slot.load(Relaxed), counter_before);
         // Once the clock is back, generation continues above the old IDs.
         clock.now += 3_600_000;
@@ -273,7 +299,10 @@ mod tests {
         let too_many = max_batch(&LAYOUT, POLICY) + 1;
         assert_eq!(
             claim(&slot, too_many, &LAYOUT, POLICY, &mut clock),
-            Err(Refusal::BatchTooLarge { count: too_many, max_count: too_many - 1 })
+            Err(Refusal::BatchTooLarge {
+                count: too_many,
+                max_count: too_many - 1
+            })
         );
         assert_eq!(slot.load(Relaxed), b.last);
     }
@@ -282,7 +311,10 @@ mod tests {
     fn a_clock_before_the_epoch_is_refused() {
         let slot = AtomicU64::new(0);
         let mut clock = FakeClock::at(DEFAULT_EPOCH_UNIX_MS - 1);
-        assert!(matches!(one(&slot, &mut clock), Err(Refusal::Clock(LayoutError::BeforeEpoch { .. }))));
+        assert!(matches!(
+            one(&slot, &mut clock),
+            Err(Refusal::Clock(LayoutError::BeforeEpoch { .. }))
+        ));
         assert_eq!(slot.load(Relaxed), 0);
     }
 
@@ -330,7 +362,11 @@ mod tests {
                 .map(|_| {
                     scope.spawn(|| {
                         (0..per_thread)
-                            .map(|_| claim(&slot, 1, &LAYOUT, POLICY, &mut SystemClock).unwrap().first)
+                            .map(|_| {
+                                claim(&slot, 1, &LAYOUT, POLICY, &mut SystemClock)
+                                    .unwrap()
+                                    .first
+                            })
                             .collect::<Vec<_>>()
                     })
                 })

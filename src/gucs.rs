@@ -9,7 +9,8 @@
 use crate::layout::{Layout, DEFAULT_SHARD_BITS, MAX_SHARD_BITS, MIN_SHARD_BITS};
 use crate::utc;
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
-use pgrx::pg_sys;
+use pgrx::pg_sys::{self, panic::ErrorReport};
+use pgrx::{PgLogLevel, PgSqlErrorCode};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
@@ -33,12 +34,20 @@ static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_WAIT_MS
 /// The epoch in Unix ms, parsed once by the assign hook so no call parses a string.
 static EPOCH_UNIX_MS: AtomicI64 = AtomicI64::new(crate::layout::DEFAULT_EPOCH_UNIX_MS);
 
-/// Registers every setting. Called from `_PG_init`.
+/// Registers every setting. Called from `_PG_init` while shared_preload_libraries is being
+/// processed: PostgreSQL allows postmaster-only settings to be defined only then.
+///
+/// A value in postgresql.conf that PostgreSQL refuses for a setting defined this late only
+/// earns a WARNING, and the setting keeps its default. For the layout that would mean
+/// issuing IDs in another layout than the rest of the fleet, so a refused value stops the
+/// server instead (`check_applied`).
 pub fn init() {
+    let configured =
+        [EPOCH_NAME, SHARD_BITS_NAME, SHARD_NAME].map(|name| (name, configured_text(name)));
     // SAFETY: the hooks are `#[pg_guard]`ed and only read their arguments.
     unsafe {
         GucRegistry::define_string_guc_with_hooks(
-            c"snowflake_id.epoch",
+            EPOCH_NAME,
             c"Start of the time part of every ID (UTC). Fixed for a fleet: never change it.",
             c"A UTC timestamp such as 2024-01-01T00:00:00Z. IDs run out 69.7 years later. \
               Every server of a fleet must use the same value.",
@@ -51,7 +60,7 @@ pub fn init() {
         );
     }
     GucRegistry::define_int_guc(
-        c"snowflake_id.shard_bits",
+        SHARD_BITS_NAME,
         c"Bits of an ID given to the shard id; the other 22 minus these count IDs per ms.",
         c"10: 1,024 shards of 4,096 IDs per ms (Twitter). 13: 8,192 shards of 512 per ms \
           (Instagram's shard count). Fixed for a fleet: never change it.",
@@ -64,7 +73,7 @@ pub fn init() {
     // SAFETY: as above.
     unsafe {
         GucRegistry::define_int_guc_with_hooks(
-            c"snowflake_id.shard",
+            SHARD_NAME,
             c"Shard used by snowflake_nextval() without an argument; -1 means unset.",
             c"Set it per database or role: ALTER DATABASE shard7 SET snowflake_id.shard = 7.",
             &SHARD,
@@ -97,6 +106,59 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
+    for (name, text) in configured {
+        if let Some(text) = text {
+            check_applied(name, &text);
+        }
+    }
+}
+
+const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
+const SHARD_BITS_NAME: &CStr = c"snowflake_id.shard_bits";
+const SHARD_NAME: &CStr = c"snowflake_id.shard";
+
+/// The text a setting was given in the configuration, if any (read before it is defined,
+/// while it is still a placeholder holding the text).
+fn configured_text(name: &CStr) -> Option<String> {
+    // SAFETY: looks a setting up by name; NULL when it is not set anywhere.
+    let value = unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) };
+    // SAFETY: a non-NULL result is a NUL-terminated string owned by the GUC machinery.
+    unsafe {
+        value
+            .as_ref()
+            .map(|p| CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
+}
+
+/// Stops the server when PostgreSQL refused the configured `text` of a setting (it then
+/// kept its default). The refusal's reason is in the WARNING just before.
+fn check_applied(name: &CStr, text: &str) {
+    let name = name.to_string_lossy();
+    let applied = match name.as_ref() {
+        "snowflake_id.epoch" => utc::parse_utc_ms(text).ok() == Some(EPOCH_UNIX_MS.load(Relaxed)),
+        "snowflake_id.shard_bits" => text.trim().parse() == Ok(SHARD_BITS.get()),
+        _ => text.trim().parse() == Ok(SHARD.get()),
+    };
+    if !applied {
+        ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
+            format!("invalid value for parameter \"{name}\": \"{text}\""),
+            "_PG_init",
+        )
+        .set_detail("snowflake_id will not start with a setting it cannot apply: the IDs would not follow the configured layout.")
+        .set_hint(format!("Correct {name} in postgresql.conf (see the warning above for why it was refused), then start the server."))
+        .report(PgLogLevel::ERROR);
+    }
+}
+
+/// The layout, for a SQL function: raises the error naming the fix when the library was
+/// not preloaded (its settings are then undefined, so the layout would only be a guess).
+#[inline]
+pub fn preloaded_layout(function: &'static str) -> Layout {
+    if !crate::shmem::attached() {
+        crate::errors::not_preloaded(function);
+    }
+    layout()
 }
 
 /// The layout of this server's IDs.
@@ -140,7 +202,10 @@ fn validate_epoch(text: &str) -> Result<i64, String> {
     let layout = Layout::new(epoch, 0);
     let now = crate::clock::wall_clock_unix_ms();
     if epoch > now {
-        return Err(format!("The epoch {} is in the future.", utc::format_utc_ms(epoch)));
+        return Err(format!(
+            "The epoch {} is in the future.",
+            utc::format_utc_ms(epoch)
+        ));
     }
     if layout.last_unix_ms() < now {
         return Err(format!(
@@ -158,7 +223,11 @@ unsafe extern "C-unwind" fn check_epoch(
     _source: pg_sys::GucSource::Type,
 ) -> bool {
     // SAFETY: PostgreSQL passes a valid pointer to a NUL-terminated string or to NULL.
-    let text = unsafe { (*newval).as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
+    let text = unsafe {
+        (*newval)
+            .as_ref()
+            .map(|p| CStr::from_ptr(p).to_string_lossy())
+    };
     match validate_epoch(text.as_deref().unwrap_or("")) {
         Ok(_) => true,
         Err(reason) => refuse_setting(

@@ -76,15 +76,26 @@ unsafe extern "C-unwind" fn startup_shmem() {
         let lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
         pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
-        let base = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), size, &mut found).cast::<ShardSlot>();
+        let base =
+            pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), size, &mut found).cast::<ShardSlot>();
         if !found {
             std::ptr::write_bytes(base.cast::<u8>(), 0, size);
         }
-        assert!(base.is_aligned(), "shared memory is not aligned for ShardSlot");
+        assert!(
+            base.is_aligned(),
+            "shared memory is not aligned for ShardSlot"
+        );
         SLOTS = base;
         SLOT_COUNT = size / size_of::<ShardSlot>();
         pg_sys::LWLockRelease(lock);
     }
+}
+
+/// Whether the shared state exists, that is, the library was preloaded.
+#[inline]
+pub fn attached() -> bool {
+    // SAFETY: written once per process before any SQL runs.
+    unsafe { !SLOTS.is_null() }
 }
 
 /// The slot of a shard already checked against the layout, or `None` when the library

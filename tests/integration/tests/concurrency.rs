@@ -10,13 +10,20 @@ const IDS_PER_QUERY: usize = 2_500;
 
 /// Half the connections share shard 1; the others each have a shard of their own.
 fn shard_of_connection(connection: usize) -> i32 {
-    if connection < CONNECTIONS / 2 { 1 } else { 100 + connection as i32 }
+    if connection < CONNECTIONS / 2 {
+        1
+    } else {
+        100 + connection as i32
+    }
 }
 
 #[test]
 fn sixteen_connections_one_million_ids_no_duplicates() {
     let cluster = Cluster::start("concurrency", &["synchronous_commit = off"]);
-    cluster.connect().batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    cluster
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
 
     let started = Instant::now();
     let per_connection: Vec<Vec<(i64, i32)>> = std::thread::scope(|scope| {
@@ -46,7 +53,10 @@ fn sixteen_connections_one_million_ids_no_duplicates() {
                 })
             })
             .collect();
-        workers.into_iter().map(|worker| worker.join().unwrap()).collect()
+        workers
+            .into_iter()
+            .map(|worker| worker.join().unwrap())
+            .collect()
     });
     let elapsed = started.elapsed();
 
@@ -54,10 +64,16 @@ fn sixteen_connections_one_million_ids_no_duplicates() {
     for (connection, ids) in per_connection.iter().enumerate() {
         assert_eq!(ids.len(), IDS_PER_CONNECTION);
         let shard = shard_of_connection(connection);
-        assert!(ids.iter().all(|&(_, decoded)| decoded == shard), "connection {connection}: an ID decodes to another shard");
+        assert!(
+            ids.iter().all(|&(_, decoded)| decoded == shard),
+            "connection {connection}: an ID decodes to another shard"
+        );
         assert!(ids.iter().all(|&(id, _)| id > 0));
         if let Some(w) = ids.windows(2).find(|w| w[0].0 >= w[1].0) {
-            panic!("connection {connection}: {} was followed by {}", w[0].0, w[1].0);
+            panic!(
+                "connection {connection}: {} was followed by {}",
+                w[0].0, w[1].0
+            );
         }
         all.extend(ids.iter().map(|&(id, _)| id));
     }
@@ -70,10 +86,16 @@ fn sixteen_connections_one_million_ids_no_duplicates() {
     // The newest ID's time is the server's clock, not far in the future.
     let mut client = cluster.connect();
     let lead_ms: f64 = client
-        .query_one("SELECT extract(epoch FROM snowflake_timestamp($1) - clock_timestamp())::float8 * 1000", &[&all[all.len() - 1]])
+        .query_one(
+            "SELECT extract(epoch FROM snowflake_timestamp($1) - clock_timestamp())::float8 * 1000",
+            &[&all[all.len() - 1]],
+        )
         .unwrap()
         .get(0);
-    assert!(lead_ms < 2000.0, "the newest ID is {lead_ms} ms ahead of the clock");
+    assert!(
+        lead_ms < 2000.0,
+        "the newest ID is {lead_ms} ms ahead of the clock"
+    );
 
     println!(
         "concurrency: {} IDs from {CONNECTIONS} connections in {:.2} s ({:.0} IDs/s), 0 duplicates",

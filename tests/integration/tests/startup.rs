@@ -1,85 +1,163 @@
-//! What a server does with the extension's settings at start: refuses a bad layout with a
-//! clear log line, and without preloading refuses to generate (naming the fix).
+//! What a server does with the extension's settings at start: refuses to start with a bad
+//! layout, saying why in its log; without preloading, every function refuses, naming the fix.
 
 use snowflake_id_integration::Cluster;
 
-/// Starts a server that must refuse to start; returns its log.
-fn refused_start(name: &str, settings: &[&str]) -> String {
-    let mut cluster = Cluster::create(name, settings);
-    match cluster.try_start_with(&[]) {
-        Ok(()) => panic!("the server started with {settings:?}"),
+/// Starts a server that must refuse to start; returns its log, checked for the fatal line.
+fn refused_start(name: &str, setting: &str) -> String {
+    let mut cluster = Cluster::create(name, &[setting]);
+    let log = match cluster.try_start_with(&[]) {
+        Ok(()) => panic!("the server started with {setting}"),
         Err(log) => log,
-    }
+    };
+    let (parameter, value) = setting.split_once(" = ").unwrap();
+    let fatal = format!(
+        "FATAL:  invalid value for parameter \"{parameter}\": \"{}\"",
+        value.trim_matches('\'')
+    );
+    assert!(log.contains(&fatal), "no line {fatal} in\n{log}");
+    assert!(log.contains("HINT:  Correct"), "{log}");
+    log
 }
 
 #[test]
 fn a_malformed_epoch_stops_the_server_with_a_clear_line() {
-    let log = refused_start("bad-epoch", &["snowflake_id.epoch = '2024-02-30'"]);
-    assert!(log.contains("invalid value for parameter \"snowflake_id.epoch\": \"2024-02-30\""), "{log}");
-    assert!(log.contains("2024-02-30 is not a date in the calendar"), "{log}");
-    assert!(log.contains("HINT:  Set snowflake_id.epoch to a past UTC timestamp"), "{log}");
+    let log = refused_start("bad-epoch", "snowflake_id.epoch = '2024-02-30'");
+    assert!(
+        log.contains("DETAIL:  2024-02-30 is not a date in the calendar"),
+        "{log}"
+    );
+    assert!(
+        log.contains("HINT:  Set snowflake_id.epoch to a past UTC timestamp"),
+        "{log}"
+    );
 }
 
 #[test]
 fn an_epoch_in_the_future_stops_the_server() {
-    let log = refused_start("future-epoch", &["snowflake_id.epoch = '2999-01-01'"]);
-    assert!(log.contains("The epoch 2999-01-01T00:00:00.000Z is in the future."), "{log}");
+    let log = refused_start("future-epoch", "snowflake_id.epoch = '2999-01-01'");
+    assert!(
+        log.contains("The epoch 2999-01-01T00:00:00.000Z is in the future."),
+        "{log}"
+    );
 }
 
 #[test]
 fn an_epoch_in_another_time_zone_stops_the_server() {
-    let log = refused_start("offset-epoch", &["snowflake_id.epoch = '2024-01-01 00:00:00+02'"]);
+    let log = refused_start(
+        "offset-epoch",
+        "snowflake_id.epoch = '2024-01-01 00:00:00+02'",
+    );
     assert!(log.contains("time zone offset \"+02\" is not UTC"), "{log}");
 }
 
 #[test]
 fn shard_bits_outside_the_range_stop_the_server() {
-    let log = refused_start("bad-bits", &["snowflake_id.shard_bits = 17"]);
-    assert!(log.contains("17 is outside the valid range for parameter \"snowflake_id.shard_bits\" (0 .. 16)"), "{log}");
+    let log = refused_start("bad-bits", "snowflake_id.shard_bits = 17");
+    assert!(
+        log.contains(
+            "17 is outside the valid range for parameter \"snowflake_id.shard_bits\" (0 .. 16)"
+        ),
+        "{log}"
+    );
+    refused_start("garbage-bits", "snowflake_id.shard_bits = ten");
 }
 
 #[test]
-fn a_misspelt_setting_stops_the_server() {
-    let log = refused_start("typo", &["snowflake_id.shardbits = 13"]);
-    assert!(log.contains("snowflake_id.shardbits"), "{log}");
+fn a_default_shard_outside_the_layout_stops_the_server() {
+    let log = refused_start("bad-shard", "snowflake_id.shard = 1024");
+    assert!(
+        log.contains("DETAIL:  snowflake_id.shard_bits = 10 allows shards 0 to 1023."),
+        "{log}"
+    );
 }
 
 #[test]
-fn without_preloading_generators_refuse_and_decoders_work() {
+fn a_misspelt_setting_is_reported_in_the_log() {
+    let cluster = Cluster::start("typo", &["snowflake_id.shardbits = 13"]);
+    let log = cluster.log();
+    assert!(log.contains("WARNING:  invalid configuration parameter name \"snowflake_id.shardbits\", removing it"), "{log}");
+}
+
+#[test]
+fn without_preloading_every_function_refuses_naming_the_fix() {
     let cluster = Cluster::start("not-preloaded", &["shared_preload_libraries = ''"]);
     let mut client = cluster.connect();
-    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
-    for call in ["SELECT snowflake_nextval(1)", "SELECT snowflake_nextvals(1, 5)", "SELECT snowflake_advance(1, 1)"] {
+    client
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
+    client.batch_execute("SET snowflake_id.shard = 1").unwrap();
+    for call in [
+        "SELECT snowflake_nextval(1)",
+        "SELECT snowflake_nextval()",
+        "SELECT snowflake_nextvals(1, 5)",
+        "SELECT snowflake_advance(1, 1)",
+        "SELECT snowflake_decode(1)",
+        "SELECT snowflake_compose(now(), 3, 1)",
+        "SELECT snowflake_min_id(now())",
+        "SELECT * FROM snowflake_layout()",
+    ] {
         let error = client.query(call, &[]).unwrap_err();
-        let db = error.as_db_error().unwrap_or_else(|| panic!("{call}: {error}"));
+        let db = error
+            .as_db_error()
+            .unwrap_or_else(|| panic!("{call}: {error}"));
         assert_eq!(db.code().code(), "55000", "{call}");
-        assert_eq!(db.message(), "snowflake_id must be loaded via shared_preload_libraries");
-        assert!(db.hint().unwrap().contains("Add snowflake_id to shared_preload_libraries"));
+        assert_eq!(
+            db.message(),
+            "snowflake_id must be loaded via shared_preload_libraries"
+        );
+        assert!(db
+            .hint()
+            .unwrap()
+            .contains("Add snowflake_id to shared_preload_libraries"));
     }
-    let shard: i32 = client.query_one("SELECT snowflake_shard(snowflake_compose(now(), 3, 1))", &[]).unwrap().get(0);
-    assert_eq!(shard, 3);
 }
 
 #[test]
 fn the_instagram_layout_with_its_own_epoch() {
     let cluster = Cluster::start(
         "instagram",
-        &["snowflake_id.shard_bits = 13", "snowflake_id.epoch = '2011-08-24 21:07:01.721Z'"],
+        &[
+            "snowflake_id.shard_bits = 13",
+            "snowflake_id.epoch = '2011-08-24 21:07:01.721Z'",
+        ],
     );
     let mut client = cluster.connect();
-    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    client
+        .batch_execute("CREATE EXTENSION snowflake_id")
+        .unwrap();
     let row = client
         .query_one("SELECT shard_bits, seq_bits, max_shard, ids_per_ms, epoch::text FROM snowflake_layout()", &[])
         .unwrap();
-    assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1), row.get::<_, i32>(2), row.get::<_, i32>(3)), (13, 9, 8191, 512));
+    assert_eq!(
+        (
+            row.get::<_, i32>(0),
+            row.get::<_, i32>(1),
+            row.get::<_, i32>(2),
+            row.get::<_, i32>(3)
+        ),
+        (13, 9, 8191, 512)
+    );
     // The epoch is read as UTC whatever the session's time zone.
     client.batch_execute("SET TimeZone = 'UTC'").unwrap();
-    let epoch: String = client.query_one("SELECT epoch::text FROM snowflake_layout()", &[]).unwrap().get(0);
+    let epoch: String = client
+        .query_one("SELECT epoch::text FROM snowflake_layout()", &[])
+        .unwrap()
+        .get(0);
     assert_eq!(epoch, "2011-08-24 21:07:01.721+00");
     let row = client
         .query_one("SELECT snowflake_shard(id), snowflake_seq(id), abs(extract(epoch FROM snowflake_timestamp(id) - now())) < 5 FROM snowflake_nextval(8191) id", &[])
         .unwrap();
-    assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1), row.get::<_, bool>(2)), (8191, 0, true));
-    let error = client.query("SELECT snowflake_nextval(8192)", &[]).unwrap_err();
+    assert_eq!(
+        (
+            row.get::<_, i32>(0),
+            row.get::<_, i32>(1),
+            row.get::<_, bool>(2)
+        ),
+        (8191, 0, true)
+    );
+    let error = client
+        .query("SELECT snowflake_nextval(8192)", &[])
+        .unwrap_err();
     assert_eq!(error.as_db_error().unwrap().code().code(), "22023");
 }

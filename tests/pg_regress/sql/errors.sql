@@ -2,13 +2,13 @@
 SET TimeZone = 'UTC';
 
 CREATE FUNCTION pg_temp.error_of(call text)
-RETURNS TABLE (sqlstate text, message text, detail text, hint text)
+RETURNS TABLE (code text, message text, detail text, hint text)
 LANGUAGE plpgsql AS $$
 BEGIN
     EXECUTE call;
     RAISE EXCEPTION 'no error from %', call;
 EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS sqlstate = RETURNED_SQLSTATE, message = MESSAGE_TEXT,
+    GET STACKED DIAGNOSTICS code = RETURNED_SQLSTATE, message = MESSAGE_TEXT,
                             detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
     RETURN NEXT;
 END $$;
@@ -65,7 +65,7 @@ SELECT call, e.* FROM (VALUES
 \x off
 
 -- Advancing a shard far ahead of the clock is refused (the lead in ms varies by run).
-SELECT sqlstate, message ~ '^shard 1 would run \d+ ms ahead of the wall clock$' AS message_ok, hint
+SELECT code, message ~ '^cannot advance shard 1 to an ID \d+ ms ahead of the wall clock$' AS message_ok, detail, hint
 FROM pg_temp.error_of('SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval ''1 hour'', 1, 0))');
 
 -- As psql shows an error by default.

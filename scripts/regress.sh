@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds and installs the extension (release), then runs the pg_regress golden files
+# (tests/pg_regress) against a throwaway server with it preloaded. `--accept` copies the new output over the expected files
+# instead of failing: review the diff before committing it.
+#
+# (`cargo pgrx regress` would start its server as the calling user, which initdb refuses
+# for root; this runner starts its own, as the unprivileged server user.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+ACCEPT=${1:-}
+install_extension
+PG_REGRESS="$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress"
+DIR=$(mktemp -d /tmp/snowflake_id-regress.XXXXXX)
+[ "$(id -u)" -eq 0 ] && chown postgres: "$DIR"
+trap 'cluster_stop "$DIR"; rm -rf "$DIR"' EXIT
+
+cluster_init "$DIR"
+cluster_start "$DIR"
+
+# Without --use-existing, pg_regress (re)creates the test database itself.
+status=0
+"$PG_REGRESS" --host="$DIR" --port="$PG_PORT" --user=postgres --bindir="$PG_BIN" \
+  --inputdir=tests/pg_regress --outputdir="$DIR/out" --dbname=snowflake_id_regress \
+  --schedule=tests/pg_regress/schedule >"$DIR/pg_regress.log" 2>&1 || status=$?
+cat "$DIR/pg_regress.log"
+
+if [ "$ACCEPT" = --accept ]; then
+  cp "$DIR"/out/results/*.out tests/pg_regress/expected/
+  echo "regress: expected output replaced; review it with git diff"
+elif [ $status -ne 0 ]; then
+  [ -f "$DIR/out/regression.diffs" ] && cat "$DIR/out/regression.diffs"
+  exit $status
+fi
