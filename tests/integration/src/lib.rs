@@ -74,20 +74,36 @@ impl Cluster {
         cluster
     }
 
-    /// Creates a cluster as `start` does, without starting it.
-    pub fn create(name: &str, settings: &[&str]) -> Cluster {
+    /// An empty folder for a cluster's data, log and socket, owned by the server's owner.
+    fn new_folder(name: &str) -> Cluster {
         let root = std::env::temp_dir().join(format!("snowflake_id-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&root);
         fs::create_dir_all(&root).unwrap();
         if running_as_root() {
             run(Command::new("chown").arg("postgres:").arg(&root), "chown");
         }
-        let cluster = Cluster {
+        Cluster {
             data_dir: root.join("data"),
             log_file: root.join("server.log"),
             root,
             running: false,
-        };
+        }
+    }
+
+    /// Appends lines to postgresql.conf (a later line overrides an earlier one).
+    fn append_settings(&self, lines: &[String]) {
+        let path = self.data_dir.join("postgresql.conf");
+        let mut conf = fs::read_to_string(&path).unwrap();
+        for line in lines {
+            conf.push_str(line);
+            conf.push('\n');
+        }
+        fs::write(&path, conf).unwrap();
+    }
+
+    /// Creates a cluster as `start` does, without starting it.
+    pub fn create(name: &str, settings: &[&str]) -> Cluster {
+        let cluster = Cluster::new_folder(name);
         let mut initdb = as_server_owner(pg_bin_dir().join("initdb"));
         initdb
             .args([
@@ -103,20 +119,42 @@ impl Cluster {
             ])
             .arg(&cluster.data_dir);
         run(&mut initdb, "initdb");
-        let mut conf = format!(
-            "listen_addresses = ''\nport = {PORT}\nunix_socket_directories = '{}'\n\
-             shared_preload_libraries = 'snowflake_id'\nmax_connections = 60\n",
-            cluster.root.display()
-        );
-        for line in settings {
-            conf.push_str(line);
-            conf.push('\n');
-        }
-        let conf_path = cluster.data_dir.join("postgresql.conf");
-        let mut existing = fs::read_to_string(&conf_path).unwrap();
-        existing.push_str(&conf);
-        fs::write(&conf_path, existing).unwrap();
+        let mut lines = vec![
+            "listen_addresses = ''".to_string(),
+            format!("port = {PORT}"),
+            format!("unix_socket_directories = '{}'", cluster.root.display()),
+            "shared_preload_libraries = 'snowflake_id'".to_string(),
+            "max_connections = 60".to_string(),
+        ];
+        lines.extend(settings.iter().map(|line| line.to_string()));
+        cluster.append_settings(&lines);
         cluster
+    }
+
+    /// Creates and starts a streaming hot standby of `primary` (which needs
+    /// `wal_level = replica`, the default).
+    pub fn start_standby_of(primary: &Cluster, name: &str) -> Cluster {
+        let mut standby = Cluster::new_folder(name);
+        let mut backup = as_server_owner(pg_bin_dir().join("pg_basebackup"));
+        backup.arg("-h").arg(&primary.root).args([
+            "-p",
+            &PORT.to_string(),
+            "-U",
+            "postgres",
+            "-X",
+            "stream",
+            "-R",
+            "--no-sync",
+            "-D",
+        ]);
+        run(backup.arg(&standby.data_dir), "pg_basebackup");
+        // The copied configuration names the primary's socket folder.
+        standby.append_settings(&[format!(
+            "unix_socket_directories = '{}'",
+            standby.root.display()
+        )]);
+        standby.start_with(&[]);
+        standby
     }
 
     /// Starts the (stopped) server, with extra environment variables for the postmaster,
