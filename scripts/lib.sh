@@ -59,9 +59,14 @@ cluster_psql() {
   "$PG_BIN/psql" -X -v ON_ERROR_STOP=1 -h "$dir" -p "$PG_PORT" -U postgres "$@"
 }
 
-# Builds the extension in release mode and installs it into the system PostgreSQL.
+# Builds the extension in release mode and installs it into the system PostgreSQL; prints
+# the build's output only when it fails.
 install_extension() {
-  local sudo=()
+  local sudo=() log
   [ "$(id -u)" -eq 0 ] || sudo=(--sudo)
-  cargo pgrx install --release --pg-config "$PG_CONFIG" "${sudo[@]}" >/dev/null
+  log=$(mktemp)
+  if ! cargo pgrx install --release --pg-config "$PG_CONFIG" "${sudo[@]}" >"$log" 2>&1; then
+    cat "$log"; rm -f "$log"; return 1
+  fi
+  rm -f "$log"
 }
