@@ -8,8 +8,16 @@ use std::time::{Duration, Instant};
 /// Sets the policy with ALTER SYSTEM and a reload, and waits until this session sees it.
 fn set_policy(client: &mut Client, max_lead: &str, max_wait: &str) {
     // One statement each: ALTER SYSTEM refuses to run inside a transaction block.
-    client.batch_execute(&format!("ALTER SYSTEM SET snowflake_id.max_lead_ms = '{max_lead}'")).unwrap();
-    client.batch_execute(&format!("ALTER SYSTEM SET snowflake_id.max_wait_ms = '{max_wait}'")).unwrap();
+    client
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET snowflake_id.max_lead_ms = '{max_lead}'"
+        ))
+        .unwrap();
+    client
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET snowflake_id.max_wait_ms = '{max_wait}'"
+        ))
+        .unwrap();
     client.batch_execute("SELECT pg_reload_conf()").unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
