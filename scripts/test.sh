@@ -21,6 +21,8 @@ if [ "$(id -u)" -eq 0 ]; then
   RUNAS=(--runas postgres)
 fi
 trap 'rm -rf "$WORK"' EXIT
+# Everything is also kept in a log, from which the closing summary is counted.
+exec > >(tee "$WORK/output.log") 2>&1
 
 step() { printf '\n=== %s\n' "$*"; }
 
@@ -38,3 +40,8 @@ step "SQL surface (pg_regress; installs the release build into the system Postgr
 
 step "integration tests against real servers"
 cargo test --release --manifest-path tests/integration/Cargo.toml
+
+# One closing line over all layers: cargo's "N passed" and pg_regress's "All N tests passed".
+awk '/test result: ok\./ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) n += $i }
+     /All [0-9]+ tests passed/ { n += $2 }
+     END { printf "\n%d passed, 0 failed\n", n }' "$WORK/output.log"
