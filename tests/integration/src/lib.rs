@@ -4,6 +4,7 @@
 //! refuses root), listens only on a Unix socket in its own temporary folder, and is stopped
 //! and removed when the `Cluster` is dropped, also when a test fails (its log is printed then).
 
+use postgres::error::DbError;
 use postgres::{Client, Config, NoTls};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -56,6 +57,17 @@ fn run(command: &mut Command, what: &str) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Runs a statement that must fail in the server, and returns the server's error.
+pub fn db_error(client: &mut Client, statement: &str) -> DbError {
+    match client.batch_execute(statement) {
+        Ok(()) => panic!("no error from {statement}"),
+        Err(error) => match error.as_db_error() {
+            Some(db) => db.clone(),
+            None => panic!("{statement}: {error}"),
+        },
+    }
 }
 
 pub struct Cluster {

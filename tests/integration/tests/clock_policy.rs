@@ -2,7 +2,7 @@
 //! the lead bound waits for the clock when allowed to, and fails cleanly when not.
 
 use postgres::Client;
-use snowflake_id_integration::Cluster;
+use snowflake_id_integration::{db_error, Cluster};
 use std::time::{Duration, Instant};
 
 /// Sets the policy with ALTER SYSTEM and a reload, and waits until this session sees it.
@@ -59,8 +59,7 @@ fn past_the_lead_bound_a_call_fails_or_waits_as_configured() {
     // No waiting allowed: refused at once, nothing issued.
     set_policy(&mut client, "500ms", "0");
     let ahead = advance_ahead(&mut client);
-    let error = client.query(BATCH, &[]).unwrap_err();
-    let db = error.as_db_error().unwrap();
+    let db = db_error(&mut client, BATCH);
     assert_eq!(db.code().code(), "55000");
     assert!(
         db.message().starts_with("shard 2 would run ")

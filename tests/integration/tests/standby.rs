@@ -1,6 +1,6 @@
 //! A hot standby refuses to issue IDs (SQLSTATE 25006) and still decodes them.
 
-use snowflake_id_integration::Cluster;
+use snowflake_id_integration::{db_error, Cluster};
 
 #[test]
 fn a_hot_standby_refuses_to_generate_and_decodes() {
@@ -30,10 +30,7 @@ fn a_hot_standby_refuses_to_generate_and_decodes() {
         ("SELECT snowflake_nextvals(4, 3)", "snowflake_nextvals"),
         ("SELECT snowflake_advance(4, 1)", "snowflake_advance"),
     ] {
-        let error = on_standby.query(call, &[]).unwrap_err();
-        let db = error
-            .as_db_error()
-            .unwrap_or_else(|| panic!("{call}: {error}"));
+        let db = db_error(&mut on_standby, call);
         assert_eq!(db.code().code(), "25006", "{call}");
         assert_eq!(
             db.message(),

@@ -1,7 +1,7 @@
 //! What a server does with the extension's settings at start: refuses to start with a bad
 //! layout, saying why in its log; without preloading, every function refuses, naming the fix.
 
-use snowflake_id_integration::Cluster;
+use snowflake_id_integration::{db_error, Cluster};
 
 /// Starts a server that must refuse to start; returns its log, checked for the fatal line.
 fn refused_start(name: &str, setting: &str) -> String {
@@ -97,10 +97,7 @@ fn without_preloading_every_function_refuses_naming_the_fix() {
         "SELECT snowflake_min_id(now())",
         "SELECT * FROM snowflake_layout()",
     ] {
-        let error = client.query(call, &[]).unwrap_err();
-        let db = error
-            .as_db_error()
-            .unwrap_or_else(|| panic!("{call}: {error}"));
+        let db = db_error(&mut client, call);
         assert_eq!(db.code().code(), "55000", "{call}");
         assert_eq!(
             db.message(),
@@ -156,8 +153,6 @@ fn the_instagram_layout_with_its_own_epoch() {
         ),
         (8191, 0, true)
     );
-    let error = client
-        .query("SELECT snowflake_nextval(8192)", &[])
-        .unwrap_err();
-    assert_eq!(error.as_db_error().unwrap().code().code(), "22023");
+    let db = db_error(&mut client, "SELECT snowflake_nextval(8192)");
+    assert_eq!(db.code().code(), "22023");
 }
