@@ -13,14 +13,34 @@ pub fn wall_clock_unix_ms() -> i64 {
     }
 }
 
-/// The real clock. Sleeps in 1 ms steps and checks for interrupts between them, so a
-/// waiting call still honours `statement_timeout`, cancel requests and shutdown.
-pub struct WallClock;
+/// The real clock, for one call. Sleeps in 1 ms steps and checks for interrupts between
+/// them, so a waiting call still honours `statement_timeout`, cancel requests and shutdown.
+/// It also notices when the clock reads earlier than this backend's previous reading.
+#[derive(Default)]
+pub struct WallClock {
+    stepped_back: bool,
+}
+
+thread_local! {
+    /// This backend's latest clock reading. A backend reads the clock in sequence, so a
+    /// smaller reading is a real step back of the clock, not a race with another backend.
+    static LATEST_READING: std::cell::Cell<i64> = const { std::cell::Cell::new(i64::MIN) };
+}
+
+impl WallClock {
+    /// Whether a reading of this call went back in time.
+    pub fn stepped_back(&self) -> bool {
+        self.stepped_back
+    }
+}
 
 impl Clock for WallClock {
     #[inline]
     fn now_unix_ms(&mut self) -> i64 {
-        wall_clock_unix_ms()
+        let now = wall_clock_unix_ms();
+        let previous = LATEST_READING.replace(now);
+        self.stepped_back |= now < previous;
+        now
     }
 
     fn sleep_ms(&mut self, ms: u64) {

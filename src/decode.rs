@@ -18,13 +18,11 @@ const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
 
 fn decode(function: &'static str, id: i64) -> (Layout, Parts) {
     let layout = gucs::preloaded_layout(function);
-    let parts = layout
-        .decode(id)
-        .unwrap_or_else(|e| errors::layout_error(function, e));
+    let parts = layout.decode(id).unwrap_or_else(|e| errors::layout_error(function, e));
     (layout, parts)
 }
 
-fn timestamptz_of_unix_ms(unix_ms: i64) -> TimestampWithTimeZone {
+pub(crate) fn timestamptz_of_unix_ms(unix_ms: i64) -> TimestampWithTimeZone {
     let micros = (unix_ms - PG_EPOCH_UNIX_MS) * 1000;
     // Every time part lies between 1970 and 2300, well inside timestamptz's range.
     TimestampWithTimeZone::try_from(micros).expect("time part outside timestamptz range")
@@ -37,9 +35,7 @@ fn time_part_of(function: &'static str, ts: TimestampWithTimeZone) -> u64 {
     }
     let micros: pg_sys::TimestampTz = ts.into();
     let unix_ms = micros.div_euclid(1000) + PG_EPOCH_UNIX_MS;
-    gucs::preloaded_layout(function)
-        .time_part(unix_ms)
-        .unwrap_or_else(|e| errors::layout_error(function, e))
+    gucs::preloaded_layout(function).time_part(unix_ms).unwrap_or_else(|e| errors::layout_error(function, e))
 }
 
 /// When the ID was issued, to the millisecond.
@@ -68,17 +64,9 @@ fn snowflake_compose(ts: TimestampWithTimeZone, shard: i32, seq: i32) -> i64 {
     const FUNCTION: &str = "snowflake_compose";
     let layout = gucs::preloaded_layout(FUNCTION);
     let time_part = time_part_of(FUNCTION, ts);
-    let shard = layout
-        .check_shard(shard.into())
-        .unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
-    let seq = layout
-        .check_seq(seq.into())
-        .unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
-    layout.compose(Parts {
-        time_part,
-        shard,
-        seq,
-    })
+    let shard = layout.check_shard(shard.into()).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
+    let seq = layout.check_seq(seq.into()).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
+    layout.compose(Parts { time_part, shard, seq })
 }
 
 /// The smallest ID of `ts`'s millisecond: `WHERE id >= snowflake_min_id(now() - '1 hour')`.

@@ -12,25 +12,14 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
 use PgSqlErrorCode::{
-    ERRCODE_INVALID_PARAMETER_VALUE as INVALID_PARAMETER,
-    ERRCODE_NULL_VALUE_NOT_ALLOWED as NULL_VALUE,
+    ERRCODE_INVALID_PARAMETER_VALUE as INVALID_PARAMETER, ERRCODE_NULL_VALUE_NOT_ALLOWED as NULL_VALUE,
     ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE as OUT_OF_RANGE,
-    ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as NOT_READY,
-    ERRCODE_READ_ONLY_SQL_TRANSACTION as READ_ONLY,
+    ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as NOT_READY, ERRCODE_READ_ONLY_SQL_TRANSACTION as READ_ONLY,
 };
 
 /// Raises an ERROR; `function` is the SQL function reported as the error's location.
-fn raise(
-    code: PgSqlErrorCode,
-    function: &'static str,
-    message: String,
-    detail: String,
-    hint: String,
-) -> ! {
-    ErrorReport::new(code, message, function)
-        .set_detail(detail)
-        .set_hint(hint)
-        .report(PgLogLevel::ERROR);
+fn raise(code: PgSqlErrorCode, function: &'static str, message: String, detail: String, hint: String) -> ! {
+    ErrorReport::new(code, message, function).set_detail(detail).set_hint(hint).report(PgLogLevel::ERROR);
     unreachable!("an ERROR report returns control to PostgreSQL")
 }
 
@@ -42,8 +31,7 @@ pub fn not_preloaded(function: &'static str) -> ! {
         "The generator keeps its state in shared memory, which only a preloaded library has; \
          it never falls back to per-backend state, which would issue duplicates."
             .into(),
-        "Add snowflake_id to shared_preload_libraries in postgresql.conf and restart the server."
-            .into(),
+        "Add snowflake_id to shared_preload_libraries in postgresql.conf and restart the server.".into(),
     )
 }
 
@@ -52,10 +40,8 @@ pub fn during_recovery(function: &'static str) -> ! {
         READ_ONLY,
         function,
         format!("cannot execute {function}() during recovery"),
-        "This server is a hot standby or is still recovering; IDs are issued only by a primary."
-            .into(),
-        "Issue IDs on the primary. The decoding functions, such as snowflake_decode(), work here."
-            .into(),
+        "This server is a hot standby or is still recovering; IDs are issued only by a primary.".into(),
+        "Issue IDs on the primary. The decoding functions, such as snowflake_decode(), work here.".into(),
     )
 }
 
@@ -100,20 +86,14 @@ pub fn infinite_timestamp(function: &'static str) -> ! {
         OUT_OF_RANGE,
         function,
         "an infinite timestamp cannot be held in a snowflake ID".into(),
-        format!(
-            "IDs hold milliseconds from {} to {}.",
-            epoch_text(),
-            end_text()
-        ),
+        format!("IDs hold milliseconds from {} to {}.", epoch_text(), end_text()),
         "Pass a finite timestamp in that range.".into(),
     )
 }
 
 /// `snowflake_advance` was refused; an ID too far ahead gets its own explanation.
 pub fn advance_refused(function: &'static str, shard: u32, refusal: Refusal) -> ! {
-    let Refusal::TooFarAhead { lead_ms, policy } = refusal else {
-        self::refusal(function, shard, refusal)
-    };
+    let Refusal::TooFarAhead { lead_ms, policy } = refusal else { self::refusal(function, shard, refusal) };
     raise(
         NOT_READY,
         function,
@@ -143,7 +123,9 @@ pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
             INVALID_PARAMETER,
             function,
             format!("seq {seq} is out of range"),
-            format!("snowflake_id.shard_bits = {bits} leaves sequence numbers 0 to {max_seq} per millisecond."),
+            format!(
+                "snowflake_id.shard_bits = {bits} leaves sequence numbers 0 to {max_seq} per millisecond."
+            ),
             format!("Pass a seq from 0 to {max_seq}."),
         ),
         LayoutError::NegativeId { id } => raise(
@@ -163,7 +145,10 @@ pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
         LayoutError::PastEnd { unix_ms, .. } => raise(
             OUT_OF_RANGE,
             function,
-            format!("timestamp {} is past the last millisecond a snowflake ID can hold", format_utc_ms(unix_ms)),
+            format!(
+                "timestamp {} is past the last millisecond a snowflake ID can hold",
+                format_utc_ms(unix_ms)
+            ),
             format!("41 bits of milliseconds after snowflake_id.epoch end at {}.", end_text()),
             format!("Pass a timestamp at or before {}.", end_text()),
         ),
@@ -203,21 +188,32 @@ pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
             ),
             format!("Request at most {max_count} IDs per call."),
         ),
+        Refusal::NotReserved { time_part, ceiling, policy } => raise(
+            NOT_READY,
+            function,
+            format!("shard {shard} has used up the durable reservation of IDs"),
+            format!(
+                "IDs are issued only below a reservation already recorded on disk. It ends at {}, the next ID \
+                 needs {}, and it did not move within snowflake_id.max_wait_ms = {} ms. Nothing was issued.",
+                format_utc_ms(layout.unix_ms(ceiling)),
+                format_utc_ms(layout.unix_ms(time_part)),
+                policy.max_wait_ms
+            ),
+            "Check the server log for the snowflake_id reservation worker (a failing disk, or the worker \
+             not running: it needs a free slot in max_worker_processes), then retry."
+                .into(),
+        ),
         Refusal::Exhausted => raise(
             OUT_OF_RANGE,
             function,
             "snowflake IDs have run out".into(),
-            format!(
-                "41 bits of milliseconds after snowflake_id.epoch end at {}.",
-                end_text()
-            ),
+            format!("41 bits of milliseconds after snowflake_id.epoch end at {}.", end_text()),
             "A new epoch means a new ID space: plan a migration; never change the epoch of a \
              running fleet."
                 .into(),
         ),
         Refusal::Clock(error) => {
-            let (LayoutError::BeforeEpoch { unix_ms, .. } | LayoutError::PastEnd { unix_ms, .. }) =
-                error
+            let (LayoutError::BeforeEpoch { unix_ms, .. } | LayoutError::PastEnd { unix_ms, .. }) = error
             else {
                 layout_error(function, error)
             };
@@ -238,10 +234,7 @@ pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
 }
 
 fn shard_range_hint() -> String {
-    format!(
-        "Pass a shard id from 0 to {}, each generated on one server only.",
-        gucs::layout().max_shard()
-    )
+    format!("Pass a shard id from 0 to {}, each generated on one server only.", gucs::layout().max_shard())
 }
 
 fn epoch_text() -> String {

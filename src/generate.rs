@@ -4,44 +4,53 @@
 //! in shared memory, which parallel workers share with their leader, so a worker issues IDs
 //! exactly as its leader would. They raise:
 //! 22004 for a NULL argument, 22023 for a shard outside `0..2^shard_bits-1` or a bad count,
-//! 55000 when the library is not preloaded or the clock is past the policy's bounds,
-//! 25006 on a hot standby.
+//! 55000 when the library is not preloaded, the clock is past the policy's bounds or the
+//! durable reservation is not keeping up, 25006 on a hot standby.
 
-use crate::generator::{self, Claim};
+use crate::generator::{self, Claim, Refusal, Reservation, ShardState};
 use crate::layout::Layout;
-use crate::shmem::{self, ShardSlot};
-use crate::{clock::WallClock, errors, gucs};
+use crate::{clock::WallClock, errors, gucs, shmem};
 use pgrx::prelude::*;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// A shard ready to issue from.
+struct OpenShard {
+    layout: Layout,
+    shard: u32,
+    state: &'static ShardState,
+    reservation: &'static Reservation,
+}
 
 /// The checks every generator makes before touching a shard, in the order an operator
 /// would fix them.
 #[inline]
-fn open_shard(function: &'static str, shard: Option<i32>) -> (Layout, u32, &'static ShardSlot) {
+fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
     let layout = gucs::preloaded_layout(function);
-    let Some(shard) = shard else {
-        errors::null_argument(function, "shard")
-    };
-    let shard = layout
-        .check_shard(shard.into())
-        .unwrap_or_else(|e| errors::layout_error(function, e));
-    let Some(slot) = shmem::shard_slot(shard) else {
+    let Some(shard) = shard else { errors::null_argument(function, "shard") };
+    let shard = layout.check_shard(shard.into()).unwrap_or_else(|e| errors::layout_error(function, e));
+    let (Some(state), Some(reservation)) = (shmem::shard(shard), shmem::reservation()) else {
         errors::not_preloaded(function)
     };
     // SAFETY: reads a flag; after the first `false` it is a plain load of a local variable.
     if unsafe { pg_sys::RecoveryInProgress() } {
         errors::during_recovery(function);
     }
-    (layout, shard, slot)
+    OpenShard { layout, shard, state, reservation }
 }
 
 /// Claims `count` consecutive IDs of a shard, or raises the refusal.
 #[inline]
 fn claim(function: &'static str, shard: Option<i32>, count: u64) -> (Layout, u32, Claim) {
-    let (layout, shard, slot) = open_shard(function, shard);
+    let open = open_shard(function, shard);
     let policy = gucs::clock_policy();
-    match generator::claim(&slot.last_issued, count, &layout, policy, &mut WallClock) {
-        Ok(claim) => (layout, shard, claim),
-        Err(refusal) => errors::refusal(function, shard, refusal),
+    let mut clock = WallClock::default();
+    let result = generator::claim(open.state, open.reservation, count, &open.layout, policy, &mut clock);
+    if clock.stepped_back() {
+        open.state.clock_regressions.fetch_add(1, Relaxed);
+    }
+    match result {
+        Ok(claim) => (open.layout, open.shard, claim),
+        Err(refusal) => errors::refusal(function, open.shard, refusal),
     }
 }
 
@@ -57,9 +66,7 @@ fn snowflake_nextval(shard: Option<i32>) -> i64 {
 #[pg_extern(volatile, parallel_safe, name = "snowflake_nextval")]
 fn snowflake_nextval_of_default_shard() -> i64 {
     gucs::preloaded_layout("snowflake_nextval");
-    let Some(shard) = gucs::default_shard() else {
-        errors::shard_unset("snowflake_nextval")
-    };
+    let Some(shard) = gucs::default_shard() else { errors::shard_unset("snowflake_nextval") };
     snowflake_nextval(Some(shard))
 }
 
@@ -68,16 +75,12 @@ fn snowflake_nextval_of_default_shard() -> i64 {
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_nextvals(shard: Option<i32>, count: Option<i32>) -> SetOfIterator<'static, i64> {
     const FUNCTION: &str = "snowflake_nextvals";
-    let Some(count) = count else {
-        errors::null_argument(FUNCTION, "count")
-    };
+    let Some(count) = count else { errors::null_argument(FUNCTION, "count") };
     if count <= 0 {
         errors::count_not_positive(FUNCTION, count);
     }
     let (layout, shard, claim) = claim(FUNCTION, shard, count as u64);
-    SetOfIterator::new(
-        (claim.first..=claim.last).map(move |counter| layout.id_of_counter(shard, counter)),
-    )
+    SetOfIterator::new((claim.first..=claim.last).map(move |counter| layout.id_of_counter(shard, counter)))
 }
 
 /// Makes every later ID of `shard` on this server greater than `id` (of any shard), like
@@ -87,22 +90,29 @@ fn snowflake_nextvals(shard: Option<i32>, count: Option<i32>) -> SetOfIterator<'
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     const FUNCTION: &str = "snowflake_advance";
-    let Some(id) = id else {
-        errors::null_argument(FUNCTION, "id")
-    };
-    let (layout, shard, slot) = open_shard(FUNCTION, shard);
-    let first_allowed = layout
-        .first_counter_above(shard, id)
-        .unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
+    let Some(id) = id else { errors::null_argument(FUNCTION, "id") };
+    let OpenShard { layout, shard, state, reservation } = open_shard(FUNCTION, shard);
+    let first_allowed =
+        layout.first_counter_above(shard, id).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
     let now = crate::clock::wall_clock_unix_ms();
-    if let Err(refusal) = generator::advance(
-        &slot.last_issued,
-        first_allowed,
-        &layout,
-        gucs::clock_policy(),
-        now,
-    ) {
+    let policy = gucs::clock_policy();
+    if let Err(refusal) = generator::advance(&state.last_issued, first_allowed, &layout, policy, now) {
         errors::advance_refused(FUNCTION, shard, refusal);
     }
-    id
+    // Return only once the advance would survive a crash: the worker sees the advanced
+    // shard and moves the durable reservation past it within a tick.
+    let time_part = layout.counter_time_part(first_allowed);
+    let mut clock = WallClock::default();
+    for _ in 0..ADVANCE_DURABLE_WITHIN_MS {
+        if reservation.ceiling.load(Relaxed) > time_part {
+            return id;
+        }
+        generator::Clock::sleep_ms(&mut clock, 1);
+    }
+    let ceiling = reservation.ceiling.load(Relaxed);
+    errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy })
 }
+
+/// How long `snowflake_advance` waits for the reservation to pass the advanced ID: many
+/// worker ticks, so only a stalled worker (a failing disk) makes it fail.
+const ADVANCE_DURABLE_WITHIN_MS: u32 = 5000;

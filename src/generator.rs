@@ -1,8 +1,9 @@
-//! The generator's rules: how a shard's counter moves, and the clock policy.
+//! The generator's rules: how a shard's counter moves, the clock policy, and the durable
+//! reservation it must stay under.
 //!
-//! Pure Rust over one `AtomicU64` per shard (the counter of the last ID issued, see
-//! `layout.rs`), so the rules are tested with a fake clock by plain `#[test]`s and the
-//! same code runs on PostgreSQL shared memory.
+//! Pure Rust over a `ShardState` per shard (above all the counter of the last ID issued,
+//! see `layout.rs`) and one `Reservation` per server, so the rules are tested with a fake
+//! clock by plain `#[test]`s and the same code runs on PostgreSQL shared memory.
 //!
 //! # Clock policy
 //! * The next counter is `max(last + 1, first counter of the wall clock's millisecond)`:
@@ -15,6 +16,14 @@
 //! * Nothing is issued unless the compare-and-swap that claims it succeeds, so a refused
 //!   call issues nothing and no ID is ever issued twice or out of order.
 //!
+//! # Durable reservation
+//! Shared memory is lost on a restart, so every time part handed out must lie inside a
+//! window already recorded on disk: `floor <= time part < ceiling`. The reservation worker
+//! (`reservation.rs`) keeps the ceiling ahead of the clock, writing it durably *before*
+//! publishing it here; after a restart both bounds start at the recorded ceiling, so every
+//! shard resumes strictly above anything issued before. A call that reaches the ceiling
+//! waits for the worker like it waits for the clock.
+//!
 //! # Why compare-and-swap and not a lock
 //! One word holds the whole state, so one CAS both checks and claims; no lock is held
 //! across the clock read, and a backend that is descheduled mid-call blocks nobody.
@@ -23,6 +32,43 @@
 
 use crate::layout::{Layout, LayoutError, MAX_TIME_PART};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// One shard's state, alone on its cache line so that backends working on different
+/// shards never contend for a line. All-zero is the valid initial state.
+#[repr(C, align(64))]
+#[derive(Default)]
+pub struct ShardState {
+    /// The counter (time part and sequence, see `layout.rs`) of the last ID issued; 0: none.
+    pub last_issued: AtomicU64,
+    /// IDs issued since the server started.
+    pub issued: AtomicU64,
+    /// Calls that slept waiting for the clock or the reservation, and for how long.
+    pub waits: AtomicU64,
+    pub wait_ms: AtomicU64,
+    /// Backward steps of the wall clock seen by backends issuing IDs of this shard.
+    pub clock_regressions: AtomicU64,
+}
+
+/// The durable window of time parts this server may hand out: `floor <= t < ceiling`.
+/// Read on every call, written about four times a second, so it has its own cache line.
+#[repr(C, align(64))]
+#[derive(Default)]
+pub struct Reservation {
+    /// Nothing at or above `ceiling` is issued before `ceiling` is on disk.
+    pub ceiling: AtomicU64,
+    /// Nothing below `floor` is issued: the ceiling recorded before this server started
+    /// (or replayed from a primary's WAL, on a promoted standby).
+    pub floor: AtomicU64,
+}
+
+impl Reservation {
+    /// Starts both bounds at a recorded ceiling: nothing can be issued until the worker
+    /// has made a new ceiling durable.
+    pub fn resume_at(&self, recorded_ceiling: u64) {
+        self.floor.fetch_max(recorded_ceiling, Relaxed);
+        self.ceiling.fetch_max(recorded_ceiling, Relaxed);
+    }
+}
 
 /// The two reloadable limits of the clock policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +106,9 @@ pub enum Refusal {
     TooFarAhead { lead_ms: u64, policy: ClockPolicy },
     /// More IDs than fit in `max_lead_ms` of borrowed time.
     BatchTooLarge { count: u64, max_count: u64 },
+    /// The time part would reach the durable reservation, and the worker did not extend
+    /// it within `max_wait_ms`.
+    NotReserved { time_part: u64, ceiling: u64, policy: ClockPolicy },
     /// The time part would pass the last millisecond 41 bits can hold.
     Exhausted,
 }
@@ -70,9 +119,11 @@ pub fn max_batch(layout: &Layout, policy: ClockPolicy) -> u64 {
     (policy.max_lead_ms + 1) * layout.ids_per_ms()
 }
 
-/// Claims `count` consecutive counters of one shard (`count >= 1`).
+/// Claims `count` consecutive counters of one shard (`count >= 1`), and counts them in
+/// the shard's statistics.
 pub fn claim(
-    slot: &AtomicU64,
+    shard: &ShardState,
+    reservation: &Reservation,
     count: u64,
     layout: &Layout,
     policy: ClockPolicy,
@@ -84,13 +135,17 @@ pub fn claim(
         return Err(Refusal::BatchTooLarge { count, max_count });
     }
     let mut waited_ms = 0;
-    loop {
-        let now = layout
-            .time_part(clock.now_unix_ms())
-            .map_err(Refusal::Clock)?;
-        let mut last_issued = slot.load(Relaxed);
-        let lead_ms = loop {
-            let first = (last_issued + 1).max(layout.counter_at(now));
+    let result = loop {
+        let now = match layout.time_part(clock.now_unix_ms()) {
+            Ok(now) => now,
+            Err(error) => break Err(Refusal::Clock(error)),
+        };
+        let start = now.max(reservation.floor.load(Relaxed));
+        let ceiling = reservation.ceiling.load(Relaxed);
+        let mut last_issued = shard.last_issued.load(Relaxed);
+        // Each blocked case says how long to wait and what to report if that is too long.
+        let (wait_ms, refusal) = loop {
+            let first = (last_issued + 1).max(layout.counter_at(start));
             let last = first + (count - 1);
             let last_time_part = layout.counter_time_part(last);
             if last_time_part > MAX_TIME_PART {
@@ -99,28 +154,47 @@ pub fn claim(
             // Never negative: `first` is at least the clock's own millisecond.
             let lead_ms = last_time_part - now;
             if lead_ms > policy.max_lead_ms {
-                break lead_ms;
+                break (lead_ms - policy.max_lead_ms, Refusal::TooFarAhead { lead_ms, policy });
+            }
+            if last_time_part >= ceiling {
+                // The worker keeps the ceiling a fixed distance ahead of the clock, so it
+                // passes this time part about this much later.
+                let refusal = Refusal::NotReserved { time_part: last_time_part, ceiling, policy };
+                break (last_time_part + 1 - ceiling, refusal);
             }
             // On failure `now` is reused: it is still a valid lower bound, and contended
             // callers retry without another clock read.
-            match slot.compare_exchange_weak(last_issued, last, Relaxed, Relaxed) {
-                Ok(_) => {
-                    return Ok(Claim {
-                        first,
-                        last,
-                        waited_ms,
-                    })
-                }
+            match shard.last_issued.compare_exchange_weak(last_issued, last, Relaxed, Relaxed) {
+                Ok(_) => return Ok(count_claim(shard, Claim { first, last, waited_ms })),
                 Err(newer) => last_issued = newer,
             }
         };
-        let wait_ms = lead_ms - policy.max_lead_ms;
         if waited_ms + wait_ms > policy.max_wait_ms {
-            return Err(Refusal::TooFarAhead { lead_ms, policy });
+            break Err(refusal);
         }
         clock.sleep_ms(wait_ms);
         waited_ms += wait_ms;
+    };
+    if waited_ms > 0 {
+        count_wait(shard, waited_ms);
     }
+    result
+}
+
+/// Adds a successful claim to the shard's statistics.
+#[inline]
+fn count_claim(shard: &ShardState, claim: Claim) -> Claim {
+    shard.issued.fetch_add(claim.last - claim.first + 1, Relaxed);
+    if claim.waited_ms > 0 {
+        count_wait(shard, claim.waited_ms);
+    }
+    claim
+}
+
+#[cold]
+fn count_wait(shard: &ShardState, waited_ms: u64) {
+    shard.waits.fetch_add(1, Relaxed);
+    shard.wait_ms.fetch_add(waited_ms, Relaxed);
 }
 
 /// Makes every later claim on `slot` start at `first_allowed` or above (never moves the
@@ -146,16 +220,35 @@ pub fn advance(
     Ok(())
 }
 
+/// The highest time part any shard has issued (or been advanced to).
+pub fn highest_time_part(shards: &[ShardState], layout: &Layout) -> u64 {
+    let highest = shards.iter().map(|shard| shard.last_issued.load(Relaxed)).max().unwrap_or(0);
+    layout.counter_time_part(highest)
+}
+
+/// The reservation worker's rule: the ceiling to make durable next, or `None` while the
+/// current one is still far enough ahead. The ceiling is kept `reserve_ms` ahead of the
+/// clock, of the floor and of any shard that borrowed time, and is renewed once it is an
+/// eighth of that closer, so the disk is written a few times a second.
+pub fn next_ceiling(
+    now: u64,
+    reservation: &Reservation,
+    highest_issued: u64,
+    reserve_ms: u64,
+) -> Option<u64> {
+    let base = now.max(reservation.floor.load(Relaxed)).max(highest_issued);
+    let wanted = (base + reserve_ms).min(MAX_TIME_PART + 1);
+    let renew_below = wanted.saturating_sub(reserve_ms / 8);
+    (reservation.ceiling.load(Relaxed) < renew_below.max(base + 1)).then_some(wanted)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::layout::{Parts, DEFAULT_EPOCH_UNIX_MS};
 
     const LAYOUT: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10);
-    const POLICY: ClockPolicy = ClockPolicy {
-        max_lead_ms: 2000,
-        max_wait_ms: 1000,
-    };
+    const POLICY: ClockPolicy = ClockPolicy { max_lead_ms: 2000, max_wait_ms: 1000 };
     const T0: i64 = DEFAULT_EPOCH_UNIX_MS + 100 * 86_400_000;
 
     /// A clock that stands still until moved, and whose sleeps move it forward.
@@ -178,20 +271,23 @@ mod tests {
         }
     }
 
-    fn one(slot: &AtomicU64, clock: &mut FakeClock) -> Result<Parts, Refusal> {
-        let claim = claim(slot, 1, &LAYOUT, POLICY, clock)?;
+    /// A reservation that never gets in the way, for the clock-policy tests.
+    static OPEN: Reservation = Reservation { ceiling: AtomicU64::new(u64::MAX), floor: AtomicU64::new(0) };
+
+    fn one(slot: &ShardState, clock: &mut FakeClock) -> Result<Parts, Refusal> {
+        let claim = claim(slot, &OPEN, 1, &LAYOUT, POLICY, clock)?;
         assert_eq!(claim.first, claim.last);
         Ok(LAYOUT.decode(LAYOUT.id_of_counter(7, claim.first)).unwrap())
     }
 
-    fn lead_of(slot: &AtomicU64, clock: &FakeClock) -> i64 {
-        let time_part = LAYOUT.counter_time_part(slot.load(Relaxed)) as i64;
+    fn lead_of(slot: &ShardState, clock: &FakeClock) -> i64 {
+        let time_part = LAYOUT.counter_time_part(slot.last_issued.load(Relaxed)) as i64;
         time_part - LAYOUT.time_part(clock.now).unwrap() as i64
     }
 
     #[test]
     fn a_still_clock_fills_the_millisecond_then_borrows_the_next() {
-        let slot = AtomicU64::new(0);
+        let slot = ShardState::default();
         let mut clock = FakeClock::at(T0);
         let now = LAYOUT.time_part(T0).unwrap();
         let mut previous = None;
@@ -208,36 +304,30 @@ mod tests {
 
     #[test]
     fn a_moving_clock_restarts_the_sequence_at_zero() {
-        let slot = AtomicU64::new(0);
+        let slot = ShardState::default();
         let mut clock = FakeClock::at(T0);
         one(&slot, &mut clock).unwrap();
         one(&slot, &mut clock).unwrap();
         clock.now += 5;
         let parts = one(&slot, &mut clock).unwrap();
-        assert_eq!(
-            (parts.time_part, parts.seq),
-            (LAYOUT.time_part(T0).unwrap() + 5, 0)
-        );
+        assert_eq!((parts.time_part, parts.seq), (LAYOUT.time_part(T0).unwrap() + 5, 0));
     }
 
     #[test]
     fn a_small_step_back_continues_ahead_without_waiting() {
-        let slot = AtomicU64::new(0);
+        let slot = ShardState::default();
         let mut clock = FakeClock::at(T0);
         let before = one(&slot, &mut clock).unwrap();
         clock.now -= 1500; // within max_lead_ms
         let after = one(&slot, &mut clock).unwrap();
-        assert_eq!(
-            (after.time_part, after.seq),
-            (before.time_part, before.seq + 1)
-        );
+        assert_eq!((after.time_part, after.seq), (before.time_part, before.seq + 1));
         assert!(clock.slept.is_empty());
         assert_eq!(lead_of(&slot, &clock), 1500);
     }
 
     #[test]
     fn a_step_back_just_past_the_bound_waits_for_the_clock() {
-        let slot = AtomicU64::new(0);
+        let slot = ShardState::default();
         let mut clock = FakeClock::at(T0);
         let before = one(&slot, &mut clock).unwrap();
         clock.now -= 2300; // 300 ms past the lead bound, within max_wait_ms
@@ -249,24 +339,15 @@ mod tests {
 
     #[test]
     fn a_large_step_back_is_refused_at_once_and_issues_nothing() {
-        let slot = AtomicU64::new(0);
+        let slot = ShardState::default();
         let mut clock = FakeClock::at(T0);
         one(&slot, &mut clock).unwrap();
-        let counter_before = slot.load(Relaxed);
+        let counter_before = slot.last_issued.load(Relaxed);
         clock.now -= 3_600_000;
         let refusal = one(&slot, &mut clock).unwrap_err();
-        assert_eq!(
-            refusal,
-            Refusal::TooFarAhead {
-                lead_ms: 3_600_000,
-                policy: POLICY
-            }
-        );
-        assert!(
-            clock.slept.is_empty(),
-            "a wait that cannot help must not be slept"
-        );
-        assert_eq!(slot.load(Relaxed), counter_before);
+        assert_eq!(refusal, Refusal::TooFarAhead { lead_ms: 3_600_000, policy: POLICY });
+        assert!(clock.slept.is_empty(), "a wait that cannot help must not be slept");
+        assert_eq!(slot.last_issued.load(Relaxed), counter_before);
         // Once the clock is back, generation continues above the old IDs.
         clock.now += 3_600_000;
         assert!(one(&slot, &mut clock).unwrap().time_part > LAYOUT.time_part(T0 - 1).unwrap());
@@ -274,11 +355,11 @@ mod tests {
 
     #[test]
     fn sequence_overflow_borrows_up_to_the_lead_bound_then_waits() {
-        let slot = AtomicU64::new(0);
+        let slot = ShardState::default();
         let mut clock = FakeClock::at(T0);
         // Exactly fill the lead bound: milliseconds now..=now+2000.
         let full = max_batch(&LAYOUT, POLICY);
-        let claim = claim(&slot, full, &LAYOUT, POLICY, &mut clock).unwrap();
+        let claim = claim(&slot, &OPEN, full, &LAYOUT, POLICY, &mut clock).unwrap();
         assert_eq!(claim.last - claim.first + 1, full);
         assert_eq!(lead_of(&slot, &clock), 2000);
         // The next ID needs one more millisecond of clock.
@@ -290,55 +371,50 @@ mod tests {
 
     #[test]
     fn batches_are_consecutive_and_bounded() {
-        let slot = AtomicU64::new(0);
+        let slot = ShardState::default();
         let mut clock = FakeClock::at(T0);
-        let a = claim(&slot, 10_000, &LAYOUT, POLICY, &mut clock).unwrap();
-        let b = claim(&slot, 10, &LAYOUT, POLICY, &mut clock).unwrap();
+        let a = claim(&slot, &OPEN, 10_000, &LAYOUT, POLICY, &mut clock).unwrap();
+        let b = claim(&slot, &OPEN, 10, &LAYOUT, POLICY, &mut clock).unwrap();
         assert_eq!(a.last - a.first + 1, 10_000);
         assert_eq!(b.first, a.last + 1);
         let too_many = max_batch(&LAYOUT, POLICY) + 1;
         assert_eq!(
-            claim(&slot, too_many, &LAYOUT, POLICY, &mut clock),
-            Err(Refusal::BatchTooLarge {
-                count: too_many,
-                max_count: too_many - 1
-            })
+            claim(&slot, &OPEN, too_many, &LAYOUT, POLICY, &mut clock),
+            Err(Refusal::BatchTooLarge { count: too_many, max_count: too_many - 1 })
         );
-        assert_eq!(slot.load(Relaxed), b.last);
+        assert_eq!(slot.last_issued.load(Relaxed), b.last);
     }
 
     #[test]
     fn a_clock_before_the_epoch_is_refused() {
-        let slot = AtomicU64::new(0);
+        let slot = ShardState::default();
         let mut clock = FakeClock::at(DEFAULT_EPOCH_UNIX_MS - 1);
-        assert!(matches!(
-            one(&slot, &mut clock),
-            Err(Refusal::Clock(LayoutError::BeforeEpoch { .. }))
-        ));
-        assert_eq!(slot.load(Relaxed), 0);
+        assert!(matches!(one(&slot, &mut clock), Err(Refusal::Clock(LayoutError::BeforeEpoch { .. }))));
+        assert_eq!(slot.last_issued.load(Relaxed), 0);
     }
 
     #[test]
     fn the_end_of_the_41_bit_range_is_refused() {
-        let slot = AtomicU64::new(LAYOUT.counter_at(MAX_TIME_PART) + LAYOUT.max_seq() as u64);
+        let slot = ShardState::default();
+        slot.last_issued.store(LAYOUT.counter_at(MAX_TIME_PART) + LAYOUT.max_seq() as u64, Relaxed);
         let mut clock = FakeClock::at(LAYOUT.last_unix_ms());
         assert_eq!(one(&slot, &mut clock), Err(Refusal::Exhausted));
     }
 
     #[test]
     fn advance_moves_forward_only_and_respects_the_bound() {
-        let slot = AtomicU64::new(0);
+        let slot = ShardState::default();
         let mut clock = FakeClock::at(T0);
         let now = LAYOUT.time_part(T0).unwrap();
         let ahead = LAYOUT.counter_at(now + 500);
-        advance(&slot, ahead, &LAYOUT, POLICY, T0).unwrap();
+        advance(&slot.last_issued, ahead, &LAYOUT, POLICY, T0).unwrap();
         assert_eq!(one(&slot, &mut clock).unwrap().time_part, now + 500);
         // An older floor changes nothing.
-        advance(&slot, LAYOUT.counter_at(now - 10), &LAYOUT, POLICY, T0).unwrap();
+        advance(&slot.last_issued, LAYOUT.counter_at(now - 10), &LAYOUT, POLICY, T0).unwrap();
         assert_eq!(one(&slot, &mut clock).unwrap().seq, 1);
         let far = LAYOUT.counter_at(now + 2001);
         assert!(matches!(
-            advance(&slot, far, &LAYOUT, POLICY, T0),
+            advance(&slot.last_issued, far, &LAYOUT, POLICY, T0),
             Err(Refusal::TooFarAhead { lead_ms: 2001, .. })
         ));
     }
@@ -355,18 +431,14 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
             }
         }
-        let slot = AtomicU64::new(0);
+        let slot = ShardState::default();
         let per_thread = 100_000;
         let all: Vec<Vec<u64>> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..4)
                 .map(|_| {
                     scope.spawn(|| {
                         (0..per_thread)
-                            .map(|_| {
-                                claim(&slot, 1, &LAYOUT, POLICY, &mut SystemClock)
-                                    .unwrap()
-                                    .first
-                            })
+                            .map(|_| claim(&slot, &OPEN, 1, &LAYOUT, POLICY, &mut SystemClock).unwrap().first)
                             .collect::<Vec<_>>()
                     })
                 })
@@ -380,5 +452,81 @@ mod tests {
         merged.sort_unstable();
         merged.dedup();
         assert_eq!(merged.len(), 4 * per_thread);
+    }
+
+    #[test]
+    fn the_worker_keeps_the_ceiling_ahead_of_clock_floor_and_borrowers() {
+        let reservation = Reservation::default();
+        assert_eq!(next_ceiling(1000, &reservation, 0, 2000), Some(3000));
+        reservation.ceiling.store(3000, Relaxed);
+        // Still more than 7/8 of the window ahead: no write.
+        assert_eq!(next_ceiling(1200, &reservation, 0, 2000), None);
+        assert_eq!(next_ceiling(1300, &reservation, 0, 2000), Some(3300));
+        // A shard that borrowed time, or a floor above the clock, counts as "now".
+        assert_eq!(next_ceiling(1000, &reservation, 2900, 2000), Some(4900));
+        reservation.resume_at(5000);
+        assert_eq!(next_ceiling(1000, &reservation, 0, 2000), Some(7000));
+        // The clock stepped back: the ceiling stays where it is (it never moves back).
+        reservation.ceiling.store(7000, Relaxed);
+        assert_eq!(next_ceiling(10, &reservation, 5000, 2000), None);
+        // Never past the last time part.
+        assert_eq!(next_ceiling(MAX_TIME_PART, &reservation, 0, 2000), Some(MAX_TIME_PART + 1));
+    }
+
+    #[test]
+    fn the_highest_time_part_in_use() {
+        let shards: Vec<ShardState> = (0..4).map(|_| ShardState::default()).collect();
+        assert_eq!(highest_time_part(&shards, &LAYOUT), 0);
+        shards[2].last_issued.store(LAYOUT.counter_at(77) + 5, Relaxed);
+        shards[1].last_issued.store(LAYOUT.counter_at(70), Relaxed);
+        assert_eq!(highest_time_part(&shards, &LAYOUT), 77);
+    }
+
+    #[test]
+    fn statistics_count_ids_and_waits() {
+        let slot = ShardState::default();
+        let mut clock = FakeClock::at(T0);
+        claim(&slot, &OPEN, 10, &LAYOUT, POLICY, &mut clock).unwrap();
+        one(&slot, &mut clock).unwrap();
+        assert_eq!(slot.issued.load(Relaxed), 11);
+        clock.now -= 2300;
+        one(&slot, &mut clock).unwrap();
+        assert_eq!((slot.waits.load(Relaxed), slot.wait_ms.load(Relaxed)), (1, 300));
+        clock.now -= 3_600_000;
+        one(&slot, &mut clock).unwrap_err();
+        assert_eq!(slot.issued.load(Relaxed), 12, "a refusal counts no ID");
+    }
+
+    #[test]
+    fn nothing_is_issued_until_a_ceiling_is_reserved_and_never_below_the_floor() {
+        let slot = ShardState::default();
+        let reservation = Reservation::default();
+        let now = LAYOUT.time_part(T0).unwrap();
+        // After a restart whose recorded ceiling is 1.5 s ahead of the clock.
+        reservation.resume_at(now + 1500);
+        let mut clock = FakeClock::at(T0);
+        let refusal = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock).unwrap_err();
+        assert!(matches!(refusal, Refusal::NotReserved { ceiling, .. } if ceiling == now + 1500));
+        assert_eq!(slot.last_issued.load(Relaxed), 0);
+        // The worker extends the ceiling: IDs resume at the floor, above all earlier ones.
+        reservation.ceiling.store(now + 3000, Relaxed);
+        let first = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock).unwrap().first;
+        assert_eq!(LAYOUT.counter_time_part(first), now + 1500);
+    }
+
+    #[test]
+    fn a_claim_waits_for_the_ceiling_to_pass_and_never_reaches_it() {
+        let slot = ShardState::default();
+        let reservation = Reservation::default();
+        let now = LAYOUT.time_part(T0).unwrap();
+        reservation.ceiling.store(now + 10, Relaxed);
+        let mut clock = FakeClock::at(T0);
+        // 12 ms of IDs: the last would be at now + 11, past the ceiling.
+        let refusal = claim(&slot, &reservation, 12 * 4096, &LAYOUT, POLICY, &mut clock);
+        // The fake worker never moves the ceiling, so the wait runs out.
+        assert!(matches!(refusal, Err(Refusal::NotReserved { ceiling, .. }) if ceiling == now + 10));
+        assert_eq!(slot.last_issued.load(Relaxed), 0);
+        let claimed = claim(&slot, &reservation, 4096, &LAYOUT, POLICY, &mut clock).unwrap();
+        assert!(LAYOUT.counter_time_part(claimed.last) < now + 10);
     }
 }

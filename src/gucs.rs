@@ -5,6 +5,8 @@
 //! | `epoch`, `shard_bits` | postmaster | the layout of every ID: changing either on a running fleet would make old and new IDs collide or sort wrongly, so they are fixed at server start |
 //! | `shard` | superuser | the default shard of `snowflake_nextval()`; per database or role with `ALTER ... SET`, never by an unprivileged role for others |
 //! | `max_lead_ms`, `max_wait_ms` | reload (SIGHUP) | the clock policy; operators tune it without a restart |
+//! | `reserve_ms` | reload (SIGHUP) | how far ahead of the clock the durable reservation is kept |
+//! | `wal_rmgr_id` | postmaster | the custom WAL resource manager id; the same on a primary and its standbys |
 
 use crate::layout::{Layout, DEFAULT_SHARD_BITS, MAX_SHARD_BITS, MIN_SHARD_BITS};
 use crate::utc;
@@ -24,12 +26,21 @@ const SHARD_UNSET: i32 = -1;
 /// to 3 s into a short stall instead of an error; longer steps fail at once.
 const DEFAULT_MAX_LEAD_MS: i32 = 2000;
 const DEFAULT_MAX_WAIT_MS: i32 = 1000;
+/// The reservation is kept further ahead than IDs may lead (it is renewed once it is an
+/// eighth closer, so it stays between 2.19 s and 2.5 s ahead): borrowing up to the lead bound
+/// never waits for the disk, and a server restarted at once waits at most 0.5 s for its clock.
+const DEFAULT_RESERVE_MS: i32 = 2500;
+/// PostgreSQL's id for extensions that have not registered one of their own
+/// (RM_EXPERIMENTAL_ID); 0 turns WAL-logging of the reservation off.
+const DEFAULT_WAL_RMGR_ID: i32 = 128;
 
 static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
 static SHARD_BITS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_SHARD_BITS as i32);
 static SHARD: GucSetting<i32> = GucSetting::<i32>::new(SHARD_UNSET);
 static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_LEAD_MS);
 static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_WAIT_MS);
+static RESERVE_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_RESERVE_MS);
+static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_WAL_RMGR_ID);
 
 /// The epoch in Unix ms, parsed once by the assign hook so no call parses a string.
 static EPOCH_UNIX_MS: AtomicI64 = AtomicI64::new(crate::layout::DEFAULT_EPOCH_UNIX_MS);
@@ -42,8 +53,7 @@ static EPOCH_UNIX_MS: AtomicI64 = AtomicI64::new(crate::layout::DEFAULT_EPOCH_UN
 /// issuing IDs in another layout than the rest of the fleet, so a refused value stops the
 /// server instead (`check_applied`).
 pub fn init() {
-    let configured =
-        [EPOCH_NAME, SHARD_BITS_NAME, SHARD_NAME].map(|name| (name, configured_text(name)));
+    let configured = [EPOCH_NAME, SHARD_BITS_NAME, SHARD_NAME].map(|name| (name, configured_text(name)));
     // SAFETY: the hooks are `#[pg_guard]`ed and only read their arguments.
     unsafe {
         GucRegistry::define_string_guc_with_hooks(
@@ -92,7 +102,7 @@ pub fn init() {
         c"Used when a millisecond's IDs run out or the clock steps back.",
         &MAX_LEAD_MS,
         0,
-        3_600_000,
+        86_400_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
@@ -105,6 +115,29 @@ pub fn init() {
         60_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.reserve_ms",
+        c"How far ahead of the wall clock the durable reservation of IDs is kept.",
+        c"A restarted server resumes at the recorded reservation, so right after a restart IDs may \
+          lead the clock by up to this much. Keep it a little above snowflake_id.max_lead_ms, \
+          so that borrowing up to the lead bound never waits for the disk.",
+        &RESERVE_MS,
+        10,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.wal_rmgr_id",
+        c"Custom WAL resource manager id of the reservation records (128-255), 0 for none.",
+        c"Records of this id can only be replayed where snowflake_id is preloaded. Use the same \
+          value on a primary and its standbys.",
+        &WAL_RMGR_ID,
+        0,
+        255,
+        GucContext::Postmaster,
+        GucFlags::default(),
     );
     for (name, text) in configured {
         if let Some(text) = text {
@@ -123,11 +156,7 @@ fn configured_text(name: &CStr) -> Option<String> {
     // SAFETY: looks a setting up by name; NULL when it is not set anywhere.
     let value = unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) };
     // SAFETY: a non-NULL result is a NUL-terminated string owned by the GUC machinery.
-    unsafe {
-        value
-            .as_ref()
-            .map(|p| CStr::from_ptr(p).to_string_lossy().into_owned())
-    }
+    unsafe { value.as_ref().map(|p| CStr::from_ptr(p).to_string_lossy().into_owned()) }
 }
 
 /// Stops the server when PostgreSQL refused the configured `text` of a setting (it then
@@ -182,6 +211,19 @@ pub fn clock_policy() -> crate::generator::ClockPolicy {
     }
 }
 
+/// How far ahead of the clock the worker keeps the durable reservation.
+pub fn reserve_ms() -> u64 {
+    RESERVE_MS.get() as u64
+}
+
+/// The WAL resource manager id, unless WAL-logging is off.
+pub fn wal_rmgr_id() -> Option<u8> {
+    match WAL_RMGR_ID.get() {
+        0 => None,
+        id => Some(id as u8),
+    }
+}
+
 /// Hands PostgreSQL the reason for refusing a setting; it prints them with its own
 /// "invalid value for parameter" message, at startup or at `SET`/`ALTER SYSTEM`.
 fn refuse_setting(detail: &str, hint: &str) -> bool {
@@ -202,16 +244,10 @@ fn validate_epoch(text: &str) -> Result<i64, String> {
     let layout = Layout::new(epoch, 0);
     let now = crate::clock::wall_clock_unix_ms();
     if epoch > now {
-        return Err(format!(
-            "The epoch {} is in the future.",
-            utc::format_utc_ms(epoch)
-        ));
+        return Err(format!("The epoch {} is in the future.", utc::format_utc_ms(epoch)));
     }
     if layout.last_unix_ms() < now {
-        return Err(format!(
-            "IDs with this epoch ran out on {}.",
-            utc::format_utc_ms(layout.last_unix_ms())
-        ));
+        return Err(format!("IDs with this epoch ran out on {}.", utc::format_utc_ms(layout.last_unix_ms())));
     }
     Ok(epoch)
 }
@@ -223,11 +259,7 @@ unsafe extern "C-unwind" fn check_epoch(
     _source: pg_sys::GucSource::Type,
 ) -> bool {
     // SAFETY: PostgreSQL passes a valid pointer to a NUL-terminated string or to NULL.
-    let text = unsafe {
-        (*newval)
-            .as_ref()
-            .map(|p| CStr::from_ptr(p).to_string_lossy())
-    };
+    let text = unsafe { (*newval).as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
     match validate_epoch(text.as_deref().unwrap_or("")) {
         Ok(_) => true,
         Err(reason) => refuse_setting(

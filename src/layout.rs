@@ -74,10 +74,7 @@ impl Layout {
     /// A layout; `shard_bits` must lie in `MIN_SHARD_BITS..=MAX_SHARD_BITS` (the GUC enforces it).
     pub const fn new(epoch_unix_ms: i64, shard_bits: u32) -> Self {
         assert!(shard_bits <= MAX_SHARD_BITS);
-        Layout {
-            epoch_unix_ms,
-            shard_bits,
-        }
+        Layout { epoch_unix_ms, shard_bits }
     }
 
     pub const fn epoch_unix_ms(&self) -> i64 {
@@ -111,10 +108,7 @@ impl Layout {
         if (0..=self.max_shard() as i64).contains(&shard) {
             Ok(shard as u32)
         } else {
-            Err(LayoutError::ShardOutOfRange {
-                shard,
-                max_shard: self.max_shard(),
-            })
+            Err(LayoutError::ShardOutOfRange { shard, max_shard: self.max_shard() })
         }
     }
 
@@ -123,25 +117,16 @@ impl Layout {
         if (0..=self.max_seq() as i64).contains(&seq) {
             Ok(seq as u32)
         } else {
-            Err(LayoutError::SeqOutOfRange {
-                seq,
-                max_seq: self.max_seq(),
-            })
+            Err(LayoutError::SeqOutOfRange { seq, max_seq: self.max_seq() })
         }
     }
 
     /// The time part of a Unix millisecond, refused outside the 41-bit range.
     pub fn time_part(&self, unix_ms: i64) -> Result<u64, LayoutError> {
         if unix_ms < self.epoch_unix_ms {
-            Err(LayoutError::BeforeEpoch {
-                unix_ms,
-                epoch_unix_ms: self.epoch_unix_ms,
-            })
+            Err(LayoutError::BeforeEpoch { unix_ms, epoch_unix_ms: self.epoch_unix_ms })
         } else if unix_ms > self.last_unix_ms() {
-            Err(LayoutError::PastEnd {
-                unix_ms,
-                last_unix_ms: self.last_unix_ms(),
-            })
+            Err(LayoutError::PastEnd { unix_ms, last_unix_ms: self.last_unix_ms() })
         } else {
             Ok((unix_ms - self.epoch_unix_ms) as u64)
         }
@@ -176,20 +161,12 @@ impl Layout {
 
     /// The smallest ID of a millisecond (shard 0, seq 0).
     pub const fn min_id(&self, time_part: u64) -> i64 {
-        self.compose(Parts {
-            time_part,
-            shard: 0,
-            seq: 0,
-        })
+        self.compose(Parts { time_part, shard: 0, seq: 0 })
     }
 
     /// The largest ID of a millisecond (last shard, last seq).
     pub const fn max_id(&self, time_part: u64) -> i64 {
-        self.compose(Parts {
-            time_part,
-            shard: self.max_shard(),
-            seq: self.max_seq(),
-        })
+        self.compose(Parts { time_part, shard: self.max_shard(), seq: self.max_seq() })
     }
 
     /// The first counter of a millisecond.
@@ -244,28 +221,16 @@ mod tests {
         assert_eq!((TWITTER.max_shard(), TWITTER.ids_per_ms()), (1023, 4096));
         assert_eq!((INSTAGRAM.max_shard(), INSTAGRAM.ids_per_ms()), (8191, 512));
         let one_shard = Layout::new(0, 0);
-        assert_eq!(
-            (one_shard.max_shard(), one_shard.ids_per_ms()),
-            (0, 1 << 22)
-        );
+        assert_eq!((one_shard.max_shard(), one_shard.ids_per_ms()), (0, 1 << 22));
     }
 
     #[test]
     fn compose_and_decode_are_inverse_at_the_edges() {
-        for layout in [
-            TWITTER,
-            INSTAGRAM,
-            Layout::new(0, 0),
-            Layout::new(0, MAX_SHARD_BITS),
-        ] {
+        for layout in [TWITTER, INSTAGRAM, Layout::new(0, 0), Layout::new(0, MAX_SHARD_BITS)] {
             for time_part in [0, 1, 12_345_678_901, MAX_TIME_PART] {
                 for shard in [0, layout.max_shard() / 2, layout.max_shard()] {
                     for seq in [0, 1, layout.max_seq()] {
-                        let parts = Parts {
-                            time_part,
-                            shard,
-                            seq,
-                        };
+                        let parts = Parts { time_part, shard, seq };
                         let id = layout.compose(parts);
                         assert!(id >= 0, "{parts:?} gave a negative id");
                         assert_eq!(layout.decode(id), Ok(parts));
@@ -284,11 +249,7 @@ mod tests {
     #[test]
     fn known_id_matches_the_twitter_arithmetic() {
         // 1 ms after the epoch, shard 3, seq 5: (1 << 22) | (3 << 12) | 5.
-        let id = TWITTER.compose(Parts {
-            time_part: 1,
-            shard: 3,
-            seq: 5,
-        });
+        let id = TWITTER.compose(Parts { time_part: 1, shard: 3, seq: 5 });
         assert_eq!(id, 4_194_304 + 12_288 + 5);
     }
 
@@ -302,10 +263,7 @@ mod tests {
         assert_eq!(TWITTER.check_shard(1023), Ok(1023));
         assert_eq!(
             TWITTER.check_shard(1024),
-            Err(LayoutError::ShardOutOfRange {
-                shard: 1024,
-                max_shard: 1023
-            })
+            Err(LayoutError::ShardOutOfRange { shard: 1024, max_shard: 1023 })
         );
         assert!(TWITTER.check_shard(-1).is_err());
         assert_eq!(INSTAGRAM.check_shard(8191), Ok(8191));
@@ -319,15 +277,9 @@ mod tests {
         let epoch = TWITTER.epoch_unix_ms();
         assert_eq!(TWITTER.time_part(epoch), Ok(0));
         assert_eq!(TWITTER.time_part(epoch + 1500), Ok(1500));
-        assert!(matches!(
-            TWITTER.time_part(epoch - 1),
-            Err(LayoutError::BeforeEpoch { .. })
-        ));
+        assert!(matches!(TWITTER.time_part(epoch - 1), Err(LayoutError::BeforeEpoch { .. })));
         assert_eq!(TWITTER.time_part(TWITTER.last_unix_ms()), Ok(MAX_TIME_PART));
-        assert!(matches!(
-            TWITTER.time_part(TWITTER.last_unix_ms() + 1),
-            Err(LayoutError::PastEnd { .. })
-        ));
+        assert!(matches!(TWITTER.time_part(TWITTER.last_unix_ms() + 1), Err(LayoutError::PastEnd { .. })));
     }
 
     #[test]
@@ -338,31 +290,17 @@ mod tests {
         let a = TWITTER.id_of_counter(5, last_of_ms);
         let b = TWITTER.id_of_counter(5, last_of_ms + 1);
         assert!(b > a);
-        assert_eq!(
-            TWITTER.decode(b),
-            Ok(Parts {
-                time_part: 8,
-                shard: 5,
-                seq: 0
-            })
-        );
+        assert_eq!(TWITTER.decode(b), Ok(Parts { time_part: 8, shard: 5, seq: 0 }));
     }
 
     #[test]
     fn first_counter_above_an_id_of_any_shard() {
-        let id = TWITTER.compose(Parts {
-            time_part: 100,
-            shard: 5,
-            seq: 9,
-        });
+        let id = TWITTER.compose(Parts { time_part: 100, shard: 5, seq: 9 });
         for shard in [0, 4, 5, 6, 1023] {
             let counter = TWITTER.first_counter_above(shard, id).unwrap();
             assert!(TWITTER.id_of_counter(shard, counter) > id, "shard {shard}");
             // ... and it is the smallest such counter.
-            assert!(
-                TWITTER.id_of_counter(shard, counter - 1) <= id,
-                "shard {shard}"
-            );
+            assert!(TWITTER.id_of_counter(shard, counter - 1) <= id, "shard {shard}");
         }
     }
 }

@@ -19,8 +19,12 @@ pub mod layout;
 /// Tests that need a live backend (`cargo pgrx test`).
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
+/// The durable reservation: file, WAL records, and the worker that renews it.
+mod reservation;
 /// The generator state in shared memory.
 mod shmem;
+/// `snowflake_stats()`: per-shard counters.
+mod stats;
 /// UTC calendar arithmetic for the epoch setting and JSON output (pure Rust).
 pub mod utc;
 
@@ -47,6 +51,8 @@ pub extern "C-unwind" fn _PG_init() {
         pg_sys::EmitWarningsOnPlaceholders(c"snowflake_id".as_ptr());
     }
     shmem::init();
+    reservation::register_wal();
+    reservation::register_worker();
 }
 
 /// Required by `cargo pgrx test`: the settings of its test server.

@@ -14,17 +14,25 @@ mod tests {
     fn the_state_lives_in_the_shared_slot_of_its_shard() {
         let id = one_i64("SELECT snowflake_nextval(5)");
         let layout = gucs::layout();
-        let slot = shmem::shard_slot(5).expect("preloaded, so shared memory exists");
+        let slot = shmem::shard(5).expect("preloaded, so shared memory exists");
         let counter = slot.last_issued.load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(layout.id_of_counter(5, counter), id);
         // Another shard's slot is untouched by it.
-        let other = shmem::shard_slot(6)
-            .unwrap()
-            .last_issued
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let other = shmem::shard(6).unwrap().last_issued.load(std::sync::atomic::Ordering::Relaxed);
         assert!(other < counter || other == 0);
-        assert!(shmem::shard_slot(layout.max_shard()).is_some());
-        assert!(shmem::shard_slot(layout.max_shard() + 1).is_none());
+        assert!(shmem::shard(layout.max_shard()).is_some());
+        assert!(shmem::shard(layout.max_shard() + 1).is_none());
+    }
+
+    #[pg_test]
+    fn issued_ids_stay_below_the_durable_reservation() {
+        let id = one_i64("SELECT snowflake_nextval(12)");
+        let time_part = gucs::layout().decode(id).unwrap().time_part;
+        let reservation = shmem::reservation().expect("preloaded");
+        assert!(time_part >= reservation.floor.load(std::sync::atomic::Ordering::Relaxed));
+        assert!(time_part < reservation.ceiling.load(std::sync::atomic::Ordering::Relaxed));
+        // The ceiling in use is already in the file a restart would read.
+        assert!(crate::reservation::recorded_ceiling() > time_part);
     }
 
     #[pg_test]
@@ -32,29 +40,20 @@ mod tests {
         let a = one_i64("SELECT snowflake_nextval(9)");
         let b = one_i64("SELECT snowflake_nextval(9)");
         let batch: Vec<i64> = Spi::connect(|client| {
-            let rows = client
-                .select("SELECT snowflake_nextvals(9, 1000)", None, &[])
-                .unwrap();
-            rows.map(|row| row.get::<i64>(1).unwrap().unwrap())
-                .collect()
+            let rows = client.select("SELECT snowflake_nextvals(9, 1000)", None, &[]).unwrap();
+            rows.map(|row| row.get::<i64>(1).unwrap().unwrap()).collect()
         });
         assert!(a < b);
         assert_eq!(batch.len(), 1000);
         assert!(b < batch[0]);
         assert!(batch.windows(2).all(|w| w[0] + 1 == w[1] || w[0] < w[1]));
-        assert_eq!(
-            Spi::get_one::<i32>(&format!("SELECT snowflake_shard({b})")),
-            Ok(Some(9))
-        );
+        assert_eq!(Spi::get_one::<i32>(&format!("SELECT snowflake_shard({b})")), Ok(Some(9)));
     }
 
     #[pg_test]
     fn the_default_shard_setting_is_used_and_checked() {
         Spi::run("SET snowflake_id.shard = 7").unwrap();
-        assert_eq!(
-            Spi::get_one::<i32>("SELECT snowflake_shard(snowflake_nextval())"),
-            Ok(Some(7))
-        );
+        assert_eq!(Spi::get_one::<i32>("SELECT snowflake_shard(snowflake_nextval())"), Ok(Some(7)));
         assert_eq!(gucs::default_shard(), Some(7));
         Spi::run("RESET snowflake_id.shard").unwrap();
         assert_eq!(gucs::default_shard(), None);
@@ -84,22 +83,10 @@ mod tests {
 
     #[pg_test]
     fn the_defaults_are_the_documented_ones() {
-        assert_eq!(
-            Spi::get_one::<&str>("SHOW snowflake_id.shard_bits"),
-            Ok(Some("10"))
-        );
-        assert_eq!(
-            Spi::get_one::<&str>("SHOW snowflake_id.epoch"),
-            Ok(Some("2024-01-01T00:00:00Z"))
-        );
-        assert_eq!(
-            Spi::get_one::<&str>("SHOW snowflake_id.max_lead_ms"),
-            Ok(Some("2s"))
-        );
-        assert_eq!(
-            Spi::get_one::<&str>("SHOW snowflake_id.max_wait_ms"),
-            Ok(Some("1s"))
-        );
+        assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.shard_bits"), Ok(Some("10")));
+        assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.epoch"), Ok(Some("2024-01-01T00:00:00Z")));
+        assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.max_lead_ms"), Ok(Some("2s")));
+        assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.max_wait_ms"), Ok(Some("1s")));
         assert_eq!(gucs::layout(), crate::layout::Layout::default());
     }
 }

@@ -1,37 +1,29 @@
-//! The generator state in PostgreSQL shared memory: one slot per shard, shared by all
-//! backends of the server.
+//! The generator state in PostgreSQL shared memory, shared by all backends of the server:
+//! the durable reservation, then one `ShardState` per shard.
 //!
 //! Allocated only while the library is preloaded (`shared_preload_libraries`): shared
-//! memory can only be requested then. Without it `shard_slot` answers `None` and callers
-//! raise an error naming the fix; there is deliberately no per-backend fallback, which is
-//! how other in-database generators end up issuing duplicates.
+//! memory can only be requested then. Without it `attached()` is false and every SQL
+//! function raises an error naming the fix; there is deliberately no per-backend fallback,
+//! which is how other in-database generators end up issuing duplicates.
 
+use crate::generator::{Reservation, ShardState};
 use pgrx::pg_sys;
-use std::sync::atomic::AtomicU64;
-
-/// One shard's state, alone on its cache line so that backends working on different shards
-/// never contend for a line.
-#[repr(C, align(64))]
-pub struct ShardSlot {
-    /// The counter (time part and sequence, see `layout.rs`) of the last ID issued.
-    /// Zero means none yet; the all-zero state is the valid initial state.
-    pub last_issued: AtomicU64,
-}
 
 const SHMEM_NAME: &std::ffi::CStr = c"snowflake_id generator state";
 
-/// Base of the slot array, set in every process by the startup hook (inherited by forked
+/// The reservation, set in every process by the startup hook (inherited by forked
 /// backends). Null while the library is not preloaded.
-static mut SLOTS: *const ShardSlot = std::ptr::null();
-/// Number of slots: `2^shard_bits`, fixed at server start.
-static mut SLOT_COUNT: usize = 0;
+static mut RESERVATION: *const Reservation = std::ptr::null();
+/// The shard slots that follow it, `2^shard_bits` of them, fixed at server start.
+static mut SHARDS: *const ShardState = std::ptr::null();
+static mut SHARD_COUNT: usize = 0;
 
 #[cfg(not(any(feature = "pg13", feature = "pg14")))]
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 
 fn bytes_needed() -> usize {
-    crate::gucs::layout().shard_count() as usize * size_of::<ShardSlot>()
+    size_of::<Reservation>() + crate::gucs::layout().shard_count() as usize * size_of::<ShardState>()
 }
 
 /// Requests the shared memory and installs the hook that maps it. Called from `_PG_init`
@@ -64,10 +56,12 @@ unsafe extern "C-unwind" fn request_shmem() {
     }
 }
 
+/// Maps the state, creating it when the postmaster starts or re-creates shared memory
+/// (after a backend crash): then every shard resumes above the ceiling recorded on disk.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn startup_shmem() {
     // SAFETY: called by PostgreSQL once shared memory exists; AddinShmemInitLock makes the
-    // find-or-create atomic, and zeroed memory is the valid initial state of every slot.
+    // find-or-create atomic, and zeroed memory is the valid initial state of every field.
     unsafe {
         if let Some(previous) = PREV_SHMEM_STARTUP_HOOK {
             previous();
@@ -76,17 +70,17 @@ unsafe extern "C-unwind" fn startup_shmem() {
         let lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
         pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
-        let base =
-            pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), size, &mut found).cast::<ShardSlot>();
+        let base = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), size, &mut found).cast::<u8>();
         if !found {
-            std::ptr::write_bytes(base.cast::<u8>(), 0, size);
+            std::ptr::write_bytes(base, 0, size);
         }
-        assert!(
-            base.is_aligned(),
-            "shared memory is not aligned for ShardSlot"
-        );
-        SLOTS = base;
-        SLOT_COUNT = size / size_of::<ShardSlot>();
+        assert!(base.cast::<Reservation>().is_aligned(), "shared memory is not cache-line aligned");
+        RESERVATION = base.cast::<Reservation>();
+        SHARDS = base.add(size_of::<Reservation>()).cast::<ShardState>();
+        SHARD_COUNT = (size - size_of::<Reservation>()) / size_of::<ShardState>();
+        if !found {
+            (*RESERVATION).resume_at(crate::reservation::recorded_ceiling());
+        }
         pg_sys::LWLockRelease(lock);
     }
 }
@@ -95,20 +89,32 @@ unsafe extern "C-unwind" fn startup_shmem() {
 #[inline]
 pub fn attached() -> bool {
     // SAFETY: written once per process before any SQL runs.
-    unsafe { !SLOTS.is_null() }
+    unsafe { !RESERVATION.is_null() }
+}
+
+/// The durable reservation, when preloaded.
+#[inline]
+pub fn reservation() -> Option<&'static Reservation> {
+    // SAFETY: as in `attached`; the state lives as long as the server and is only
+    // accessed through atomics.
+    unsafe { RESERVATION.as_ref() }
+}
+
+/// All shard slots (empty when not preloaded).
+pub fn shards() -> &'static [ShardState] {
+    // SAFETY: as in `reservation`; SHARDS points at SHARD_COUNT initialized slots.
+    unsafe {
+        if SHARDS.is_null() {
+            &[]
+        } else {
+            std::slice::from_raw_parts(SHARDS, SHARD_COUNT)
+        }
+    }
 }
 
 /// The slot of a shard already checked against the layout, or `None` when the library
 /// was not preloaded.
 #[inline]
-pub fn shard_slot(shard: u32) -> Option<&'static ShardSlot> {
-    // SAFETY: SLOTS/SLOT_COUNT are written once per process before any SQL runs; the slots
-    // live as long as the server and are only accessed through atomics.
-    unsafe {
-        let base = SLOTS;
-        if base.is_null() || shard as usize >= SLOT_COUNT {
-            return None;
-        }
-        Some(&*base.add(shard as usize))
-    }
+pub fn shard(shard: u32) -> Option<&'static ShardState> {
+    shards().get(shard as usize)
 }

@@ -28,15 +28,7 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let mp = (5 * doy + 2) / 153;
     let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (
-        if month <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        month,
-        day,
-    )
+    (if month <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, month, day)
 }
 
 fn days_in_month(year: i64, month: u32) -> u32 {
@@ -65,12 +57,10 @@ pub fn parse_utc_ms(text: &str) -> Result<i64, String> {
         Some(at) => (&body[..at], Some(&body[at + 1..])),
         None => (body, None),
     };
-    let bad =
-        || format!("\"{text}\" is not a timestamp of the form YYYY-MM-DD[THH:MM:SS[.fff]][Z]");
+    let bad = || format!("\"{text}\" is not a timestamp of the form YYYY-MM-DD[THH:MM:SS[.fff]][Z]");
 
     let mut fields = date.split('-');
-    let (Some(y), Some(m), Some(d), None) =
-        (fields.next(), fields.next(), fields.next(), fields.next())
+    let (Some(y), Some(m), Some(d), None) = (fields.next(), fields.next(), fields.next(), fields.next())
     else {
         return Err(bad());
     };
@@ -88,14 +78,8 @@ pub fn parse_utc_ms(text: &str) -> Result<i64, String> {
             None => (time, None),
         };
         let mut fields = hms.split(':');
-        let hour = fields
-            .next()
-            .and_then(|f| number(f, 2, 2))
-            .ok_or_else(bad)?;
-        let minute = fields
-            .next()
-            .and_then(|f| number(f, 2, 2))
-            .ok_or_else(bad)?;
+        let hour = fields.next().and_then(|f| number(f, 2, 2)).ok_or_else(bad)?;
+        let minute = fields.next().and_then(|f| number(f, 2, 2)).ok_or_else(bad)?;
         let second = match fields.next() {
             Some(f) => number(f, 2, 2).ok_or_else(bad)?,
             None => 0,
@@ -171,10 +155,7 @@ mod tests {
     #[test]
     fn known_instants() {
         assert_eq!(parse_utc_ms("1970-01-01"), Ok(0));
-        assert_eq!(
-            parse_utc_ms("2010-11-04T01:42:54.657Z"),
-            Ok(1_288_834_974_657)
-        ); // Twitter's epoch
+        assert_eq!(parse_utc_ms("2010-11-04T01:42:54.657Z"), Ok(1_288_834_974_657)); // Twitter's epoch
         assert_eq!(parse_utc_ms("2000-02-29T12:00:00.5Z"), Ok(951_825_600_500));
         assert_eq!(parse_utc_ms("1969-12-31T23:59:59.999Z"), Ok(-1));
     }
@@ -200,17 +181,9 @@ mod tests {
 
     #[test]
     fn formats_and_parses_back() {
-        assert_eq!(
-            format_utc_ms(DEFAULT_EPOCH_UNIX_MS),
-            "2024-01-01T00:00:00.000Z"
-        );
+        assert_eq!(format_utc_ms(DEFAULT_EPOCH_UNIX_MS), "2024-01-01T00:00:00.000Z");
         assert_eq!(format_utc_ms(-1), "1969-12-31T23:59:59.999Z");
-        for ms in [
-            0,
-            951_825_600_500,
-            1_288_834_974_657,
-            DEFAULT_EPOCH_UNIX_MS + (1 << 41) - 1,
-        ] {
+        for ms in [0, 951_825_600_500, 1_288_834_974_657, DEFAULT_EPOCH_UNIX_MS + (1 << 41) - 1] {
             assert_eq!(parse_utc_ms(&format_utc_ms(ms)), Ok(ms));
         }
     }

@@ -18,12 +18,9 @@ const PORT: u16 = 5432;
 pub fn pg_bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let pg_config = std::env::var("PG_CONFIG")
-            .unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
-        let out = Command::new(&pg_config)
-            .arg("--bindir")
-            .output()
-            .expect("run pg_config");
+        let pg_config =
+            std::env::var("PG_CONFIG").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
+        let out = Command::new(&pg_config).arg("--bindir").output().expect("run pg_config");
         assert!(out.status.success(), "{pg_config} --bindir failed");
         PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
     })
@@ -94,12 +91,7 @@ impl Cluster {
         if running_as_root() {
             run(Command::new("chown").arg("postgres:").arg(&root), "chown");
         }
-        Cluster {
-            data_dir: root.join("data"),
-            log_file: root.join("server.log"),
-            root,
-            running: false,
-        }
+        Cluster { data_dir: root.join("data"), log_file: root.join("server.log"), root, running: false }
     }
 
     /// Appends lines to postgresql.conf (a later line overrides an earlier one).
@@ -118,17 +110,7 @@ impl Cluster {
         let cluster = Cluster::new_folder(name);
         let mut initdb = as_server_owner(pg_bin_dir().join("initdb"));
         initdb
-            .args([
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "--no-sync",
-                "-E",
-                "UTF8",
-                "--locale=C",
-                "-D",
-            ])
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C", "-D"])
             .arg(&cluster.data_dir);
         run(&mut initdb, "initdb");
         let mut lines = vec![
@@ -161,10 +143,7 @@ impl Cluster {
         ]);
         run(backup.arg(&standby.data_dir), "pg_basebackup");
         // The copied configuration names the primary's socket folder.
-        standby.append_settings(&[format!(
-            "unix_socket_directories = '{}'",
-            standby.root.display()
-        )]);
+        standby.append_settings(&[format!("unix_socket_directories = '{}'", standby.root.display())]);
         standby.start_with(&[]);
         standby
     }
@@ -184,19 +163,10 @@ impl Cluster {
         let mut start = as_server_owner("/usr/bin/env");
         start.args(env.iter().map(|(key, value)| format!("{key}={value}")));
         start.arg(pg_bin_dir().join("pg_ctl"));
-        start
-            .args(["-w", "-t", "120", "-D"])
-            .arg(&self.data_dir)
-            .arg("-l")
-            .arg(&self.log_file)
-            .arg("start");
+        start.args(["-w", "-t", "120", "-D"]).arg(&self.data_dir).arg("-l").arg(&self.log_file).arg("start");
         let out = start.output().expect("run pg_ctl start");
         if !out.status.success() {
-            return Err(format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stderr),
-                self.log()
-            ));
+            return Err(format!("{}{}", String::from_utf8_lossy(&out.stderr), self.log()));
         }
         self.running = true;
         Ok(())
@@ -206,9 +176,7 @@ impl Cluster {
     pub fn stop(&mut self, mode: &str) {
         if self.running {
             let mut stop = as_server_owner(pg_bin_dir().join("pg_ctl"));
-            stop.args(["-w", "-t", "120", "-m", mode, "-D"])
-                .arg(&self.data_dir)
-                .arg("stop");
+            stop.args(["-w", "-t", "120", "-m", mode, "-D"]).arg(&self.data_dir).arg("stop");
             run(&mut stop, "pg_ctl stop");
             self.running = false;
         }
@@ -217,18 +185,12 @@ impl Cluster {
     /// Connection settings for this server's socket.
     pub fn config(&self) -> Config {
         let mut config = Config::new();
-        config
-            .host_path(&self.root)
-            .port(PORT)
-            .user("postgres")
-            .dbname("postgres");
+        config.host_path(&self.root).port(PORT).user("postgres").dbname("postgres");
         config
     }
 
     pub fn connect(&self) -> Client {
-        self.config()
-            .connect(NoTls)
-            .unwrap_or_else(|e| panic!("connect: {e}\n{}", self.log()))
+        self.config().connect(NoTls).unwrap_or_else(|e| panic!("connect: {e}\n{}", self.log()))
     }
 
     /// The server log so far.
@@ -249,9 +211,7 @@ impl Drop for Cluster {
         }
         if self.running {
             let mut stop = as_server_owner(pg_bin_dir().join("pg_ctl"));
-            stop.args(["-w", "-m", "immediate", "-D"])
-                .arg(&self.data_dir)
-                .arg("stop");
+            stop.args(["-w", "-m", "immediate", "-D"]).arg(&self.data_dir).arg("stop");
             let _ = stop.output();
         }
         let _ = fs::remove_dir_all(&self.root);

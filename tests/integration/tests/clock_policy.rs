@@ -8,29 +8,17 @@ use std::time::{Duration, Instant};
 /// Sets the policy with ALTER SYSTEM and a reload, and waits until this session sees it.
 fn set_policy(client: &mut Client, max_lead: &str, max_wait: &str) {
     // One statement each: ALTER SYSTEM refuses to run inside a transaction block.
-    client
-        .batch_execute(&format!(
-            "ALTER SYSTEM SET snowflake_id.max_lead_ms = '{max_lead}'"
-        ))
-        .unwrap();
-    client
-        .batch_execute(&format!(
-            "ALTER SYSTEM SET snowflake_id.max_wait_ms = '{max_wait}'"
-        ))
-        .unwrap();
+    client.batch_execute(&format!("ALTER SYSTEM SET snowflake_id.max_lead_ms = '{max_lead}'")).unwrap();
+    client.batch_execute(&format!("ALTER SYSTEM SET snowflake_id.max_wait_ms = '{max_wait}'")).unwrap();
     client.batch_execute("SELECT pg_reload_conf()").unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let row = client.query_one("SELECT current_setting('snowflake_id.max_lead_ms'), current_setting('snowflake_id.max_wait_ms')", &[]).unwrap();
-        if (row.get::<_, String>(0), row.get::<_, String>(1))
-            == (max_lead.to_string(), max_wait.to_string())
+        if (row.get::<_, String>(0), row.get::<_, String>(1)) == (max_lead.to_string(), max_wait.to_string())
         {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the reload did not reach the session"
-        );
+        assert!(Instant::now() < deadline, "the reload did not reach the session");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -38,7 +26,10 @@ fn set_policy(client: &mut Client, max_lead: &str, max_wait: &str) {
 /// Advances shard 2 to 450 ms ahead of the clock (within a 500 ms bound); returns that ID.
 fn advance_ahead(client: &mut Client) -> i64 {
     client
-        .query_one("SELECT snowflake_advance(2, snowflake_compose(clock_timestamp() + interval '450 ms', 2, 0))", &[])
+        .query_one(
+            "SELECT snowflake_advance(2, snowflake_compose(clock_timestamp() + interval '450 ms', 2, 0))",
+            &[],
+        )
         .unwrap()
         .get(0)
 }
@@ -52,9 +43,7 @@ const BATCH: &str = "SELECT count(*), min(id), max(id), \
 fn past_the_lead_bound_a_call_fails_or_waits_as_configured() {
     let cluster = Cluster::start("clock-policy", &[]);
     let mut client = cluster.connect();
-    client
-        .batch_execute("CREATE EXTENSION snowflake_id")
-        .unwrap();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
 
     // No waiting allowed: refused at once, nothing issued.
     set_policy(&mut client, "500ms", "0");
@@ -70,14 +59,8 @@ fn past_the_lead_bound_a_call_fails_or_waits_as_configured() {
     assert!(db.detail().unwrap().starts_with(
         "snowflake_id.max_lead_ms = 500 and snowflake_id.max_wait_ms = 0 allow 500 ms at most."
     ));
-    let next: i64 = client
-        .query_one("SELECT snowflake_nextval(2)", &[])
-        .unwrap()
-        .get(0);
-    let seq: i32 = client
-        .query_one("SELECT snowflake_seq($1)", &[&next])
-        .unwrap()
-        .get(0);
+    let next: i64 = client.query_one("SELECT snowflake_nextval(2)", &[]).unwrap().get(0);
+    let seq: i32 = client.query_one("SELECT snowflake_seq($1)", &[&next]).unwrap().get(0);
     assert!(next > ahead);
     assert!(seq <= 1, "the refused batch consumed IDs (next seq {seq})");
 
@@ -88,8 +71,5 @@ fn past_the_lead_bound_a_call_fails_or_waits_as_configured() {
     assert_eq!(row.get::<_, i64>(0), 409_600);
     assert!(row.get::<_, i64>(1) > ahead);
     let lead_ms: f64 = row.get(3);
-    assert!(
-        lead_ms <= 500.0,
-        "the batch ended {lead_ms} ms ahead of the clock"
-    );
+    assert!(lead_ms <= 500.0, "the batch ended {lead_ms} ms ahead of the clock");
 }

@@ -20,10 +20,7 @@ fn shard_of_connection(connection: usize) -> i32 {
 #[test]
 fn sixteen_connections_one_million_ids_no_duplicates() {
     let cluster = Cluster::start("concurrency", &["synchronous_commit = off"]);
-    cluster
-        .connect()
-        .batch_execute("CREATE EXTENSION snowflake_id")
-        .unwrap();
+    cluster.connect().batch_execute("CREATE EXTENSION snowflake_id").unwrap();
 
     let started = Instant::now();
     let per_connection: Vec<Vec<(i64, i32)>> = std::thread::scope(|scope| {
@@ -53,10 +50,7 @@ fn sixteen_connections_one_million_ids_no_duplicates() {
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .map(|worker| worker.join().unwrap())
-            .collect()
+        workers.into_iter().map(|worker| worker.join().unwrap()).collect()
     });
     let elapsed = started.elapsed();
 
@@ -70,10 +64,7 @@ fn sixteen_connections_one_million_ids_no_duplicates() {
         );
         assert!(ids.iter().all(|&(id, _)| id > 0));
         if let Some(w) = ids.windows(2).find(|w| w[0].0 >= w[1].0) {
-            panic!(
-                "connection {connection}: {} was followed by {}",
-                w[0].0, w[1].0
-            );
+            panic!("connection {connection}: {} was followed by {}", w[0].0, w[1].0);
         }
         all.extend(ids.iter().map(|&(id, _)| id));
     }
@@ -92,10 +83,7 @@ fn sixteen_connections_one_million_ids_no_duplicates() {
         )
         .unwrap()
         .get(0);
-    assert!(
-        lead_ms < 2000.0,
-        "the newest ID is {lead_ms} ms ahead of the clock"
-    );
+    assert!(lead_ms < 2000.0, "the newest ID is {lead_ms} ms ahead of the clock");
 
     println!(
         "concurrency: {} IDs from {CONNECTIONS} connections in {:.2} s ({:.0} IDs/s), 0 duplicates",

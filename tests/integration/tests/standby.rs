@@ -15,15 +15,10 @@ fn a_hot_standby_refuses_to_generate_and_decodes() {
         .unwrap();
     let standby = Cluster::start_standby_of(&primary, "standby-replica");
     let mut on_standby = standby.connect();
-    let in_recovery: bool = on_standby
-        .query_one("SELECT pg_is_in_recovery()", &[])
-        .unwrap()
-        .get(0);
+    let in_recovery: bool = on_standby.query_one("SELECT pg_is_in_recovery()", &[]).unwrap().get(0);
     assert!(in_recovery);
 
-    on_standby
-        .batch_execute("SET snowflake_id.shard = 4")
-        .unwrap();
+    on_standby.batch_execute("SET snowflake_id.shard = 4").unwrap();
     for (call, function) in [
         ("SELECT snowflake_nextval(4)", "snowflake_nextval"),
         ("SELECT snowflake_nextval()", "snowflake_nextval"),
@@ -32,10 +27,7 @@ fn a_hot_standby_refuses_to_generate_and_decodes() {
     ] {
         let db = db_error(&mut on_standby, call);
         assert_eq!(db.code().code(), "25006", "{call}");
-        assert_eq!(
-            db.message(),
-            format!("cannot execute {function}() during recovery")
-        );
+        assert_eq!(db.message(), format!("cannot execute {function}() during recovery"));
         assert!(db.hint().unwrap().starts_with("Issue IDs on the primary."));
     }
 

@@ -11,10 +11,8 @@ fn refused_start(name: &str, setting: &str) -> String {
         Err(log) => log,
     };
     let (parameter, value) = setting.split_once(" = ").unwrap();
-    let fatal = format!(
-        "FATAL:  invalid value for parameter \"{parameter}\": \"{}\"",
-        value.trim_matches('\'')
-    );
+    let fatal =
+        format!("FATAL:  invalid value for parameter \"{parameter}\": \"{}\"", value.trim_matches('\''));
     assert!(log.contains(&fatal), "no line {fatal} in\n{log}");
     assert!(log.contains("HINT:  Correct"), "{log}");
     log
@@ -23,31 +21,19 @@ fn refused_start(name: &str, setting: &str) -> String {
 #[test]
 fn a_malformed_epoch_stops_the_server_with_a_clear_line() {
     let log = refused_start("bad-epoch", "snowflake_id.epoch = '2024-02-30'");
-    assert!(
-        log.contains("DETAIL:  2024-02-30 is not a date in the calendar"),
-        "{log}"
-    );
-    assert!(
-        log.contains("HINT:  Set snowflake_id.epoch to a past UTC timestamp"),
-        "{log}"
-    );
+    assert!(log.contains("DETAIL:  2024-02-30 is not a date in the calendar"), "{log}");
+    assert!(log.contains("HINT:  Set snowflake_id.epoch to a past UTC timestamp"), "{log}");
 }
 
 #[test]
 fn an_epoch_in_the_future_stops_the_server() {
     let log = refused_start("future-epoch", "snowflake_id.epoch = '2999-01-01'");
-    assert!(
-        log.contains("The epoch 2999-01-01T00:00:00.000Z is in the future."),
-        "{log}"
-    );
+    assert!(log.contains("The epoch 2999-01-01T00:00:00.000Z is in the future."), "{log}");
 }
 
 #[test]
 fn an_epoch_in_another_time_zone_stops_the_server() {
-    let log = refused_start(
-        "offset-epoch",
-        "snowflake_id.epoch = '2024-01-01 00:00:00+02'",
-    );
+    let log = refused_start("offset-epoch", "snowflake_id.epoch = '2024-01-01 00:00:00+02'");
     assert!(log.contains("time zone offset \"+02\" is not UTC"), "{log}");
 }
 
@@ -55,9 +41,7 @@ fn an_epoch_in_another_time_zone_stops_the_server() {
 fn shard_bits_outside_the_range_stop_the_server() {
     let log = refused_start("bad-bits", "snowflake_id.shard_bits = 17");
     assert!(
-        log.contains(
-            "17 is outside the valid range for parameter \"snowflake_id.shard_bits\" (0 .. 16)"
-        ),
+        log.contains("17 is outside the valid range for parameter \"snowflake_id.shard_bits\" (0 .. 16)"),
         "{log}"
     );
     refused_start("garbage-bits", "snowflake_id.shard_bits = ten");
@@ -66,26 +50,26 @@ fn shard_bits_outside_the_range_stop_the_server() {
 #[test]
 fn a_default_shard_outside_the_layout_stops_the_server() {
     let log = refused_start("bad-shard", "snowflake_id.shard = 1024");
-    assert!(
-        log.contains("DETAIL:  snowflake_id.shard_bits = 10 allows shards 0 to 1023."),
-        "{log}"
-    );
+    assert!(log.contains("DETAIL:  snowflake_id.shard_bits = 10 allows shards 0 to 1023."), "{log}");
 }
 
 #[test]
 fn a_misspelt_setting_is_reported_in_the_log() {
     let cluster = Cluster::start("typo", &["snowflake_id.shardbits = 13"]);
     let log = cluster.log();
-    assert!(log.contains("WARNING:  invalid configuration parameter name \"snowflake_id.shardbits\", removing it"), "{log}");
+    assert!(
+        log.contains(
+            "WARNING:  invalid configuration parameter name \"snowflake_id.shardbits\", removing it"
+        ),
+        "{log}"
+    );
 }
 
 #[test]
 fn without_preloading_every_function_refuses_naming_the_fix() {
     let cluster = Cluster::start("not-preloaded", &["shared_preload_libraries = ''"]);
     let mut client = cluster.connect();
-    client
-        .batch_execute("CREATE EXTENSION snowflake_id")
-        .unwrap();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     client.batch_execute("SET snowflake_id.shard = 1").unwrap();
     for call in [
         "SELECT snowflake_nextval(1)",
@@ -99,14 +83,8 @@ fn without_preloading_every_function_refuses_naming_the_fix() {
     ] {
         let db = db_error(&mut client, call);
         assert_eq!(db.code().code(), "55000", "{call}");
-        assert_eq!(
-            db.message(),
-            "snowflake_id must be loaded via shared_preload_libraries"
-        );
-        assert!(db
-            .hint()
-            .unwrap()
-            .contains("Add snowflake_id to shared_preload_libraries"));
+        assert_eq!(db.message(), "snowflake_id must be loaded via shared_preload_libraries");
+        assert!(db.hint().unwrap().contains("Add snowflake_id to shared_preload_libraries"));
     }
 }
 
@@ -114,45 +92,28 @@ fn without_preloading_every_function_refuses_naming_the_fix() {
 fn the_instagram_layout_with_its_own_epoch() {
     let cluster = Cluster::start(
         "instagram",
-        &[
-            "snowflake_id.shard_bits = 13",
-            "snowflake_id.epoch = '2011-08-24 21:07:01.721Z'",
-        ],
+        &["snowflake_id.shard_bits = 13", "snowflake_id.epoch = '2011-08-24 21:07:01.721Z'"],
     );
     let mut client = cluster.connect();
-    client
-        .batch_execute("CREATE EXTENSION snowflake_id")
-        .unwrap();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     let row = client
-        .query_one("SELECT shard_bits, seq_bits, max_shard, ids_per_ms, epoch::text FROM snowflake_layout()", &[])
+        .query_one(
+            "SELECT shard_bits, seq_bits, max_shard, ids_per_ms, epoch::text FROM snowflake_layout()",
+            &[],
+        )
         .unwrap();
     assert_eq!(
-        (
-            row.get::<_, i32>(0),
-            row.get::<_, i32>(1),
-            row.get::<_, i32>(2),
-            row.get::<_, i32>(3)
-        ),
+        (row.get::<_, i32>(0), row.get::<_, i32>(1), row.get::<_, i32>(2), row.get::<_, i32>(3)),
         (13, 9, 8191, 512)
     );
     // The epoch is read as UTC whatever the session's time zone.
     client.batch_execute("SET TimeZone = 'UTC'").unwrap();
-    let epoch: String = client
-        .query_one("SELECT epoch::text FROM snowflake_layout()", &[])
-        .unwrap()
-        .get(0);
+    let epoch: String = client.query_one("SELECT epoch::text FROM snowflake_layout()", &[]).unwrap().get(0);
     assert_eq!(epoch, "2011-08-24 21:07:01.721+00");
     let row = client
         .query_one("SELECT snowflake_shard(id), snowflake_seq(id), abs(extract(epoch FROM snowflake_timestamp(id) - now())) < 5 FROM snowflake_nextval(8191) id", &[])
         .unwrap();
-    assert_eq!(
-        (
-            row.get::<_, i32>(0),
-            row.get::<_, i32>(1),
-            row.get::<_, bool>(2)
-        ),
-        (8191, 0, true)
-    );
+    assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1), row.get::<_, bool>(2)), (8191, 0, true));
     let db = db_error(&mut client, "SELECT snowflake_nextval(8192)");
     assert_eq!(db.code().code(), "22023");
 }

@@ -51,3 +51,9 @@ SELECT snowflake_nextval(8) > :last_of_8 AS still_increasing;
 
 -- Generators are volatile: one ID per row, not one per statement.
 SELECT count(DISTINCT snowflake_nextval(5)) AS distinct_per_row FROM generate_series(1, 100);
+
+-- snowflake_stats(): one row per shard used since the server started.
+SELECT shard, issued, snowflake_shard(last_id) = shard AND snowflake_timestamp(last_id) = last_ts AS last_id_ok,
+       lead_ms BETWEEN 0 AND 2000 AS lead_within_bound, waits >= 0 AND wait_ms >= 0 AS waits_counted,
+       clock_regressions = 0 AS no_regressions, reserved_until > clock_timestamp() AS reserved_ahead
+FROM snowflake_stats() ORDER BY shard;

@@ -1,0 +1,285 @@
+//! The durable reservation: how far this server may issue IDs, kept on disk ahead of use.
+//!
+//! Shared memory is lost on any restart, so the generator may hand out a time part only
+//! below a ceiling that is already durable (see `generator.rs`). A background worker keeps
+//! the ceiling `snowflake_id.reserve_ms` ahead of the clock; each time it moves it, it
+//!
+//! 1. writes a WAL record carrying the ceiling and flushes it (PostgreSQL 15+, through a
+//!    custom WAL resource manager): a streaming standby replays it, so once promoted it
+//!    resumes above anything the old primary issued in rows the standby has received (those
+//!    rows' WAL follows the record);
+//! 2. writes the ceiling to `snowflake_id.reservation` in the data directory: written to a
+//!    temporary file, fsynced, renamed, and the directory fsynced, so a crash leaves the old
+//!    or the new ceiling, never a torn one. Crash recovery replays only the WAL after the last
+//!    checkpoint; this file is what survives older checkpoints;
+//! 3. only then publishes the new ceiling in shared memory.
+//!
+//! On every start (and after a backend crash, when the postmaster re-creates shared memory)
+//! all shards resume at the recorded ceiling. The hot path never touches the disk: about four
+//! reservations a second, each a WAL flush and two fsyncs, are done by the worker alone.
+
+use crate::generator::{self, Reservation};
+use crate::layout::MAX_TIME_PART;
+use crate::{clock, gucs, shmem, utc};
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
+use pgrx::pg_sys::{self, panic::ErrorReport};
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use std::io::Write;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+/// The record file, relative to the data directory (every server process's working
+/// directory). pg_basebackup copies it, so a new standby starts with a lower bound too.
+const FILE: &str = "snowflake_id.reservation";
+const TEMP_FILE: &str = "snowflake_id.reservation.tmp";
+/// How often the worker looks at the clock.
+const TICK: Duration = Duration::from_millis(100);
+
+/// The file's one line. The ceiling is kept in Unix milliseconds, not as a time part, so the
+/// record means the same thing whatever the epoch.
+fn format_record(ceiling_unix_ms: i64) -> String {
+    format!("snowflake_id reservation ceiling_unix_ms={ceiling_unix_ms}\n")
+}
+
+fn parse_record(text: &str) -> Result<i64, String> {
+    text.strip_prefix("snowflake_id reservation ceiling_unix_ms=")
+        .and_then(|rest| rest.strip_suffix('\n'))
+        .and_then(|number| number.parse().ok())
+        .ok_or_else(|| format!("unexpected content {text:?}"))
+}
+
+/// Records a ceiling so that it survives a crash at any moment.
+fn write_durably(ceiling_unix_ms: i64) -> std::io::Result<()> {
+    let mut file = std::fs::File::create(TEMP_FILE)?;
+    file.write_all(format_record(ceiling_unix_ms).as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(TEMP_FILE, FILE)?;
+    std::fs::File::open(".")?.sync_all()
+}
+
+/// The recorded ceiling as a time part (0 on a server that never issued an ID). Read by
+/// the postmaster when it creates shared memory; an unreadable record stops the server,
+/// since guessing could repeat IDs.
+pub fn recorded_ceiling() -> u64 {
+    let text = match std::fs::read_to_string(FILE) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return 0,
+        Err(error) => corrupt_record(&error.to_string()),
+    };
+    let unix_ms = parse_record(&text).unwrap_or_else(|reason| corrupt_record(&reason));
+    let layout = gucs::layout();
+    match layout.time_part(unix_ms) {
+        Ok(time_part) => time_part,
+        Err(_) if unix_ms < layout.epoch_unix_ms() => 0,
+        Err(_) => MAX_TIME_PART + 1,
+    }
+}
+
+fn corrupt_record(reason: &str) -> ! {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!("could not read the snowflake_id reservation file \"{FILE}\": {reason}"),
+        "snowflake_id",
+    )
+    .set_detail("The file records how far this server issued IDs; without it shards could repeat IDs.")
+    .set_hint(format!(
+        "Restore the file from a backup. Or, knowing the highest ID this server issued, write the line \
+         \"{}\" into it, with a Unix time in ms after that ID's time.",
+        format_record(0).trim_end().replace("=0", "=<ms>")
+    ))
+    .report(PgLogLevel::ERROR);
+    unreachable!("an ERROR report returns control to PostgreSQL")
+}
+
+/// Registers the worker; called from `_PG_init` while preloading.
+pub fn register_worker() {
+    BackgroundWorkerBuilder::new("snowflake_id reservation")
+        .set_type("snowflake_id reservation")
+        .set_library("snowflake_id")
+        .set_function("snowflake_id_reservation_worker")
+        .enable_shmem_access(None)
+        // A standby issues nothing; on promotion the worker starts from the replayed ceiling.
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
+}
+
+/// The worker's main loop: renew the reservation whenever it gets too close.
+#[pgrx::pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let reservation = shmem::reservation().expect("the worker runs only when preloaded");
+    let layout = gucs::layout();
+    pgrx::log!(
+        "snowflake_id reservation worker started: shards resume at {}",
+        utc::format_utc_ms(layout.unix_ms(reservation.floor.load(Relaxed)))
+    );
+    let mut failing = false;
+    loop {
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: the documented way for a worker to apply a reload.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+        match renew(reservation) {
+            Ok(()) if failing => {
+                pgrx::log!("snowflake_id reservation is being recorded again");
+                failing = false;
+            }
+            Ok(()) => {}
+            Err(error) if !failing => {
+                pgrx::warning!(
+                    "could not record the snowflake_id reservation in \"{FILE}\": {error}; IDs will stop once \
+                     the current reservation is used up"
+                );
+                failing = true;
+            }
+            Err(_) => {}
+        }
+        if !BackgroundWorker::wait_latch(Some(TICK)) {
+            break;
+        }
+    }
+}
+
+/// One look at the clock: records and publishes a new ceiling when the current one is too close.
+fn renew(reservation: &Reservation) -> std::io::Result<()> {
+    let layout = gucs::layout();
+    // A clock outside the ID range makes every call refuse anyway; nothing to reserve.
+    let Ok(now) = layout.time_part(clock::wall_clock_unix_ms()) else { return Ok(()) };
+    let highest = generator::highest_time_part(shmem::shards(), &layout);
+    let Some(ceiling) = generator::next_ceiling(now, reservation, highest, gucs::reserve_ms()) else {
+        return Ok(());
+    };
+    let ceiling_unix_ms = layout.unix_ms(ceiling);
+    wal::log_ceiling(ceiling_unix_ms);
+    write_durably(ceiling_unix_ms)?;
+    reservation.ceiling.fetch_max(ceiling, Relaxed);
+    Ok(())
+}
+
+/// Brings a ceiling read from a primary's WAL (or replayed in crash recovery) into this
+/// server: recorded in its file, and both bounds raised to it.
+fn replay_ceiling(ceiling_unix_ms: i64) {
+    if let Err(error) = write_durably(ceiling_unix_ms) {
+        pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" during replay: {error}");
+    }
+    let layout = gucs::layout();
+    let ceiling = layout.time_part(ceiling_unix_ms).unwrap_or(MAX_TIME_PART + 1);
+    if let Some(reservation) = shmem::reservation() {
+        reservation.resume_at(ceiling);
+    }
+}
+
+/// The custom WAL resource manager (PostgreSQL 15 and later; earlier versions keep the
+/// file only, so a promoted standby there resumes from its own clock).
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+mod wal {
+    use super::*;
+    use std::ffi::{c_char, CStr};
+
+    /// The only record type: "the ceiling is now this Unix ms" (8 bytes, native order).
+    const XLOG_CEILING: u8 = 0x10;
+
+    /// Registers the resource manager. Replaying our records needs it, so the library must
+    /// stay preloaded on every server that replays this WAL.
+    pub fn register() {
+        let Some(id) = gucs::wal_rmgr_id() else { return };
+        let rmgr = pg_sys::RmgrData {
+            rm_name: c"snowflake_id".as_ptr(),
+            rm_redo: Some(redo),
+            rm_desc: Some(describe),
+            rm_identify: Some(identify),
+            ..Default::default()
+        };
+        // SAFETY: called from _PG_init while preloading; PostgreSQL copies the struct.
+        unsafe { pg_sys::RegisterCustomRmgr(id, &rmgr as *const _ as *mut _) };
+    }
+
+    pub fn log_ceiling(ceiling_unix_ms: i64) {
+        let Some(id) = gucs::wal_rmgr_id() else { return };
+        let mut data = ceiling_unix_ms.to_ne_bytes();
+        // SAFETY: the standard sequence for a WAL record without buffers, from a process
+        // with WAL access (the worker starts after recovery); `data` outlives the insert.
+        unsafe {
+            pg_sys::XLogBeginInsert();
+            pg_sys::XLogRegisterData(data.as_mut_ptr().cast::<c_char>(), data.len() as i32);
+            let lsn = pg_sys::XLogInsert(id, XLOG_CEILING);
+            pg_sys::XLogFlush(lsn);
+        }
+    }
+
+    /// The ceiling carried by one of our records.
+    unsafe fn ceiling_of(record: *mut pg_sys::XLogReaderState) -> Option<i64> {
+        // SAFETY: PostgreSQL passes a decoded record; its main data is main_data_len bytes.
+        unsafe {
+            let decoded = (*record).record;
+            let bytes = std::slice::from_raw_parts(
+                (*decoded).main_data.cast::<u8>(),
+                (*decoded).main_data_len as usize,
+            );
+            Some(i64::from_ne_bytes(bytes.try_into().ok()?))
+        }
+    }
+
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+        // SAFETY: called by PostgreSQL with a record of ours.
+        match unsafe { ceiling_of(record) } {
+            Some(ceiling_unix_ms) => replay_ceiling(ceiling_unix_ms),
+            None => pgrx::error!("snowflake_id WAL record of unexpected size"),
+        }
+    }
+
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn describe(buffer: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
+        // SAFETY: as in `redo`; appendStringInfoString copies the text into the buffer.
+        unsafe {
+            let text = match ceiling_of(record) {
+                Some(ms) => format!("ceiling {ms} ({})", utc::format_utc_ms(ms)),
+                None => "malformed".to_string(),
+            };
+            let text = std::ffi::CString::new(text).unwrap_or_default();
+            pg_sys::appendStringInfoString(buffer, text.as_ptr());
+        }
+    }
+
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
+        const CEILING: &CStr = c"CEILING";
+        if info & !(pg_sys::XLR_INFO_MASK as u8) == XLOG_CEILING {
+            CEILING.as_ptr()
+        } else {
+            std::ptr::null()
+        }
+    }
+}
+
+#[cfg(any(feature = "pg13", feature = "pg14"))]
+mod wal {
+    pub fn register() {}
+    pub fn log_ceiling(_ceiling_unix_ms: i64) {}
+}
+
+pub use wal::register as register_wal;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_round_trips_and_refuses_anything_else() {
+        for ms in [0, 1_704_067_200_000, -5] {
+            assert_eq!(parse_record(&format_record(ms)), Ok(ms));
+        }
+        for text in [
+            "",
+            "snowflake_id reservation ceiling_unix_ms=12",
+            "ceiling=12\n",
+            "snowflake_id reservation ceiling_unix_ms=x\n",
+        ] {
+            assert!(parse_record(text).is_err(), "{text:?}");
+        }
+    }
+}
