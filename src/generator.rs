@@ -526,7 +526,10 @@ mod tests {
         // The fake worker never moves the ceiling, so the wait runs out.
         assert!(matches!(refusal, Err(Refusal::NotReserved { ceiling, .. }) if ceiling == now + 10));
         assert_eq!(slot.last_issued.load(Relaxed), 0);
+        // What fits below the ceiling is issued without waiting.
+        let mut clock = FakeClock::at(T0);
         let claimed = claim(&slot, &reservation, 4096, &LAYOUT, POLICY, &mut clock).unwrap();
         assert!(LAYOUT.counter_time_part(claimed.last) < now + 10);
+        assert!(clock.slept.is_empty());
     }
 }
