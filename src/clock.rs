@@ -1,6 +1,6 @@
 //! The wall clock, as the generator reads it inside a backend.
 
-use crate::generator::Clock;
+use crate::generator::{Clock, Reservation};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Wall-clock Unix milliseconds. `SystemTime::now` is `clock_gettime(CLOCK_REALTIME)`,
@@ -41,6 +41,10 @@ impl Clock for WallClock {
         let previous = LATEST_READING.replace(now);
         self.stepped_back |= now < previous;
         now
+    }
+
+    fn wake_worker(&mut self, reservation: &Reservation) {
+        crate::reservation::wake_worker(reservation);
     }
 
     fn sleep_ms(&mut self, ms: u64) {

@@ -99,10 +99,12 @@ fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     if let Err(refusal) = generator::advance(&state.last_issued, first_allowed, &layout, policy, now) {
         errors::advance_refused(FUNCTION, shard, refusal);
     }
-    // Return only once the advance would survive a crash: the worker sees the advanced
-    // shard and moves the durable reservation past it within a tick.
+    // Return only once the advance would survive a crash: the worker is asked to move the
+    // durable reservation past it.
     let time_part = layout.counter_time_part(first_allowed);
     let mut clock = WallClock::default();
+    reservation.wanted.fetch_max(time_part + 1, Relaxed);
+    generator::Clock::wake_worker(&mut clock, reservation);
     for _ in 0..ADVANCE_DURABLE_WITHIN_MS {
         if reservation.ceiling.load(Relaxed) > time_part {
             return id;
@@ -113,6 +115,6 @@ fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy })
 }
 
-/// How long `snowflake_advance` waits for the reservation to pass the advanced ID: many
-/// worker ticks, so only a stalled worker (a failing disk) makes it fail.
+/// How long `snowflake_advance` waits for the reservation to pass the advanced ID: long
+/// enough that only a stalled worker (a failing disk, or none running) makes it fail.
 const ADVANCE_DURABLE_WITHIN_MS: u32 = 5000;

@@ -19,10 +19,12 @@
 //! # Durable reservation
 //! Shared memory is lost on a restart, so every time part handed out must lie inside a
 //! window already recorded on disk: `floor <= time part < ceiling`. The reservation worker
-//! (`reservation.rs`) keeps the ceiling ahead of the clock, writing it durably *before*
-//! publishing it here; after a restart both bounds start at the recorded ceiling, so every
-//! shard resumes strictly above anything issued before. A call that reaches the ceiling
-//! waits for the worker like it waits for the clock.
+//! (`reservation.rs`) keeps the ceiling a short way ahead of the clock, writing it durably
+//! *before* publishing it here; after a restart both bounds start at the recorded ceiling, so
+//! every shard resumes strictly above anything issued before. A call that would reach the
+//! ceiling (a shard borrowing time) asks the worker for more and waits for it, within the
+//! same `max_wait_ms` as for the clock. The window is kept short because a restart resumes
+//! at its end: the shorter it is, the less IDs lead the clock after a restart.
 //!
 //! # Why compare-and-swap and not a lock
 //! One word holds the whole state, so one CAS both checks and claims; no lock is held
@@ -50,7 +52,7 @@ pub struct ShardState {
 }
 
 /// The durable window of time parts this server may hand out: `floor <= t < ceiling`.
-/// Read on every call, written about four times a second, so it has its own cache line.
+/// Read on every call, written a few times a second, so it has its own cache line.
 #[repr(C, align(64))]
 #[derive(Default)]
 pub struct Reservation {
@@ -59,6 +61,10 @@ pub struct Reservation {
     /// Nothing below `floor` is issued: the ceiling recorded before this server started
     /// (or replayed from a primary's WAL, on a promoted standby).
     pub floor: AtomicU64,
+    /// The highest time part + 1 a call is waiting to issue: the worker reserves up to it.
+    pub wanted: AtomicU64,
+    /// Opaque handle the worker leaves for callers to wake it (its latch); 0: none.
+    pub worker: std::sync::atomic::AtomicUsize,
 }
 
 impl Reservation {
@@ -79,12 +85,14 @@ pub struct ClockPolicy {
     pub max_wait_ms: u64,
 }
 
-/// Where the generator reads the time and how it sleeps.
+/// Where the generator reads the time, how it sleeps, and how it hurries the worker.
 pub trait Clock {
     /// Wall-clock time in Unix milliseconds.
     fn now_unix_ms(&mut self) -> i64;
     /// Sleeps for about `ms` milliseconds (the caller may be cancelled meanwhile).
     fn sleep_ms(&mut self, ms: u64);
+    /// Tells the reservation worker that `Reservation::wanted` went up.
+    fn wake_worker(&mut self, _reservation: &Reservation) {}
 }
 
 /// A run of counters claimed by one call, `first..=last`.
@@ -157,10 +165,11 @@ pub fn claim(
                 break (lead_ms - policy.max_lead_ms, Refusal::TooFarAhead { lead_ms, policy });
             }
             if last_time_part >= ceiling {
-                // The worker keeps the ceiling a fixed distance ahead of the clock, so it
-                // passes this time part about this much later.
-                let refusal = Refusal::NotReserved { time_part: last_time_part, ceiling, policy };
-                break (last_time_part + 1 - ceiling, refusal);
+                // Ask the worker to reserve this far (it does within a few milliseconds, the
+                // time of a WAL flush and two fsyncs) and look again shortly.
+                reservation.wanted.fetch_max(last_time_part + 1, Relaxed);
+                clock.wake_worker(reservation);
+                break (1, Refusal::NotReserved { time_part: last_time_part, ceiling, policy });
             }
             // On failure `now` is reused: it is still a valid lower bound, and contended
             // callers retry without another clock read.
@@ -220,26 +229,20 @@ pub fn advance(
     Ok(())
 }
 
-/// The highest time part any shard has issued (or been advanced to).
-pub fn highest_time_part(shards: &[ShardState], layout: &Layout) -> u64 {
-    let highest = shards.iter().map(|shard| shard.last_issued.load(Relaxed)).max().unwrap_or(0);
-    layout.counter_time_part(highest)
-}
-
 /// The reservation worker's rule: the ceiling to make durable next, or `None` while the
-/// current one is still far enough ahead. The ceiling is kept `reserve_ms` ahead of the
-/// clock, of the floor and of any shard that borrowed time, and is renewed once it is an
-/// eighth of that closer, so the disk is written a few times a second.
-pub fn next_ceiling(
-    now: u64,
-    reservation: &Reservation,
-    highest_issued: u64,
-    reserve_ms: u64,
-) -> Option<u64> {
-    let base = now.max(reservation.floor.load(Relaxed)).max(highest_issued);
-    let wanted = (base + reserve_ms).min(MAX_TIME_PART + 1);
-    let renew_below = wanted.saturating_sub(reserve_ms / 8);
-    (reservation.ceiling.load(Relaxed) < renew_below.max(base + 1)).then_some(wanted)
+/// current one will do. The ceiling is kept `reserve_ms` ahead of the clock and renewed once
+/// it is half that close, so the disk is written a few times a second; it also covers, with
+/// the same headroom, what callers are waiting for, as far as the lead bound lets them issue. The floor plays no part:
+/// after a restart with the clock behind it, no ceiling is written until a call needs one,
+/// so restarts in quick succession do not push the IDs further and further ahead.
+pub fn next_ceiling(now: u64, reservation: &Reservation, reserve_ms: u64, max_lead_ms: u64) -> Option<u64> {
+    let ceiling = reservation.ceiling.load(Relaxed);
+    let wanted = reservation.wanted.load(Relaxed).min(now + max_lead_ms + 1);
+    let renew_below = (now + reserve_ms / 2).max(now + 1).max(wanted);
+    // What is wanted gets the same headroom as the clock: a waiting call moves on with
+    // the clock while the worker records, and must not find the new ceiling short again.
+    let target = (now.max(wanted) + reserve_ms).min(MAX_TIME_PART + 1);
+    (ceiling < renew_below && ceiling < target).then_some(target)
 }
 
 #[cfg(test)]
@@ -251,14 +254,16 @@ mod tests {
     const POLICY: ClockPolicy = ClockPolicy { max_lead_ms: 2000, max_wait_ms: 1000 };
     const T0: i64 = DEFAULT_EPOCH_UNIX_MS + 100 * 86_400_000;
 
-    /// A clock that stands still until moved, and whose sleeps move it forward.
+    /// A clock that stands still until moved, and whose sleeps move it forward; with
+    /// `worker`, waking the worker reserves what is wanted at once.
     struct FakeClock {
         now: i64,
         slept: Vec<u64>,
+        worker: bool,
     }
     impl FakeClock {
         fn at(now: i64) -> Self {
-            FakeClock { now, slept: vec![] }
+            FakeClock { now, slept: vec![], worker: false }
         }
     }
     impl Clock for FakeClock {
@@ -268,6 +273,11 @@ mod tests {
         fn sleep_ms(&mut self, ms: u64) {
             self.slept.push(ms);
             self.now += ms as i64;
+        }
+        fn wake_worker(&mut self, reservation: &Reservation) {
+            if self.worker {
+                reservation.ceiling.fetch_max(reservation.wanted.load(Relaxed), Relaxed);
+            }
         }
     }
 
@@ -455,31 +465,35 @@ mod tests {
     }
 
     #[test]
-    fn the_worker_keeps_the_ceiling_ahead_of_clock_floor_and_borrowers() {
+    fn the_worker_keeps_the_ceiling_ahead_of_the_clock_and_of_waiting_calls() {
         let reservation = Reservation::default();
-        assert_eq!(next_ceiling(1000, &reservation, 0, 2000), Some(3000));
-        reservation.ceiling.store(3000, Relaxed);
-        // Still more than 7/8 of the window ahead: no write.
-        assert_eq!(next_ceiling(1200, &reservation, 0, 2000), None);
-        assert_eq!(next_ceiling(1300, &reservation, 0, 2000), Some(3300));
-        // A shard that borrowed time, or a floor above the clock, counts as "now".
-        assert_eq!(next_ceiling(1000, &reservation, 2900, 2000), Some(4900));
-        reservation.resume_at(5000);
-        assert_eq!(next_ceiling(1000, &reservation, 0, 2000), Some(7000));
-        // The clock stepped back: the ceiling stays where it is (it never moves back).
-        reservation.ceiling.store(7000, Relaxed);
-        assert_eq!(next_ceiling(10, &reservation, 5000, 2000), None);
+        assert_eq!(next_ceiling(1000, &reservation, 500, 2000), Some(1500));
+        reservation.ceiling.store(1500, Relaxed);
+        // Still more than half the window ahead: no write.
+        assert_eq!(next_ceiling(1200, &reservation, 500, 2000), None);
+        assert_eq!(next_ceiling(1300, &reservation, 500, 2000), Some(1800));
+        // A call waits to issue up to 2500: reserved at once with headroom, as far as the
+        // lead bound allows.
+        reservation.wanted.store(2501, Relaxed);
+        assert_eq!(next_ceiling(1200, &reservation, 500, 2000), Some(3001));
+        reservation.wanted.store(9000, Relaxed);
+        assert_eq!(next_ceiling(1200, &reservation, 500, 2000), Some(3701));
         // Never past the last time part.
-        assert_eq!(next_ceiling(MAX_TIME_PART, &reservation, 0, 2000), Some(MAX_TIME_PART + 1));
+        reservation.wanted.store(0, Relaxed);
+        assert_eq!(next_ceiling(MAX_TIME_PART, &reservation, 500, 2000), Some(MAX_TIME_PART + 1));
     }
 
     #[test]
-    fn the_highest_time_part_in_use() {
-        let shards: Vec<ShardState> = (0..4).map(|_| ShardState::default()).collect();
-        assert_eq!(highest_time_part(&shards, &LAYOUT), 0);
-        shards[2].last_issued.store(LAYOUT.counter_at(77) + 5, Relaxed);
-        shards[1].last_issued.store(LAYOUT.counter_at(70), Relaxed);
-        assert_eq!(highest_time_part(&shards, &LAYOUT), 77);
+    fn after_a_restart_ahead_of_the_clock_nothing_is_reserved_until_wanted() {
+        let reservation = Reservation::default();
+        reservation.resume_at(5000);
+        // The clock is behind the recorded ceiling: writing more would only push IDs ahead.
+        assert_eq!(next_ceiling(1000, &reservation, 500, 2000), None);
+        assert_eq!(next_ceiling(4700, &reservation, 500, 2000), None);
+        assert_eq!(next_ceiling(4800, &reservation, 500, 2000), Some(5300));
+        // A call (allowed a long lead) waits to issue at the floor.
+        reservation.wanted.store(5001, Relaxed);
+        assert_eq!(next_ceiling(1000, &reservation, 500, 3_600_000), Some(5501));
     }
 
     #[test]
@@ -523,13 +537,27 @@ mod tests {
         let mut clock = FakeClock::at(T0);
         // 12 ms of IDs: the last would be at now + 11, past the ceiling.
         let refusal = claim(&slot, &reservation, 12 * 4096, &LAYOUT, POLICY, &mut clock);
-        // The fake worker never moves the ceiling, so the wait runs out.
+        // No worker moves the ceiling, so the wait runs out; the call said what it wanted.
         assert!(matches!(refusal, Err(Refusal::NotReserved { ceiling, .. }) if ceiling == now + 10));
         assert_eq!(slot.last_issued.load(Relaxed), 0);
+        assert!(reservation.wanted.load(Relaxed) > now + 11);
         // What fits below the ceiling is issued without waiting.
         let mut clock = FakeClock::at(T0);
         let claimed = claim(&slot, &reservation, 4096, &LAYOUT, POLICY, &mut clock).unwrap();
         assert!(LAYOUT.counter_time_part(claimed.last) < now + 10);
         assert!(clock.slept.is_empty());
+    }
+
+    #[test]
+    fn a_borrowing_claim_gets_its_reservation_from_the_worker() {
+        let slot = ShardState::default();
+        let reservation = Reservation::default();
+        let now = LAYOUT.time_part(T0).unwrap();
+        reservation.ceiling.store(now + 10, Relaxed);
+        let mut clock = FakeClock { worker: true, ..FakeClock::at(T0) };
+        let claimed = claim(&slot, &reservation, 100 * 4096, &LAYOUT, POLICY, &mut clock).unwrap();
+        assert_eq!(LAYOUT.counter_time_part(claimed.last), now + 99);
+        assert!(reservation.ceiling.load(Relaxed) > now + 99);
+        assert_eq!(clock.slept, vec![1]);
     }
 }

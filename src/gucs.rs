@@ -26,10 +26,10 @@ const SHARD_UNSET: i32 = -1;
 /// to 3 s into a short stall instead of an error; longer steps fail at once.
 const DEFAULT_MAX_LEAD_MS: i32 = 2000;
 const DEFAULT_MAX_WAIT_MS: i32 = 1000;
-/// The reservation is kept further ahead than IDs may lead (it is renewed once it is an
-/// eighth closer, so it stays between 2.19 s and 2.5 s ahead): borrowing up to the lead bound
-/// never waits for the disk, and a server restarted at once waits at most 0.5 s for its clock.
-const DEFAULT_RESERVE_MS: i32 = 2500;
+/// The reservation is kept 250 to 500 ms ahead of the clock (renewed about four times a
+/// second): a server restarted at once resumes at most 0.5 s ahead of its clock. Calls that
+/// borrow further ask the worker for more and wait the few ms it takes to record it.
+const DEFAULT_RESERVE_MS: i32 = 500;
 /// PostgreSQL's id for extensions that have not registered one of their own
 /// (RM_EXPERIMENTAL_ID); 0 turns WAL-logging of the reservation off.
 const DEFAULT_WAL_RMGR_ID: i32 = 128;
@@ -120,8 +120,8 @@ pub fn init() {
         c"snowflake_id.reserve_ms",
         c"How far ahead of the wall clock the durable reservation of IDs is kept.",
         c"A restarted server resumes at the recorded reservation, so right after a restart IDs may \
-          lead the clock by up to this much. Keep it a little above snowflake_id.max_lead_ms, \
-          so that borrowing up to the lead bound never waits for the disk.",
+          lead the clock by up to this much. Calls that borrow further ahead wait for the worker \
+          to record more (a few ms).",
         &RESERVE_MS,
         10,
         3_600_000,

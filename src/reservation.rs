@@ -16,7 +16,8 @@
 //!
 //! On every start (and after a backend crash, when the postmaster re-creates shared memory)
 //! all shards resume at the recorded ceiling. The hot path never touches the disk: about four
-//! reservations a second, each a WAL flush and two fsyncs, are done by the worker alone.
+//! reservations a second, each a WAL flush and two fsyncs, are done by the worker alone, or
+//! sooner when a call borrowing time asks for more (it sets `wanted` and the worker's latch).
 
 use crate::generator::{self, Reservation};
 use crate::layout::MAX_TIME_PART;
@@ -33,7 +34,7 @@ use std::time::Duration;
 const FILE: &str = "snowflake_id.reservation";
 const TEMP_FILE: &str = "snowflake_id.reservation.tmp";
 /// How often the worker looks at the clock.
-const TICK: Duration = Duration::from_millis(100);
+const TICK: Duration = Duration::from_millis(50);
 
 /// The file's one line. The ceiling is kept in Unix milliseconds, not as a time part, so the
 /// record means the same thing whatever the epoch.
@@ -111,6 +112,8 @@ pub fn register_worker() {
 pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let reservation = shmem::reservation().expect("the worker runs only when preloaded");
+    // SAFETY: MyLatch is this process's latch in shared memory, valid while it runs.
+    reservation.worker.store(unsafe { pg_sys::MyLatch } as usize, Relaxed);
     let layout = gucs::layout();
     pgrx::log!(
         "snowflake_id reservation worker started: shards resume at {}",
@@ -141,6 +144,17 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
             break;
         }
     }
+    reservation.worker.store(0, Relaxed);
+}
+
+/// Wakes the worker, if one runs (called by a generator that wants more reserved).
+pub fn wake_worker(reservation: &Reservation) {
+    let latch = reservation.worker.load(Relaxed) as *mut pg_sys::Latch;
+    if !latch.is_null() {
+        // SAFETY: the worker's latch lives in shared memory for the server's lifetime; a
+        // stale one (worker restarted) only causes a harmless spurious wake-up.
+        unsafe { pg_sys::SetLatch(latch) };
+    }
 }
 
 /// One look at the clock: records and publishes a new ceiling when the current one is too close.
@@ -148,8 +162,8 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
     let layout = gucs::layout();
     // A clock outside the ID range makes every call refuse anyway; nothing to reserve.
     let Ok(now) = layout.time_part(clock::wall_clock_unix_ms()) else { return Ok(()) };
-    let highest = generator::highest_time_part(shmem::shards(), &layout);
-    let Some(ceiling) = generator::next_ceiling(now, reservation, highest, gucs::reserve_ms()) else {
+    let max_lead_ms = gucs::clock_policy().max_lead_ms;
+    let Some(ceiling) = generator::next_ceiling(now, reservation, gucs::reserve_ms(), max_lead_ms) else {
         return Ok(());
     };
     let ceiling_unix_ms = layout.unix_ms(ceiling);

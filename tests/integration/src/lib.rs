@@ -10,6 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// The port only names the socket file; nothing listens on TCP.
 const PORT: u16 = 5432;
@@ -126,8 +127,8 @@ impl Cluster {
     }
 
     /// Creates and starts a streaming hot standby of `primary` (which needs
-    /// `wal_level = replica`, the default).
-    pub fn start_standby_of(primary: &Cluster, name: &str) -> Cluster {
+    /// `wal_level = replica`, the default), with `settings` added to the copied configuration.
+    pub fn start_standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
         let mut standby = Cluster::new_folder(name);
         let mut backup = as_server_owner(pg_bin_dir().join("pg_basebackup"));
         backup.arg("-h").arg(&primary.root).args([
@@ -143,7 +144,9 @@ impl Cluster {
         ]);
         run(backup.arg(&standby.data_dir), "pg_basebackup");
         // The copied configuration names the primary's socket folder.
-        standby.append_settings(&[format!("unix_socket_directories = '{}'", standby.root.display())]);
+        let mut lines = vec![format!("unix_socket_directories = '{}'", standby.root.display())];
+        lines.extend(settings.iter().map(|line| line.to_string()));
+        standby.append_settings(&lines);
         standby.start_with(&[]);
         standby
     }
@@ -182,6 +185,64 @@ impl Cluster {
         }
     }
 
+    /// The postmaster's process id.
+    pub fn postmaster_pid(&self) -> u32 {
+        let pid_file = fs::read_to_string(self.data_dir.join("postmaster.pid")).expect("read postmaster.pid");
+        pid_file.lines().next().unwrap().trim().parse().unwrap()
+    }
+
+    /// Kills the postmaster and all its children with SIGKILL at once, as a machine crash
+    /// would, and waits until they are gone.
+    pub fn kill_postmaster(&mut self) {
+        let postmaster = self.postmaster_pid();
+        let mut pids = children_of(postmaster);
+        pids.insert(0, postmaster);
+        for &pid in &pids {
+            kill_9(pid);
+        }
+        self.running = false;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while pids.iter().any(|pid| Path::new(&format!("/proc/{pid}")).exists()) {
+            assert!(Instant::now() < deadline, "killed server processes did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Promotes a standby and waits until it accepts writes.
+    pub fn promote(&self) {
+        let mut promote = as_server_owner(pg_bin_dir().join("pg_ctl"));
+        promote.args(["-w", "-t", "60", "-D"]).arg(&self.data_dir).arg("promote");
+        run(&mut promote, "pg_ctl promote");
+    }
+
+    /// Waits until the server accepts connections again (after a crash and restart).
+    pub fn wait_until_accepting(&self) -> Client {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let error = match self.config().connect(NoTls) {
+                Ok(mut client) => match client.simple_query("SELECT 1") {
+                    Ok(_) => return client,
+                    Err(error) => error,
+                },
+                Err(error) => error,
+            };
+            assert!(Instant::now() < deadline, "the server did not come back: {error}\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The folder holding the server's socket (for `psql -h`, `pg_dump -h`).
+    pub fn socket_dir(&self) -> &Path {
+        &self.root
+    }
+
+    /// A file in this cluster's folder that the server's owner can read (for libfaketime).
+    pub fn scratch_file(&self, name: &str, content: &str) -> PathBuf {
+        let path = self.root.join(name);
+        fs::write(&path, content).unwrap();
+        path
+    }
+
     /// Connection settings for this server's socket.
     pub fn config(&self) -> Config {
         let mut config = Config::new();
@@ -197,6 +258,38 @@ impl Cluster {
     pub fn log(&self) -> String {
         fs::read_to_string(&self.log_file).unwrap_or_default()
     }
+}
+
+/// The processes whose parent is `pid` (from /proc).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else { return vec![] };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            // The parent pid is the second field after the parenthesised command name.
+            let stat = fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+            after_name.split_whitespace().nth(1).and_then(|ppid| ppid.parse::<u32>().ok()) == Some(pid)
+        })
+        .collect()
+}
+
+/// Sends SIGKILL to a process of a server these tests started.
+pub fn kill_9(pid: u32) {
+    run(Command::new("kill").args(["-9", &pid.to_string()]), "kill -9");
+}
+
+/// Environment that makes a postmaster (and its children) read the wall clock through
+/// libfaketime, offset by the seconds written in `offset_file` (e.g. "-10", "+0"); the
+/// offset can be changed while the server runs and is re-read within a second. Monotonic
+/// clocks stay real, so PostgreSQL's own timeouts are unaffected.
+pub fn faketime_env(offset_file: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        ("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1".into()),
+        ("FAKETIME_TIMESTAMP_FILE", offset_file.display().to_string()),
+        ("FAKETIME_CACHE_DURATION", "1".into()),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+    ]
 }
 
 impl Drop for Cluster {
@@ -216,4 +309,121 @@ impl Drop for Cluster {
         }
         let _ = fs::remove_dir_all(&self.root);
     }
+}
+
+/// Rows inserted by a `Load`: one table, no unique index, so that a duplicate ID would show.
+pub const LOAD_TABLE: &str = "CREATE TABLE ids (id bigint NOT NULL, shard int NOT NULL, round int NOT NULL)";
+
+/// Connections inserting IDs concurrently until told to stop or cut off by a crash.
+pub struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    inserted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    backends: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
+    errors: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    workers: Vec<std::thread::JoinHandle<Vec<(i32, i64)>>>,
+}
+
+impl Load {
+    /// Starts one connection per entry of `shards`, each inserting batches of rows with
+    /// `snowflake_nextval(its shard)` tagged with `round`, one transaction per batch.
+    pub fn start(cluster: &Cluster, shards: &[i32], round: i32) -> Load {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::sync::{Arc, Mutex};
+        let stop = Arc::new(AtomicBool::new(false));
+        let inserted = Arc::new(AtomicUsize::new(0));
+        let backends = Arc::new(Mutex::new(Vec::new()));
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let workers = shards
+            .iter()
+            .map(|&shard| {
+                let (stop, inserted, backends) = (stop.clone(), inserted.clone(), backends.clone());
+                let errors = errors.clone();
+                let config = cluster.config();
+                std::thread::spawn(move || {
+                    let mut acknowledged = Vec::new();
+                    let mut client = match config.connect(NoTls) {
+                        Ok(client) => client,
+                        Err(error) => {
+                            errors.lock().unwrap().push(error.to_string());
+                            return acknowledged;
+                        }
+                    };
+                    if let Ok(row) = client.query_one("SELECT pg_backend_pid()", &[]) {
+                        backends.lock().unwrap().push(row.get::<_, i32>(0) as u32);
+                    }
+                    let insert = "INSERT INTO ids (id, shard, round) \
+                                  SELECT snowflake_nextval($1), $1, $2 FROM generate_series(1, 250) RETURNING id";
+                    while !stop.load(Ordering::Relaxed) {
+                        match client.query(insert, &[&shard, &round]) {
+                            Ok(rows) => {
+                                acknowledged.extend(rows.iter().map(|row| (shard, row.get::<_, i64>(0))));
+                                inserted.fetch_add(rows.len(), Ordering::Relaxed);
+                            }
+                            Err(error) => {
+                                // The server went away (or refused): this connection is done.
+                                errors.lock().unwrap().push(format!("{error:?}"));
+                                break;
+                            }
+                        }
+                    }
+                    acknowledged
+                })
+            })
+            .collect();
+        Load { stop, inserted, backends, errors, workers }
+    }
+
+    /// Rows acknowledged so far.
+    pub fn inserted(&self) -> usize {
+        self.inserted.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits until at least `rows` were acknowledged (at most a minute).
+    pub fn wait_for(&self, rows: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.inserted() < rows {
+            let errors = self.errors.lock().unwrap().clone();
+            assert!(
+                Instant::now() < deadline,
+                "the load reached only {} rows; errors: {errors:?}",
+                self.inserted()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Process ids of the load's backends.
+    pub fn backends(&self) -> Vec<u32> {
+        self.backends.lock().unwrap().clone()
+    }
+
+    /// Stops (or collects, after a crash) the connections; returns every acknowledged
+    /// `(shard, id)`.
+    pub fn finish(self) -> Vec<(i32, i64)> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.workers.into_iter().flat_map(|worker| worker.join().unwrap()).collect()
+    }
+}
+
+/// Asserts that the `ids` table holds no ID twice; returns its row count.
+pub fn assert_no_duplicates(client: &mut Client) -> i64 {
+    let row = client.query_one("SELECT count(*), count(DISTINCT id) FROM ids", &[]).unwrap();
+    let (rows, distinct): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(rows, distinct, "{} duplicate IDs", rows - distinct);
+    rows
+}
+
+/// Asserts that every ID of a round is above every ID of the same shard from an earlier
+/// round (rounds are separated by crashes or restarts).
+pub fn assert_rounds_increase(client: &mut Client) {
+    let violations: i64 = client
+        .query_one(
+            "WITH r AS (SELECT shard, round, min(id) AS lo, max(id) AS hi FROM ids GROUP BY shard, round)
+             SELECT count(*) FROM r later JOIN r earlier
+               ON later.shard = earlier.shard AND earlier.round < later.round AND earlier.hi >= later.lo",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(violations, 0, "a shard issued IDs after a restart that are not above earlier ones");
 }

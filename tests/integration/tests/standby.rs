@@ -13,7 +13,7 @@ fn a_hot_standby_refuses_to_generate_and_decodes() {
              INSERT INTO t SELECT FROM generate_series(1, 10);",
         )
         .unwrap();
-    let standby = Cluster::start_standby_of(&primary, "standby-replica");
+    let standby = Cluster::start_standby_of(&primary, "standby-replica", &[]);
     let mut on_standby = standby.connect();
     let in_recovery: bool = on_standby.query_one("SELECT pg_is_in_recovery()", &[]).unwrap().get(0);
     assert!(in_recovery);
