@@ -282,7 +282,12 @@ mod tests {
     }
 
     /// A reservation that never gets in the way, for the clock-policy tests.
-    static OPEN: Reservation = Reservation { ceiling: AtomicU64::new(u64::MAX), floor: AtomicU64::new(0) };
+    static OPEN: Reservation = Reservation {
+        ceiling: AtomicU64::new(u64::MAX),
+        floor: AtomicU64::new(0),
+        wanted: AtomicU64::new(0),
+        worker: std::sync::atomic::AtomicUsize::new(0),
+    };
 
     fn one(slot: &ShardState, clock: &mut FakeClock) -> Result<Parts, Refusal> {
         let claim = claim(slot, &OPEN, 1, &LAYOUT, POLICY, clock)?;
