@@ -255,7 +255,7 @@ mod tests {
     const T0: i64 = DEFAULT_EPOCH_UNIX_MS + 100 * 86_400_000;
 
     /// A clock that stands still until moved, and whose sleeps move it forward; with
-    /// `worker`, waking the worker reserves what is wanted at once.
+    /// `worker`, waking the worker applies the worker's rule at once.
     struct FakeClock {
         now: i64,
         slept: Vec<u64>,
@@ -275,8 +275,9 @@ mod tests {
             self.now += ms as i64;
         }
         fn wake_worker(&mut self, reservation: &Reservation) {
-            if self.worker {
-                reservation.ceiling.fetch_max(reservation.wanted.load(Relaxed), Relaxed);
+            let now = LAYOUT.time_part(self.now).unwrap();
+            if let Some(ceiling) = next_ceiling(now, reservation, 500, POLICY.max_lead_ms).filter(|_| self.worker) {
+                reservation.ceiling.fetch_max(ceiling, Relaxed);
             }
         }
     }
