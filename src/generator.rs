@@ -562,8 +562,9 @@ mod tests {
         reservation.ceiling.store(now + 10, Relaxed);
         let mut clock = FakeClock { worker: true, ..FakeClock::at(T0) };
         let claimed = claim(&slot, &reservation, 100 * 4096, &LAYOUT, POLICY, &mut clock).unwrap();
-        assert_eq!(LAYOUT.counter_time_part(claimed.last), now + 99);
-        assert!(reservation.ceiling.load(Relaxed) > now + 99);
+        // One millisecond of waiting for the worker, then 100 ms of IDs from there.
+        assert_eq!(LAYOUT.counter_time_part(claimed.last), now + 100);
+        assert!(reservation.ceiling.load(Relaxed) > now + 100);
         assert_eq!(clock.slept, vec![1]);
     }
 }
