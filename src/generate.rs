@@ -118,3 +118,12 @@ fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
 /// How long `snowflake_advance` waits for the reservation to pass the advanced ID: long
 /// enough that only a stalled worker (a failing disk, or none running) makes it fail.
 const ADVANCE_DURABLE_WITHIN_MS: u32 = 5000;
+
+extension_sql!(
+    r#"
+/* Moving a shard forward is an operator's act (after a restore or a move): not for PUBLIC. */
+REVOKE ALL ON FUNCTION snowflake_advance(integer, bigint) FROM PUBLIC;
+"#,
+    name = "snowflake_advance_privileges",
+    requires = [snowflake_advance]
+);

@@ -52,3 +52,13 @@ fn snowflake_stats() -> TableIterator<
     });
     TableIterator::new(rows.collect::<Vec<_>>())
 }
+
+extension_sql!(
+    r#"
+/* Rates of ID issue per shard are operational data: for monitoring roles, as PostgreSQL's own statistics. */
+REVOKE ALL ON FUNCTION snowflake_stats() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_stats() TO pg_read_all_stats;
+"#,
+    name = "snowflake_stats_privileges",
+    requires = [snowflake_stats]
+);

@@ -1,0 +1,25 @@
+-- Who may do what: generators and decoders are for everyone; moving a shard forward and
+-- reading the statistics are not; the default shard is a superuser's setting.
+CREATE ROLE app LOGIN;
+SELECT has_function_privilege('app', 'snowflake_nextval(integer)', 'EXECUTE') AS app_generates,
+       has_function_privilege('app', 'snowflake_decode(bigint)', 'EXECUTE') AS app_decodes,
+       has_function_privilege('app', 'snowflake_advance(integer, bigint)', 'EXECUTE') AS app_advances,
+       has_function_privilege('app', 'snowflake_stats()', 'EXECUTE') AS app_reads_stats,
+       has_function_privilege('pg_monitor', 'snowflake_stats()', 'EXECUTE') AS monitor_reads_stats;
+
+SET ROLE app;
+SELECT snowflake_shard(snowflake_nextval(3)) AS app_shard;
+SELECT snowflake_advance(3, 1);
+SELECT count(*) FROM snowflake_stats();
+-- An unprivileged role can change the default shard neither for itself nor for others.
+SET snowflake_id.shard = 7;
+ALTER ROLE app SET snowflake_id.shard = 7;
+RESET ROLE;
+
+-- No function runs with another user's rights.
+SELECT count(*) AS security_definer_functions
+FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
+JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
+WHERE p.prosecdef;
+
+DROP ROLE app;
