@@ -276,7 +276,9 @@ mod tests {
         }
         fn wake_worker(&mut self, reservation: &Reservation) {
             let now = LAYOUT.time_part(self.now).unwrap();
-            if let Some(ceiling) = next_ceiling(now, reservation, 500, POLICY.max_lead_ms).filter(|_| self.worker) {
+            if let Some(ceiling) =
+                next_ceiling(now, reservation, 500, POLICY.max_lead_ms).filter(|_| self.worker)
+            {
                 reservation.ceiling.fetch_max(ceiling, Relaxed);
             }
         }
