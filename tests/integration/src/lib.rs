@@ -280,14 +280,15 @@ pub fn kill_9(pid: u32) {
 }
 
 /// Environment that makes a postmaster (and its children) read the wall clock through
-/// libfaketime, offset by the seconds written in `offset_file` (e.g. "-10", "+0"); the
-/// offset can be changed while the server runs and is re-read within a second. Monotonic
-/// clocks stay real, so PostgreSQL's own timeouts are unaffected.
+/// libfaketime, offset by the seconds written in `offset_file` (e.g. "-10", "+0"). The
+/// offset can be changed while the server runs: the file is read at every clock reading
+/// (libfaketime's cache would delay a change by an amount that depends on the faked time
+/// itself). Monotonic clocks stay real, so PostgreSQL's own timeouts are unaffected.
 pub fn faketime_env(offset_file: &Path) -> Vec<(&'static str, String)> {
     vec![
         ("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1".into()),
         ("FAKETIME_TIMESTAMP_FILE", offset_file.display().to_string()),
-        ("FAKETIME_CACHE_DURATION", "1".into()),
+        ("FAKETIME_NO_CACHE", "1".into()),
         ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
     ]
 }
