@@ -195,11 +195,14 @@ impl Cluster {
     /// would, and waits until they are gone.
     pub fn kill_postmaster(&mut self) {
         let postmaster = self.postmaster_pid();
+        // Listed first: once the postmaster is dead, they are no longer its children.
         let mut pids = children_of(postmaster);
-        pids.insert(0, postmaster);
-        for &pid in &pids {
-            kill_9(pid);
+        kill_9(postmaster);
+        for &child in &pids {
+            // A child may have exited meanwhile (a session that just ended): not an error.
+            let _ = Command::new("kill").args(["-9", &child.to_string()]).output();
         }
+        pids.push(postmaster);
         self.running = false;
         let deadline = Instant::now() + Duration::from_secs(60);
         while pids.iter().any(|pid| Path::new(&format!("/proc/{pid}")).exists()) {
