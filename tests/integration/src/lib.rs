@@ -315,6 +315,23 @@ impl Drop for Cluster {
     }
 }
 
+/// Sets reloadable settings with ALTER SYSTEM and a reload, and waits until this session
+/// sees every new value (written as `SHOW` prints it, e.g. "500ms").
+pub fn apply_settings(client: &mut Client, settings: &[(&str, &str)]) {
+    for (name, value) in settings {
+        // One statement each: ALTER SYSTEM refuses to run inside a transaction block.
+        client.batch_execute(&format!("ALTER SYSTEM SET {name} = '{value}'")).unwrap();
+    }
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (name, value) in settings {
+        while client.query_one("SELECT current_setting($1)", &[name]).unwrap().get::<_, String>(0) != *value {
+            assert!(Instant::now() < deadline, "the reload of {name} did not reach the session");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 /// Rows inserted by a `Load`: one table, no unique index, so that a duplicate ID would show.
 pub const LOAD_TABLE: &str = "CREATE TABLE ids (id bigint NOT NULL, shard int NOT NULL, round int NOT NULL)";
 

@@ -2,26 +2,7 @@
 //! the lead bound waits for the clock when allowed to, and fails cleanly when not.
 
 use postgres::Client;
-use snowflake_id_integration::{db_error, Cluster};
-use std::time::{Duration, Instant};
-
-/// Sets the policy with ALTER SYSTEM and a reload, and waits until this session sees it.
-fn set_policy(client: &mut Client, max_lead: &str, max_wait: &str) {
-    // One statement each: ALTER SYSTEM refuses to run inside a transaction block.
-    client.batch_execute(&format!("ALTER SYSTEM SET snowflake_id.max_lead_ms = '{max_lead}'")).unwrap();
-    client.batch_execute(&format!("ALTER SYSTEM SET snowflake_id.max_wait_ms = '{max_wait}'")).unwrap();
-    client.batch_execute("SELECT pg_reload_conf()").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let row = client.query_one("SELECT current_setting('snowflake_id.max_lead_ms'), current_setting('snowflake_id.max_wait_ms')", &[]).unwrap();
-        if (row.get::<_, String>(0), row.get::<_, String>(1)) == (max_lead.to_string(), max_wait.to_string())
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the reload did not reach the session");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use snowflake_id_integration::{apply_settings, db_error, Cluster};
 
 /// Advances shard 2 to 450 ms ahead of the clock (within a 500 ms bound); returns that ID.
 fn advance_ahead(client: &mut Client) -> i64 {
@@ -46,7 +27,7 @@ fn past_the_lead_bound_a_call_fails_or_waits_as_configured() {
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
 
     // No waiting allowed: refused at once, nothing issued.
-    set_policy(&mut client, "500ms", "0");
+    apply_settings(&mut client, &[("snowflake_id.max_lead_ms", "500ms"), ("snowflake_id.max_wait_ms", "0")]);
     let ahead = advance_ahead(&mut client);
     let db = db_error(&mut client, BATCH);
     assert_eq!(db.code().code(), "55000");
@@ -65,7 +46,7 @@ fn past_the_lead_bound_a_call_fails_or_waits_as_configured() {
     assert!(seq <= 1, "the refused batch consumed IDs (next seq {seq})");
 
     // Waiting allowed: the same call sleeps until the clock is close enough, then succeeds.
-    set_policy(&mut client, "500ms", "1s");
+    apply_settings(&mut client, &[("snowflake_id.max_wait_ms", "1s")]);
     let ahead = advance_ahead(&mut client);
     let row = client.query_one(BATCH, &[]).unwrap();
     assert_eq!(row.get::<_, i64>(0), 409_600);

@@ -5,19 +5,8 @@
 
 use postgres::Client;
 use snowflake_id_integration::{
-    assert_no_duplicates, assert_rounds_increase, db_error, faketime_env, Cluster, LOAD_TABLE,
+    apply_settings, assert_no_duplicates, assert_rounds_increase, db_error, faketime_env, Cluster, LOAD_TABLE,
 };
-use std::time::{Duration, Instant};
-
-fn set_max_lead(client: &mut Client, value: &str) {
-    client.batch_execute(&format!("ALTER SYSTEM SET snowflake_id.max_lead_ms = '{value}'")).unwrap();
-    client.batch_execute("SELECT pg_reload_conf()").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while client.query_one("SHOW snowflake_id.max_lead_ms", &[]).unwrap().get::<_, String>(0) != value {
-        assert!(Instant::now() < deadline, "the reload did not reach the session");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn insert(client: &mut Client, rows: i32, round: i32) {
     for shard in [2, 3] {
@@ -56,10 +45,9 @@ fn restarts_with_the_clock_set_back_never_repeat_an_id() {
         assert!(lead_ms >= seconds_back * 1000, "{}", error.message());
 
         // Accepting IDs ahead of the clock: generation continues above everything before.
-        set_max_lead(&mut client, max_lead);
+        apply_settings(&mut client, &[("snowflake_id.max_lead_ms", max_lead)]);
         insert(&mut client, 25_000, round);
-        client.batch_execute("ALTER SYSTEM RESET snowflake_id.max_lead_ms").unwrap();
-        client.batch_execute("SELECT pg_reload_conf()").unwrap();
+        apply_settings(&mut client, &[("snowflake_id.max_lead_ms", "2s")]);
     }
     let rows = assert_no_duplicates(&mut client);
     assert!(rows >= 150_000);

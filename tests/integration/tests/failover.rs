@@ -1,7 +1,7 @@
 //! A streaming standby promoted after its primary is killed resumes above everything the old
 //! primary committed, even IDs it issued ahead of the clock: the reservation travels in WAL.
 
-use snowflake_id_integration::{assert_no_duplicates, Cluster, Load, LOAD_TABLE};
+use snowflake_id_integration::{apply_settings, assert_no_duplicates, Cluster, Load, LOAD_TABLE};
 
 #[test]
 fn a_promoted_standby_resumes_above_the_killed_primary() {
@@ -15,9 +15,7 @@ fn a_promoted_standby_resumes_above_the_killed_primary() {
         Cluster::start_standby_of(&primary, "failover-standby", &["synchronous_standby_names = ''"]);
     // Synchronous replication (remote_apply): every commit acknowledged to a client is on the
     // standby, so "above every acknowledged ID" is a check that can be made exactly.
-    setup.batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'").unwrap();
-    setup.batch_execute("ALTER SYSTEM SET synchronous_commit = 'remote_apply'").unwrap();
-    setup.batch_execute("SELECT pg_reload_conf()").unwrap();
+    apply_settings(&mut setup, &[("synchronous_standby_names", "*"), ("synchronous_commit", "remote_apply")]);
     drop(setup);
 
     let shards: Vec<i32> = (0..12).map(|i| if i < 6 { 1 } else { 200 + i }).collect();
