@@ -5,8 +5,9 @@
 #   2. unit + backend tests  cargo pgrx test: plain #[test]s (layout, clock policy with a fake
 #                            clock) and #[pg_test]s (shared memory, settings) in a live backend
 #   3. SQL surface           scripts/regress.sh: pg_regress golden files in tests/pg_regress
-#   4. integration           tests/integration: real servers started by the tests (many
-#                            connections at once, startup settings, standby)
+#   4. integration + faults  tests/integration: real servers started by the tests (many
+#                            connections at once, startup settings, standby, clock policy;
+#                            kill -9, immediate stop, faked clocks, failover, dump/restore)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
