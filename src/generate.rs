@@ -96,23 +96,29 @@ fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
         layout.first_counter_above(shard, id).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
     let now = crate::clock::wall_clock_unix_ms();
     let policy = gucs::clock_policy();
+    // First make the new position durable (the worker is asked to move the reservation past
+    // it), then move the shard: a refused call leaves the shard where it was.
+    let time_part = layout.counter_time_part(first_allowed);
+    let mut clock = WallClock::default();
+    let lead_ms = time_part.saturating_sub(layout.time_part(now).unwrap_or(0));
+    if lead_ms <= policy.max_lead_ms {
+        reservation.wanted.fetch_max(time_part + 1, Relaxed);
+        generator::Clock::wake_worker(&mut clock, reservation);
+        for _ in 0..ADVANCE_DURABLE_WITHIN_MS {
+            if reservation.ceiling.load(Relaxed) > time_part {
+                break;
+            }
+            generator::Clock::sleep_ms(&mut clock, 1);
+        }
+        let ceiling = reservation.ceiling.load(Relaxed);
+        if ceiling <= time_part {
+            errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy });
+        }
+    }
     if let Err(refusal) = generator::advance(&state.last_issued, first_allowed, &layout, policy, now) {
         errors::advance_refused(FUNCTION, shard, refusal);
     }
-    // Return only once the advance would survive a crash: the worker is asked to move the
-    // durable reservation past it.
-    let time_part = layout.counter_time_part(first_allowed);
-    let mut clock = WallClock::default();
-    reservation.wanted.fetch_max(time_part + 1, Relaxed);
-    generator::Clock::wake_worker(&mut clock, reservation);
-    for _ in 0..ADVANCE_DURABLE_WITHIN_MS {
-        if reservation.ceiling.load(Relaxed) > time_part {
-            return id;
-        }
-        generator::Clock::sleep_ms(&mut clock, 1);
-    }
-    let ceiling = reservation.ceiling.load(Relaxed);
-    errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy })
+    id
 }
 
 /// How long `snowflake_advance` waits for the reservation to pass the advanced ID: long

@@ -27,7 +27,8 @@ const SHARD_UNSET: i32 = -1;
 const DEFAULT_MAX_LEAD_MS: i32 = 2000;
 const DEFAULT_MAX_WAIT_MS: i32 = 1000;
 /// The reservation is kept 250 to 500 ms ahead of the clock (renewed about four times a
-/// second): a server restarted at once resumes at most 0.5 s ahead of its clock. Calls that
+/// second): a server restarted at once resumes at most 0.5 s ahead of its clock (plus any
+/// lead that calls borrowing time had taken, up to max_lead_ms). Calls that
 /// borrow further ask the worker for more and wait the few ms it takes to record it.
 const DEFAULT_RESERVE_MS: i32 = 500;
 /// PostgreSQL's id for extensions that have not registered one of their own
@@ -123,7 +124,9 @@ pub fn init() {
           lead the clock by up to this much. Calls that borrow further ahead wait for the worker \
           to record more (a few ms).",
         &RESERVE_MS,
-        10,
+        // The worker looks every 50 ms and renews at half the window: below this the clock
+        // would pass the ceiling between two looks.
+        100,
         3_600_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,

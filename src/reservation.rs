@@ -68,7 +68,12 @@ pub fn recorded_ceiling() -> u64 {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return 0,
         Err(error) => corrupt_record(&error.to_string()),
     };
-    let unix_ms = parse_record(&text).unwrap_or_else(|reason| corrupt_record(&reason));
+    time_part_of_ceiling(parse_record(&text).unwrap_or_else(|reason| corrupt_record(&reason)))
+}
+
+/// A recorded ceiling (Unix ms) as a time part: before the epoch it restricts nothing,
+/// past the 41-bit range it means the IDs ran out.
+fn time_part_of_ceiling(unix_ms: i64) -> u64 {
     let layout = gucs::layout();
     match layout.time_part(unix_ms) {
         Ok(time_part) => time_part,
@@ -145,6 +150,10 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
         }
     }
     reservation.worker.store(0, Relaxed);
+    // Exit code 1, so that the postmaster restarts the worker if it was terminated while the
+    // server goes on (at shutdown it is not restarted anyway); without it no ID can be issued.
+    // SAFETY: the standard way for a worker to exit.
+    unsafe { pg_sys::proc_exit(1) }
 }
 
 /// Wakes the worker, if one runs (called by a generator that wants more reserved).
@@ -179,10 +188,8 @@ fn replay_ceiling(ceiling_unix_ms: i64) {
     if let Err(error) = write_durably(ceiling_unix_ms) {
         pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" during replay: {error}");
     }
-    let layout = gucs::layout();
-    let ceiling = layout.time_part(ceiling_unix_ms).unwrap_or(MAX_TIME_PART + 1);
     if let Some(reservation) = shmem::reservation() {
-        reservation.resume_at(ceiling);
+        reservation.resume_at(time_part_of_ceiling(ceiling_unix_ms));
     }
 }
 
@@ -218,6 +225,8 @@ mod wal {
         // with WAL access (the worker starts after recovery); `data` outlives the insert.
         unsafe {
             pg_sys::XLogBeginInsert();
+            // Not "activity": an idle server still skips checkpoints and segment switches.
+            pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
             pg_sys::XLogRegisterData(data.as_mut_ptr().cast::<c_char>(), data.len() as i32);
             let lsn = pg_sys::XLogInsert(id, XLOG_CEILING);
             pg_sys::XLogFlush(lsn);
@@ -226,14 +235,14 @@ mod wal {
 
     /// The ceiling carried by one of our records.
     unsafe fn ceiling_of(record: *mut pg_sys::XLogReaderState) -> Option<i64> {
-        // SAFETY: PostgreSQL passes a decoded record; its main data is main_data_len bytes.
+        // SAFETY: PostgreSQL passes a decoded record; its main data is main_data_len bytes,
+        // and is read only when it has the size of ours (it may be NULL otherwise).
         unsafe {
             let decoded = (*record).record;
-            let bytes = std::slice::from_raw_parts(
-                (*decoded).main_data.cast::<u8>(),
-                (*decoded).main_data_len as usize,
-            );
-            Some(i64::from_ne_bytes(bytes.try_into().ok()?))
+            if (*decoded).main_data_len as usize != size_of::<i64>() || (*decoded).main_data.is_null() {
+                return None;
+            }
+            Some((*decoded).main_data.cast::<i64>().read_unaligned())
         }
     }
 
