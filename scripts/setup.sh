@@ -4,7 +4,8 @@
 #
 #   Debian packages: PostgreSQL 15 with server headers (the build links against them),
 #   libclang (pgrx's bindgen), sudo (cargo pgrx test --runas), faketime (clock-fault tests),
-#   PL/Proxy (multi-server tests), procps (kill, used by the crash tests).
+#   PL/Proxy (multi-server tests), procps (kill, used by the crash tests), python3, gnuplot
+#   and a font (the benchmark report and its chart).
 #   cargo-pgrx 0.18.1, pointed at the system PostgreSQL 15 (no source download).
 set -euo pipefail
 
@@ -14,6 +15,7 @@ PG_CONFIG=/usr/lib/postgresql/${PG_MAJOR}/bin/pg_config
 PACKAGES=(
   "postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-${PG_MAJOR}-plproxy"
   libclang-dev clang sudo faketime libfaketime procps
+  python3 gnuplot-nox fonts-liberation
 )
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

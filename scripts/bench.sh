@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# Benchmarks snowflake_id against the alternatives, in one run, on a throwaway server:
+# bigserial's sequence (nextval), UUIDs (gen_random_uuid), Instagram's PL/pgSQL next_id() of
+# 2012, and a bare clock read (clock_timestamp), which every generator must pay at least.
+# Contenders take turns inside every round, so drift of a shared machine hits them alike;
+# the report gives medians over the rounds and ratios between contenders of the same run.
+#
+#   ./scripts/bench.sh                 full run; writes docs/BENCHMARKS.md and docs/benchmarks.png
+#   ./scripts/bench.sh --smoke DIR     tiny sizes, report into DIR; checks that every contender
+#                                      produced all its rows and that the report was written
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+MODE=full
+OUT=docs
+if [ "${1:-}" = --smoke ]; then
+  MODE=smoke
+  OUT=${2:?usage: $0 --smoke DIR}
+fi
+if [ $MODE = full ]; then
+  ROUNDS=7            # rounds per measurement; medians over them
+  CALLS=1000000       # IDs per query, split over the backends of a multi-backend query
+  INSERT_CLIENTS=8    # pgbench clients inserting at once
+  INSERT_TXS=250      # transactions per client, each one multi-row INSERT ...
+  INSERT_ROWS=100     # ... of this many rows: 200,000 rows per table per round
+  INSERT_ROUNDS=5
+else
+  ROUNDS=1 CALLS=2000 INSERT_CLIENTS=2 INSERT_TXS=5 INSERT_ROWS=10 INSERT_ROUNDS=1
+fi
+BACKENDS_MANY=8
+
+./scripts/setup.sh
+echo "building and installing snowflake_id (release)..."
+install_extension
+echo "building the generator micro-benchmark (release)..."
+cargo bench --bench generator --no-run --quiet
+
+BENCH_DIR=$(cluster_dir "$PWD/.run/bench" bench)
+# Measurements (one line per contender and round) and the pgbench scripts.
+WORK=$(mktemp -d /tmp/snowflake_id-bench.XXXXXX)
+RESULTS=$WORK/results.tsv
+SCRIPTS=$WORK/scripts
+mkdir "$SCRIPTS"
+stop_bench_server() {
+  cluster_stop "$BENCH_DIR"
+  rm -rf "$BENCH_DIR" "$WORK"
+}
+trap stop_bench_server EXIT
+cluster_stop "$BENCH_DIR"
+as_pg_owner rm -rf "$BENCH_DIR/data"
+# synchronous_commit off: the INSERT rounds measure key generation and indexing, not fsync.
+# A wide lead bound: one shard issues at most 4,096 IDs per ms on average; bursts of a
+# million borrow ahead of the clock, and the benchmark measures the calls, not that cap.
+cluster_init "$BENCH_DIR" "synchronous_commit = off" "shared_buffers = '512MB'" \
+  "max_wal_size = '8GB'" "checkpoint_timeout = '30min'" "snowflake_id.max_lead_ms = 60000"
+cluster_start "$BENCH_DIR"
+cluster_psql "$BENCH_DIR" -q -d postgres -c "CREATE DATABASE bench"
+bench_psql() { cluster_psql "$BENCH_DIR" -d bench "$@"; }
+
+bench_psql -q <<'SQL'
+CREATE EXTENSION snowflake_id;
+CREATE SEQUENCE a_sequence;
+CREATE SEQUENCE insta_seq;
+-- Instagram's ID function as published in "Sharding & IDs at Instagram" (Instagram
+-- Engineering, 2012): 41 bits of ms since their epoch, 13 bits of shard, 10 bits taken from
+-- a sequence modulo 1024. Only the names of the sequence and the schema differ.
+CREATE FUNCTION insta_next_id(OUT result bigint) AS $$
+DECLARE
+    our_epoch bigint := 1314220021721;
+    seq_id bigint;
+    now_millis bigint;
+    shard_id int := 5;
+BEGIN
+    SELECT nextval('insta_seq') % 1024 INTO seq_id;
+    SELECT FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) INTO now_millis;
+    result := (now_millis - our_epoch) << 23;
+    result := result | (shard_id << 10);
+    result := result | (seq_id);
+END;
+$$ LANGUAGE PLPGSQL;
+CREATE TABLE insert_bigserial (id bigserial PRIMARY KEY, v int NOT NULL);
+CREATE TABLE insert_snowflake (id bigint PRIMARY KEY DEFAULT snowflake_nextval(2), v int NOT NULL);
+CREATE TABLE insert_uuid (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), v int NOT NULL);
+SQL
+
+# The per-call contenders: a query that calls the function once per row.
+declare -A CALL=(
+  [snowflake_nextval]="snowflake_nextval(1)"
+  [snowflake_nextval_distinct]="snowflake_nextval(10 + :client_id)"
+  [nextval]="nextval('a_sequence')"
+  [gen_random_uuid]="gen_random_uuid()"
+  [insta_next_id]="insta_next_id()"
+  [clock_timestamp]="clock_timestamp()"
+)
+PER_CALL=(snowflake_nextval nextval gen_random_uuid insta_next_id clock_timestamp)
+
+# write_script NAME SQL: a pgbench script file.
+write_script() { printf '%s\n' "$2" >"$SCRIPTS/$1.sql"; }
+
+# pgbench_run SCRIPT CLIENTS TXS: runs it; prints the transactions per second measured
+# without connection time. pgbench fails (and so do we) if any transaction fails.
+pgbench_run() {
+  local out
+  out=$("$PG_BIN/pgbench" -n -h "$BENCH_DIR" -p "$PG_PORT" -U postgres -c "$2" -j "$2" -t "$3" \
+    -f "$SCRIPTS/$1.sql" bench 2>&1) || { echo "$out" >&2; return 1; }
+  awk '/^tps = / { print $3 }' <<<"$out"
+}
+
+# record GROUP CONTENDER VALUE
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
+
+# ---- per call, one and several backends at once --------------------------------------
+for backends in 1 2 $BACKENDS_MANY; do
+  per_backend=$((CALLS / backends))
+  for name in "${!CALL[@]}"; do
+    write_script "call_${name}_$backends" \
+      "SELECT count(${CALL[$name]}) FROM generate_series(1, $per_backend);"
+  done
+done
+
+echo "per-call rounds ($ROUNDS, $CALLS IDs each)..."
+for round in $(seq "$ROUNDS"); do
+  for backends in 1 2 $BACKENDS_MANY; do
+    contenders=("${PER_CALL[@]}")
+    [ "$backends" -gt 1 ] && contenders+=(snowflake_nextval_distinct)
+    # A different order every round: no contender always runs first or after the same one.
+    for name in $(printf '%s\n' "${contenders[@]}" | shuf); do
+      tps=$(pgbench_run "call_${name}_$backends" "$backends" 1)
+      # IDs per second over all backends at once.
+      record "calls_$backends" "$name" "$(awk -v t="$tps" -v n=$((CALLS / backends)) 'BEGIN { printf "%.0f", t * n }')"
+    done
+  done
+done
+
+# ---- a batch of a million ------------------------------------------------------------
+echo "batch rounds..."
+write_script batch_nextval "SELECT count(nextval('a_sequence')) FROM generate_series(1, $CALLS);"
+for round in $(seq "$ROUNDS"); do
+  # Each round its own shard: every batch starts at the clock, not behind an earlier one.
+  write_script batch_snowflake_nextvals "SELECT count(*) FROM snowflake_nextvals($((100 + round)), $CALLS);"
+  for name in $(printf '%s\n' batch_snowflake_nextvals batch_nextval | shuf); do
+    tps=$(pgbench_run "$name" 1 1)
+    record batch "$name" "$(awk -v t="$tps" -v n=$CALLS 'BEGIN { printf "%.0f", t * n }')"
+  done
+done
+
+# ---- INSERT throughput and index size ------------------------------------------------
+echo "insert rounds ($INSERT_ROUNDS, $((INSERT_CLIENTS * INSERT_TXS * INSERT_ROWS)) rows per table each)..."
+for key in bigserial snowflake uuid; do
+  write_script "insert_$key" "INSERT INTO insert_$key (v) SELECT g FROM generate_series(1, $INSERT_ROWS) g;"
+done
+rows_per_round=$((INSERT_CLIENTS * INSERT_TXS * INSERT_ROWS))
+for round in $(seq "$INSERT_ROUNDS"); do
+  bench_psql -q -c "TRUNCATE insert_bigserial, insert_snowflake, insert_uuid" -c CHECKPOINT
+  for key in $(printf '%s\n' bigserial snowflake uuid | shuf); do
+    tps=$(pgbench_run "insert_$key" "$INSERT_CLIENTS" "$INSERT_TXS")
+    record insert "$key" "$(awk -v t="$tps" -v n=$INSERT_ROWS 'BEGIN { printf "%.0f", t * n }')"
+  done
+done
+for key in bigserial snowflake uuid; do
+  rows=$(bench_psql -tA -c "SELECT count(*) FROM insert_$key")
+  if [ "$rows" -ne "$rows_per_round" ]; then
+    echo "insert_$key has $rows rows, expected $rows_per_round" >&2
+    exit 1
+  fi
+  record index_bytes "$key" "$(bench_psql -tA -c "SELECT pg_relation_size('insert_${key}_pkey')")"
+done
+
+# ---- every contender really produces its values ---------------------------------------
+# pgbench only counts transactions; check once that each query yields a value per call.
+for name in "${!CALL[@]}"; do
+  got=$(bench_psql -tA -c "SELECT count(${CALL[$name]//:client_id/1}) FROM generate_series(1, 1000)")
+  if [ "$got" -ne 1000 ]; then
+    echo "$name produced $got values, expected 1000" >&2
+    exit 1
+  fi
+done
+got=$(bench_psql -tA -c "SELECT count(DISTINCT id) FROM snowflake_nextvals(99, 1000) id")
+[ "$got" -eq 1000 ] || { echo "snowflake_nextvals produced $got distinct IDs" >&2; exit 1; }
+WAITS=$(bench_psql -tA -c "SELECT coalesce(sum(waits), 0) FROM snowflake_stats()")
+
+# ---- the generator core alone ----------------------------------------------------------
+echo "generator micro-benchmark..."
+SNOWFLAKE_BENCH_OPS=$([ $MODE = full ] && echo 20000000 || echo 10000) \
+  cargo bench --bench generator --quiet 2>/dev/null | awk -F'\t' 'NF == 2 { print "core\t" $1 "\t" $2 }' >>"$RESULTS"
+for name in clock_read claim_one_thread claim_two_threads_one_shard; do
+  grep -q "^core	$name	" "$RESULTS" || { echo "micro-benchmark gave no $name" >&2; exit 1; }
+done
+
+# ---- the report ------------------------------------------------------------------------
+mkdir -p "$OUT"
+PG_BIN=$PG_BIN python3 scripts/bench_report.py "$RESULTS" "$OUT" "$MODE" "$WAITS" \
+  "ROUNDS=$ROUNDS CALLS=$CALLS INSERT_CLIENTS=$INSERT_CLIENTS INSERT_TXS=$INSERT_TXS INSERT_ROWS=$INSERT_ROWS INSERT_ROUNDS=$INSERT_ROUNDS"
+for file in "$OUT/BENCHMARKS.md" "$OUT/benchmarks.png"; do
+  [ -s "$file" ] || { echo "the report did not write $file" >&2; exit 1; }
+done
+echo "report written: $OUT/BENCHMARKS.md, $OUT/benchmarks.png"

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Counts the CPU instructions one call of each generator costs inside a backend, with
+# valgrind's callgrind: counts, not seconds, so they repeat on a busy machine. Each function
+# runs in a query of N and of 2N rows, each in its own backend; the difference divided by N
+# is the cost of one call, free of connection and query set-up. The top functions of
+# snowflake_nextval's backend are listed too.
+#
+#   ./scripts/profile.sh [N]     (default N = 100000; the server runs under valgrind, slowly)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+N=${1:-100000}
+./scripts/setup.sh
+install_extension
+
+PROFILE_DIR=$(cluster_dir "$PWD/.run/profile" profile)
+stop_profile_server() {
+  cluster_stop "$PROFILE_DIR"
+  rm -rf "$PROFILE_DIR"
+}
+trap stop_profile_server EXIT
+stop_profile_server
+mkdir -p "$PROFILE_DIR/callgrind"
+[ "$(id -u)" -eq 0 ] && chown postgres: "$PROFILE_DIR" "$PROFILE_DIR/callgrind"
+# Enough work_mem that generate_series never spills: spilling would not grow in proportion.
+cluster_init "$PROFILE_DIR" "work_mem = '1GB'"
+# Every server process runs under callgrind and writes its counts when it exits; counting
+# starts in each process at its start, so only differences between backends mean anything.
+as_pg_owner bash -c "valgrind --tool=callgrind --trace-children=yes --quiet \
+  --callgrind-out-file='$PROFILE_DIR/callgrind/%p.out' \
+  '$PG_BIN/postgres' -D '$PROFILE_DIR/data' >'$PROFILE_DIR/server.log' 2>&1 &"
+for _ in $(seq 120); do
+  cluster_psql "$PROFILE_DIR" -d postgres -c "SELECT 1" >/dev/null 2>&1 && break
+  sleep 1
+done
+cluster_psql "$PROFILE_DIR" -q -d postgres \
+  -c "CREATE EXTENSION snowflake_id" -c "CREATE SEQUENCE a_sequence"
+
+# instructions FUNCTION ROWS: total instructions of a backend that ran the query once.
+instructions() {
+  local pid
+  pid=$(cluster_psql "$PROFILE_DIR" -d postgres -tA \
+    -c "SELECT count($1) FROM generate_series(1, $2)" -c "SELECT pg_backend_pid()" | tail -1)
+  # The backend writes its file when it exits, just after the connection closes.
+  for _ in $(seq 60); do
+    [ -s "$PROFILE_DIR/callgrind/$pid.out" ] && grep -q '^totals:' "$PROFILE_DIR/callgrind/$pid.out" && break
+    sleep 1
+  done
+  awk '/^totals:/ { print $2 }' "$PROFILE_DIR/callgrind/$pid.out"
+  echo "$pid" >"$PROFILE_DIR/last_pid"
+}
+
+printf '%-28s %s\n' "function" "instructions per call"
+for function in "clock_timestamp()" "snowflake_nextval(1)" "nextval('a_sequence')" "gen_random_uuid()"; do
+  once=$(instructions "$function" "$N")
+  twice=$(instructions "$function" $((2 * N)))
+  printf '%-28s %s\n' "$function" "$(( (twice - once) / N ))"
+done
+# The functions that cost the most in the last snowflake_nextval backend (its 2N query).
+instructions "snowflake_nextval(1)" $((2 * N)) >/dev/null
+echo
+echo "most expensive functions in a backend running snowflake_nextval(1) $((2 * N)) times:"
+callgrind_annotate --inclusive=no "$PROFILE_DIR/callgrind/$(cat "$PROFILE_DIR/last_pid").out" 2>/dev/null |
+  sed -n '/^Ir/,$p' | head -25
