@@ -11,7 +11,7 @@ use crate::generator::{self, Claim, Refusal, Reservation, ShardState};
 use crate::layout::Layout;
 use crate::{clock::WallClock, errors, gucs, shmem};
 use pgrx::prelude::*;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// A shard ready to issue from.
 struct OpenShard {
@@ -31,11 +31,28 @@ fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
     let (Some(state), Some(reservation)) = (shmem::shard(shard), shmem::reservation()) else {
         errors::not_preloaded(function)
     };
-    // SAFETY: reads a flag; after the first `false` it is a plain load of a local variable.
-    if unsafe { pg_sys::RecoveryInProgress() } {
+    if in_recovery() {
         errors::during_recovery(function);
     }
     OpenShard { layout, shard, state, reservation }
+}
+
+/// Set once this backend has seen recovery finished (see `in_recovery`).
+static RECOVERY_FINISHED: AtomicBool = AtomicBool::new(false);
+
+/// Whether this server is a hot standby (or still replaying WAL). Once a backend has seen
+/// recovery finished it never starts again (PostgreSQL caches it the same way), so later
+/// calls read a flag instead of crossing into PostgreSQL, which pgrx guards with a
+/// `sigsetjmp` per call.
+#[inline]
+fn in_recovery() -> bool {
+    if RECOVERY_FINISHED.load(Relaxed) {
+        return false;
+    }
+    // SAFETY: reads shared state under PostgreSQL's own locking.
+    let in_recovery = unsafe { pg_sys::RecoveryInProgress() };
+    RECOVERY_FINISHED.store(!in_recovery, Relaxed);
+    in_recovery
 }
 
 /// Claims `count` consecutive IDs of a shard, or raises the refusal.
@@ -56,11 +73,97 @@ fn claim(function: &'static str, shard: Option<i32>, count: u64) -> (Layout, u32
 
 /// The next ID of `shard`: greater than every ID this server issued for it before.
 /// The column default of a sharded primary key: `DEFAULT snowflake_nextval(3)`.
-#[pg_extern(volatile, parallel_safe)]
+/// Raises the errors; the SQL function enters through `snowflake_nextval_wrapper` below.
 fn snowflake_nextval(shard: Option<i32>) -> i64 {
     let (layout, shard, claim) = claim("snowflake_nextval", shard, 1);
     layout.id_of_counter(shard, claim.first)
 }
+
+/// `snowflake_nextval(integer)` as PostgreSQL calls it: the function every INSERT into a
+/// sharded table runs, so its entry is written by hand instead of by `#[pg_extern]`, whose
+/// general wrapper (memory-context switch, argument iterator, guard against PostgreSQL
+/// errors) costs about as much as issuing the ID. The common case, a valid shard on a
+/// primary with nothing to wait for, calls nothing in PostgreSQL, so it needs no guard
+/// against its errors; everything else (a NULL or bad shard, not preloaded, a standby, a
+/// clock to wait for or to refuse) takes the guarded `snowflake_nextval`, which decides
+/// afresh and raises the error. The symbol keeps the name `#[pg_extern]` gave it, so
+/// existing function definitions stay valid.
+///
+/// # Safety
+/// Called by PostgreSQL's function manager with a valid `fcinfo` of one argument.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn snowflake_nextval_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: PostgreSQL passes one argument, declared `integer`.
+    let shard = unsafe {
+        let argument = &*(*fcinfo).args.as_ptr();
+        (!argument.isnull).then(|| argument.value.value() as i32)
+    };
+    // A panic (only a bug could cause one) must not unwind into PostgreSQL: it falls back
+    // to the guarded path, which reports it as an error.
+    if let Ok(Some(id)) = std::panic::catch_unwind(|| nextval_without_waiting(shard)) {
+        return pg_sys::Datum::from(id);
+    }
+    // SAFETY: the guard turns Rust panics and PostgreSQL errors into a proper ereport.
+    unsafe {
+        pg_sys::submodules::panic::pgrx_extern_c_guard(|| pg_sys::Datum::from(snowflake_nextval(shard)))
+    }
+}
+
+/// The `pg_finfo_` record PostgreSQL looks up for a version-1 C function.
+#[no_mangle]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_snowflake_nextval_wrapper() -> &'static pg_sys::Pg_finfo_record {
+    const V1_API: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1_API
+}
+
+/// The next ID when nothing needs PostgreSQL: `None` when the call must wait, be refused or
+/// check the recovery state, for `snowflake_nextval` to handle. A refused claim issues
+/// nothing, so deciding again there is safe.
+#[inline(always)]
+fn nextval_without_waiting(shard: Option<i32>) -> Option<i64> {
+    if !shmem::attached() || !RECOVERY_FINISHED.load(Relaxed) {
+        return None;
+    }
+    let layout = gucs::layout();
+    let shard = layout.check_shard(shard?.into()).ok()?;
+    let (state, reservation) = (shmem::shard(shard)?, shmem::reservation()?);
+    // No time to wait: past a bound, the claim is refused at once instead of sleeping.
+    let policy = generator::ClockPolicy { max_wait_ms: 0, ..gucs::clock_policy() };
+    let mut clock = NoWaitClock(WallClock::default());
+    let claim = generator::claim(state, reservation, 1, &layout, policy, &mut clock);
+    if clock.0.stepped_back() {
+        state.clock_regressions.fetch_add(1, Relaxed);
+    }
+    Some(layout.id_of_counter(shard, claim.ok()?.first))
+}
+
+/// The wall clock for a call that never sleeps and leaves waking the reservation worker
+/// (a call into PostgreSQL) to the path that waits for it.
+struct NoWaitClock(WallClock);
+
+impl generator::Clock for NoWaitClock {
+    #[inline(always)]
+    fn now_unix_ms(&mut self) -> i64 {
+        self.0.now_unix_ms()
+    }
+    fn sleep_ms(&mut self, _ms: u64) {
+        unreachable!("a claim with max_wait_ms = 0 never sleeps")
+    }
+    fn wake_worker(&mut self, _reservation: &Reservation) {}
+}
+
+extension_sql!(
+    r#"
+CREATE FUNCTION "snowflake_nextval"(
+	"shard" INT
+) RETURNS bigint
+VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_nextval_wrapper';
+"#,
+    name = "snowflake_nextval_of_shard",
+);
 
 /// The next ID of the shard named by `snowflake_id.shard` (55000 while it is unset).
 #[pg_extern(volatile, parallel_safe, name = "snowflake_nextval")]

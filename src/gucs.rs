@@ -196,7 +196,16 @@ pub fn preloaded_layout(function: &'static str) -> Layout {
 /// The layout of this server's IDs.
 #[inline]
 pub fn layout() -> Layout {
-    Layout::new(EPOCH_UNIX_MS.load(Relaxed), SHARD_BITS.get() as u32)
+    Layout::new(EPOCH_UNIX_MS.load(Relaxed), read(&SHARD_BITS) as u32)
+}
+
+/// The current value of an integer setting, read on the hot path. `GucSetting::get` first
+/// checks that the caller is the backend's main thread (a thread-local lookup each time);
+/// the generators only ever run there, as every SQL function does, so it is skipped.
+#[inline(always)]
+fn read(setting: &GucSetting<i32>) -> i32 {
+    // SAFETY: PostgreSQL writes the value only between statements, in this same thread.
+    unsafe { *setting.as_ptr() }
 }
 
 /// `snowflake_id.shard`, if set.
@@ -209,8 +218,8 @@ pub fn default_shard() -> Option<i32> {
 #[inline]
 pub fn clock_policy() -> crate::generator::ClockPolicy {
     crate::generator::ClockPolicy {
-        max_lead_ms: MAX_LEAD_MS.get() as u64,
-        max_wait_ms: MAX_WAIT_MS.get() as u64,
+        max_lead_ms: read(&MAX_LEAD_MS) as u64,
+        max_wait_ms: read(&MAX_WAIT_MS) as u64,
     }
 }
 
