@@ -78,7 +78,7 @@ BEGIN
         RAISE EXCEPTION 'column "%" of relation % is not a key', col, tbl
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   DETAIL = 'Only a column with a primary key or unique constraint of its own is converted, so that no value can repeat.',
-                  HINT = format('Add one first: ALTER TABLE %s ADD PRIMARY KEY (%I).', tbl, col);
+                  HINT = format('Convert the table''s primary key column, or add a constraint first: ALTER TABLE %s ADD UNIQUE (%I).', tbl, col);
     END IF;
 
     -- The default to replace: none, an identity, or nextval() of a sequence the column owns

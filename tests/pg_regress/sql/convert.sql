@@ -13,12 +13,12 @@ LANGUAGE sql AS $$
     WHERE a.attrelid = tbl AND a.attname = col
 $$;
 
--- A serial key with two tables pointing at it: one integer foreign key (widened), and a
--- bigint one (kept).
-CREATE TABLE customers (id serial PRIMARY KEY, name text);
+-- A serial key with three foreign keys pointing at it: two integer ones (widened), one of
+-- them in the table itself, and a bigint one (kept).
+CREATE TABLE customers (id serial PRIMARY KEY, name text, referred_by integer REFERENCES customers);
 CREATE TABLE orders (id serial PRIMARY KEY, customer integer REFERENCES customers, note text);
 CREATE TABLE invoices (id bigserial PRIMARY KEY, customer bigint REFERENCES customers ON DELETE CASCADE);
-INSERT INTO customers (name) SELECT 'customer ' || g FROM generate_series(1, 100) g;
+INSERT INTO customers (name, referred_by) SELECT 'customer ' || g, NULLIF(g - 1, 0) FROM generate_series(1, 100) g;
 INSERT INTO orders (customer, note) SELECT 1 + g % 100, 'order ' || g FROM generate_series(1, 300) g;
 INSERT INTO invoices (customer) SELECT 1 + g % 50 FROM generate_series(1, 70) g;
 SELECT * FROM pg_temp.column_of('customers', 'id');
@@ -28,10 +28,12 @@ SELECT snowflake_convert_column('customers', 'id', 7);
 SELECT * FROM pg_temp.column_of('customers', 'id');
 SELECT * FROM pg_temp.column_of('orders', 'customer');
 SELECT * FROM pg_temp.column_of('invoices', 'customer');
+SELECT * FROM pg_temp.column_of('customers', 'referred_by');
 SELECT relname FROM pg_class WHERE relkind = 'S' ORDER BY 1;
 -- Rows and references are intact; the foreign keys still hold.
 SELECT count(*) AS customers, sum(id) AS id_sum FROM customers;
 SELECT count(*) AS orders_joined FROM orders o JOIN customers c ON c.id = o.customer;
+SELECT count(*) AS referrals_joined FROM customers c JOIN customers r ON r.id = c.referred_by;
 SELECT conrelid::regclass, pg_get_constraintdef(oid) FROM pg_constraint
 WHERE confrelid = 'customers'::regclass ORDER BY 1;
 INSERT INTO orders (customer) VALUES (12345);
