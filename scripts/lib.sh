@@ -59,6 +59,8 @@ cluster_psql() {
   "$PG_BIN/psql" -X -v ON_ERROR_STOP=1 -h "$dir" -p "$PG_PORT" -U postgres "$@"
 }
 
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
 # Builds the extension in release mode and installs it into the system PostgreSQL; prints
 # the build's output only when it fails.
 install_extension() {
@@ -69,4 +71,5 @@ install_extension() {
     cat "$log"; rm -f "$log"; return 1
   fi
   rm -f "$log"
+  as_root cp sql/snowflake_id--*.sql "$("$PG_CONFIG" --sharedir)/extension/"
 }

@@ -4,8 +4,8 @@
 #
 #   Debian packages: PostgreSQL 15 with server headers (the build links against them),
 #   libclang (pgrx's bindgen), sudo (cargo pgrx test --runas), faketime (clock-fault tests),
-#   PL/Proxy (multi-server tests), procps (kill, used by the crash tests), python3, gnuplot
-#   and a font (the benchmark report and its chart).
+#   PL/Proxy (multi-server tests), pg_partman (the partitioning example's test), procps
+#   (kill, used by the crash tests), python3, gnuplot and a font (the benchmark report).
 #   cargo-pgrx 0.18.1, pointed at the system PostgreSQL 15 (no source download).
 set -euo pipefail
 
@@ -14,6 +14,7 @@ PGRX_VERSION=0.18.1
 PG_CONFIG=/usr/lib/postgresql/${PG_MAJOR}/bin/pg_config
 PACKAGES=(
   "postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-${PG_MAJOR}-plproxy"
+  "postgresql-${PG_MAJOR}-partman"
   libclang-dev clang sudo faketime libfaketime procps
   python3 gnuplot-nox fonts-liberation
 )

@@ -7,7 +7,10 @@
 #   3. SQL surface           scripts/regress.sh: pg_regress golden files in tests/pg_regress
 #   4. integration + faults  tests/integration: real servers started by the tests (many
 #                            connections at once, startup settings, standby, clock policy;
-#                            kill -9, immediate stop, faked clocks, failover, dump/restore)
+#                            kill -9, immediate stop, faked clocks, failover, dump/restore;
+#                            converting a key under concurrent inserts, upgrade from 0.1.0)
+#   5. package               scripts/package-test.sh: the Debian package installed with dpkg,
+#                            used by a fresh cluster, removed; the development build put back
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -42,7 +45,12 @@ step "SQL surface (pg_regress; installs the release build into the system Postgr
 step "integration tests against real servers"
 cargo test --release --manifest-path tests/integration/Cargo.toml
 
-# One closing line over all layers: cargo's "N passed" and pg_regress's "All N tests passed".
+step "Debian package (installs it into the system PostgreSQL with dpkg, then removes it)"
+./scripts/package-test.sh
+
+# One closing line over all layers: cargo's "N passed", pg_regress's "All N tests passed" and
+# the package test's line.
 awk '/test result: ok\./ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) n += $i }
      /All [0-9]+ tests passed/ { n += $2 }
+     /^package-test: .*: ok$/ { n += 1 }
      END { printf "\n%d passed, 0 failed\n", n }' "$WORK/output.log"

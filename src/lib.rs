@@ -4,6 +4,8 @@
 
 /// The wall clock and interruptible waiting inside a backend.
 mod clock;
+/// `snowflake_convert_column()`: switching an existing integer key to snowflake IDs.
+mod convert;
 /// SQL functions that decode and compose IDs.
 mod decode;
 /// Every SQL-facing error, with its SQLSTATE, detail and hint.

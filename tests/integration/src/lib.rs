@@ -254,7 +254,14 @@ impl Cluster {
     }
 
     pub fn connect(&self) -> Client {
-        self.config().connect(NoTls).unwrap_or_else(|e| panic!("connect: {e}\n{}", self.log()))
+        self.connect_to("postgres")
+    }
+
+    /// A connection to another database of this server.
+    pub fn connect_to(&self, dbname: &str) -> Client {
+        let mut config = self.config();
+        config.dbname(dbname);
+        config.connect(NoTls).unwrap_or_else(|e| panic!("connect to {dbname}: {e}\n{}", self.log()))
     }
 
     /// The server log so far.

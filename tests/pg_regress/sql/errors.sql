@@ -1,18 +1,6 @@
 -- Bad input: every refusal with its SQLSTATE, message, detail and hint.
 SET TimeZone = 'UTC';
 
-CREATE FUNCTION pg_temp.error_of(call text)
-RETURNS TABLE (code text, message text, detail text, hint text)
-LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE call;
-    RAISE EXCEPTION 'no error from %', call;
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS code = RETURNED_SQLSTATE, message = MESSAGE_TEXT,
-                            detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
-    RETURN NEXT;
-END $$;
-
 \x on
 -- Shards: NULL, negative, past 2^shard_bits - 1, unset default.
 SELECT call, e.* FROM (VALUES
@@ -22,7 +10,7 @@ SELECT call, e.* FROM (VALUES
     ('SELECT snowflake_nextval()'),
     ('SELECT snowflake_nextvals(NULL, 5)'),
     ('SELECT snowflake_advance(2000, 1)')
-) AS calls(call), pg_temp.error_of(call) e;
+) AS calls(call), regress.error_of(call) e;
 
 -- Counts: NULL, zero, negative, more than the lead bound allows.
 SELECT call, e.* FROM (VALUES
@@ -30,7 +18,7 @@ SELECT call, e.* FROM (VALUES
     ('SELECT snowflake_nextvals(1, 0)'),
     ('SELECT snowflake_nextvals(1, -5)'),
     ('SELECT snowflake_nextvals(1, 2000000000)')
-) AS calls(call), pg_temp.error_of(call) e;
+) AS calls(call), regress.error_of(call) e;
 
 -- Impossible IDs given to the decoders.
 SELECT call, e.* FROM (VALUES
@@ -41,7 +29,7 @@ SELECT call, e.* FROM (VALUES
     ('SELECT snowflake_json(-1)'),
     ('SELECT snowflake_advance(1, -1)'),
     ('SELECT snowflake_advance(1, NULL)')
-) AS calls(call), pg_temp.error_of(call) e;
+) AS calls(call), regress.error_of(call) e;
 
 -- Timestamps before the epoch, past the 41-bit range, or infinite; parts out of range.
 SELECT call, e.* FROM (VALUES
@@ -53,7 +41,7 @@ SELECT call, e.* FROM (VALUES
     ('SELECT snowflake_compose(''2024-06-01'', 1024, 0)'),
     ('SELECT snowflake_compose(''2024-06-01'', 0, 4096)'),
     ('SELECT snowflake_compose(''2024-06-01'', 0, -1)')
-) AS calls(call), pg_temp.error_of(call) e;
+) AS calls(call), regress.error_of(call) e;
 
 -- Settings: a default shard outside the layout; the layout itself while running.
 SELECT call, e.* FROM (VALUES
@@ -61,12 +49,12 @@ SELECT call, e.* FROM (VALUES
     ('SET snowflake_id.shard_bits = 13'),
     ('SET snowflake_id.epoch = ''2020-01-01'''),
     ('SET snowflake_id.max_lead_ms = 10')
-) AS calls(call), pg_temp.error_of(call) e;
+) AS calls(call), regress.error_of(call) e;
 \x off
 
 -- Advancing a shard far ahead of the clock is refused (the lead in ms varies by run).
 SELECT code, message ~ '^cannot advance shard 1 to an ID \d+ ms ahead of the wall clock$' AS message_ok, detail, hint
-FROM pg_temp.error_of('SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval ''1 hour'', 1, 0))');
+FROM regress.error_of('SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval ''1 hour'', 1, 0))');
 
 -- As psql shows an error by default.
 SELECT snowflake_nextval(5000);

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds an installable Debian package of the extension for PostgreSQL 15, from the output
+# of `cargo pgrx package` plus the earlier versions' scripts in sql/:
+#
+#   ./scripts/package.sh    ->  target/debian/postgresql-15-snowflake-id_<version>_<arch>.deb
+#
+# The package installs into Debian's PostgreSQL layout (/usr/lib/postgresql/15/lib and
+# /usr/share/postgresql/15/extension) whatever pg_config the build used, and depends on
+# Debian's postgresql-15. It prints the package's path as its last line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+NAME="postgresql-${PG_MAJOR}-snowflake-id"
+VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+ARCH=$(dpkg --print-architecture)
+DEB="target/debian/${NAME}_${VERSION}_${ARCH}.deb"
+
+# PGXN's metadata describes the same release: valid JSON, same version.
+python3 -m json.tool META.json >/dev/null
+META_VERSION=$(python3 -c 'import json; print(json.load(open("META.json"))["version"])')
+if [ "$META_VERSION" != "$VERSION" ]; then
+  echo "package: META.json says version $META_VERSION, Cargo.toml $VERSION" >&2
+  exit 1
+fi
+
+STAGE=$(mktemp -d)
+trap 'rm -rf "$STAGE"' EXIT
+log="$STAGE/build.log"
+if ! cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$STAGE/pgrx" >"$log" 2>&1; then
+  cat "$log"; exit 1
+fi
+
+ROOT="$STAGE/root"
+LIB_DIR="usr/lib/postgresql/${PG_MAJOR}/lib"
+EXT_DIR="usr/share/postgresql/${PG_MAJOR}/extension"
+install -D -m 755 "$STAGE/pgrx$("$PG_CONFIG" --pkglibdir)/snowflake_id.so" "$ROOT/$LIB_DIR/snowflake_id.so"
+install -d "$ROOT/$EXT_DIR"
+install -m 644 "$STAGE/pgrx$("$PG_CONFIG" --sharedir)/extension/"snowflake_id* "$ROOT/$EXT_DIR/"
+# cargo pgrx copies only the upgrade scripts; the earlier full scripts come too (sql/README.md).
+install -m 644 sql/snowflake_id--*.sql "$ROOT/$EXT_DIR/"
+
+mkdir "$ROOT/DEBIAN"
+cat >"$ROOT/DEBIAN/control" <<CONTROL
+Package: ${NAME}
+Version: ${VERSION}
+Architecture: ${ARCH}
+Maintainer: snowflake_id developers <snowflake-id@localhost>
+Section: database
+Priority: optional
+Depends: postgresql-${PG_MAJOR}, libc6, libgcc-s1
+Installed-Size: $(du -sk "$ROOT/usr" | cut -f1)
+Description: Snowflake-style 64-bit IDs generated inside PostgreSQL ${PG_MAJOR}
+ snowflake_id issues time-ordered, decodable 64-bit primary keys for sharded
+ databases from shared memory. Add snowflake_id to shared_preload_libraries,
+ restart, and run CREATE EXTENSION snowflake_id.
+CONTROL
+
+mkdir -p target/debian
+dpkg-deb --root-owner-group --build "$ROOT" "$DEB" >/dev/null
+echo "$DEB"

@@ -1,0 +1,125 @@
+//! `ALTER EXTENSION snowflake_id UPDATE` on a database created with 0.1.0 (from the install
+//! script kept in `sql/`): tables, data, column defaults, expression indexes and views keep
+//! working, the new function is there, and the upgraded extension equals a fresh install of
+//! the current version object by object, definitions and privileges included.
+
+use postgres::Client;
+use snowflake_id_integration::Cluster;
+
+/// Every object of the extension with its definition, privileges and comment, sorted.
+fn extension_objects(client: &mut Client) -> Vec<String> {
+    client
+        .query(
+            "SELECT concat_ws(' | ', pg_describe_object(d.classid, d.objid, d.objsubid),
+                              CASE WHEN d.classid = 'pg_proc'::regclass THEN pg_get_functiondef(d.objid) END,
+                              CASE WHEN d.classid = 'pg_proc'::regclass
+                                   THEN (SELECT proacl::text FROM pg_proc WHERE oid = d.objid) END,
+                              obj_description(d.objid, d.classid::regclass::name))
+             FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+             WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'snowflake_id'
+             ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+fn version(client: &mut Client) -> String {
+    client
+        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'", &[])
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
+    let cluster = Cluster::start("upgrade", &[]);
+    let mut admin = cluster.connect();
+    // One statement each: CREATE DATABASE refuses to run in a transaction block.
+    admin.batch_execute("CREATE DATABASE upgraded").unwrap();
+    admin.batch_execute("CREATE DATABASE fresh").unwrap();
+
+    let mut old = cluster.connect_to("upgraded");
+    old.batch_execute(
+        "CREATE EXTENSION snowflake_id VERSION '0.1.0';
+         CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(3), note text);
+         CREATE INDEX orders_by_time ON orders (snowflake_timestamp(id));
+         CREATE VIEW order_parts AS SELECT o.id, d.* FROM orders o, snowflake_decode(o.id) d;
+         CREATE TABLE legacy (id serial PRIMARY KEY);
+         INSERT INTO orders (note) SELECT 'old' FROM generate_series(1, 1000);
+         INSERT INTO legacy SELECT FROM generate_series(1, 10);",
+    )
+    .unwrap();
+    assert_eq!(version(&mut old), "0.1.0");
+    let before = old.query_one("SELECT count(*), sum(id)::text, max(id) FROM orders", &[]).unwrap();
+    let old_objects = extension_objects(&mut old);
+    assert!(!old_objects.iter().any(|object| object.contains("snowflake_convert_column")));
+
+    old.batch_execute("ALTER EXTENSION snowflake_id UPDATE").unwrap();
+    let default_version: String = old
+        .query_one("SELECT default_version FROM pg_available_extensions WHERE name = 'snowflake_id'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version(&mut old), default_version);
+    assert_ne!(default_version, "0.1.0");
+
+    // The data and the objects built on the extension's functions are as they were.
+    let after = old.query_one("SELECT count(*), sum(id)::text, max(id) FROM orders", &[]).unwrap();
+    assert_eq!(
+        (before.get::<_, i64>(0), before.get::<_, String>(1)),
+        (after.get::<_, i64>(0), after.get::<_, String>(1))
+    );
+    // The DEFAULT still issues IDs of shard 3, above the old ones.
+    old.batch_execute("INSERT INTO orders (note) SELECT 'new' FROM generate_series(1, 1000)").unwrap();
+    let max_old: i64 = before.get(2);
+    let row = old
+        .query_one(
+            "SELECT count(*), min(id), bool_and(snowflake_shard(id) = 3) FROM orders WHERE note = 'new'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1000);
+    assert!(row.get::<_, i64>(1) > max_old);
+    assert!(row.get::<_, bool>(2));
+    // The expression index is used and finds every row; the view decodes.
+    old.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+    let plan: String = old
+        .query(
+            "EXPLAIN (COSTS OFF) SELECT count(*) FROM orders WHERE snowflake_timestamp(id) > now() - interval '1 day'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(plan.contains("orders_by_time"), "{plan}");
+    let in_index: i64 = old
+        .query_one(
+            "SELECT count(*) FROM orders WHERE snowflake_timestamp(id) > now() - interval '1 day'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(in_index, 2000);
+    let decoded: i64 = old.query_one("SELECT count(*) FROM order_parts WHERE shard = 3", &[]).unwrap().get(0);
+    assert_eq!(decoded, 2000);
+
+    // What 0.2.0 adds works on the upgraded database.
+    old.batch_execute(
+        "SELECT snowflake_convert_column('legacy', 'id', 4); INSERT INTO legacy DEFAULT VALUES;",
+    )
+    .unwrap();
+    let shard: i32 = old.query_one("SELECT snowflake_shard(max(id)) FROM legacy", &[]).unwrap().get(0);
+    assert_eq!(shard, 4);
+
+    // Upgraded and freshly created extensions are the same, object by object.
+    let mut fresh = cluster.connect_to("fresh");
+    fresh.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    assert_eq!(version(&mut fresh), default_version);
+    let upgraded_objects = extension_objects(&mut old);
+    assert_eq!(upgraded_objects, extension_objects(&mut fresh));
+    assert_eq!(upgraded_objects.len(), old_objects.len() + 1);
+}
