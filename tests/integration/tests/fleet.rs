@@ -13,6 +13,7 @@ use snowflake_id_integration::{apply_settings, db_error, server_owned_temp_dir, 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const CLIENTS: usize = 16;
@@ -27,6 +28,8 @@ const ROWS_AFTER_MOVE: usize = 20_000;
 /// Each client also inserts this many posts with one `fleet.insert_post` call each.
 const SINGLE_ROWS_PER_CLIENT: usize = 50;
 const PAGE: i32 = 5_000;
+/// Clients writing through the router while logical shards move to a new server.
+const MOVE_WRITERS: usize = 4;
 /// How far an ID's decoded time may be from its row's `created_at` (`clock_timestamp()` when
 /// the row was inserted): an ID's time is its server clock's millisecond, or later by at most
 /// `snowflake_id.max_lead_ms`, 2 s by default, when a shard borrows time ahead. All servers
@@ -232,6 +235,35 @@ fn insert_through_router(fleet: &Fleet, users: &[i64], rows: usize, tag: &str) -
     (ids, started.elapsed())
 }
 
+/// Inserts posts one call each through the router until `stop`, retrying the calls that a
+/// shard server refuses while their shard moves: 55006 while it is frozen for the copy, 55000
+/// when the call was routed by the map of just before the switch. A refused call writes
+/// nothing. Returns the acknowledged ids and the number of refusals.
+fn write_until(fleet: &Fleet, users: &[i64], stop: &AtomicBool, writer: usize) -> (Vec<i64>, usize) {
+    let mut client = fleet.connect("router");
+    let insert = client.prepare("SELECT fleet.insert_post($1, $2)").unwrap();
+    let (mut ids, mut refused) = (Vec::new(), 0);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for row in 0.. {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let (user, body) = (users[(writer * 31 + row * 7) % users.len()], format!("moving {writer} {row}"));
+        loop {
+            match client.query_one(&insert, &[&user, &body]) {
+                Ok(result) => break ids.push(result.get(0)),
+                Err(error) if matches!(error.code().map(|code| code.code()), Some("55006" | "55000")) => {
+                    assert!(Instant::now() < deadline, "writes refused for too long: {error}");
+                    refused += 1;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(error) => panic!("write during the move: {error}"),
+            }
+        }
+    }
+    (ids, refused)
+}
+
 /// All posts of the fleet, a page at a time through the router: `id > cursor ORDER BY id`.
 fn page_through_router(fleet: &Fleet) -> Vec<i64> {
     let mut router = fleet.connect("router");
@@ -340,7 +372,25 @@ fn three_servers_behind_plproxy_then_a_fourth_added() {
         *entry = (*entry).max(post.id);
         max
     });
-    let output = fleet.run(&["add-server", "node4"]);
+    // Writers keep going through the router during the moves.
+    let stop = AtomicBool::new(false);
+    let (output, during) = std::thread::scope(|scope| {
+        let writers: Vec<_> = (0..MOVE_WRITERS)
+            .map(|writer| {
+                let (fleet, user_ids, stop) = (&fleet, &user_ids, &stop);
+                scope.spawn(move || write_until(fleet, user_ids, stop, writer))
+            })
+            .collect();
+        let output = fleet.run(&["add-server", "node4"]);
+        stop.store(true, Ordering::Relaxed);
+        (output, writers.into_iter().map(|writer| writer.join().unwrap()).collect::<Vec<_>>())
+    });
+    let written_during: Vec<i64> = during.iter().flat_map(|(ids, _)| ids.iter().copied()).collect();
+    println!(
+        "{} posts written one call each by {MOVE_WRITERS} clients during add-server, {} calls refused and retried",
+        written_during.len(),
+        during.iter().map(|(_, refused)| refused).sum::<usize>()
+    );
     let map_after = fleet.shard_map();
     let moved: Vec<i32> =
         map_after.iter().filter(|(shard, server)| map_before[shard] != **server).map(|(s, _)| *s).collect();
@@ -348,6 +398,7 @@ fn three_servers_behind_plproxy_then_a_fourth_added() {
     assert!(moved.iter().all(|shard| map_after[shard] == "node4"));
     assert_fleet_status_ok(&fleet);
     let (posts_moved, users_moved) = stored_rows(&fleet);
+    let stored = sorted(stored.into_iter().chain(written_during).collect());
     assert!(assert_consistent(&posts_moved, &users_moved) == stored, "rows lost or doubled by the move");
     assert_eq!(users_moved.len(), stored_users.len());
 
