@@ -13,7 +13,7 @@
 #   ./deploy/fleet.sh down                 stop every server of the fleet and remove its files
 #
 # SNOWFLAKE_FLEET_SKIP_INSTALL=1 skips the setup and build (when the extension is installed).
-set -euo pipefail
+set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
@@ -124,12 +124,13 @@ move_shard() {
   # From here until the router points at the target, writes to the shard fail (SQLSTATE
   # 55006) and can be retried; reads keep being served by the source.
   server_sql "$source" -c "SELECT fleet.freeze_shard($shard)" >/dev/null
-  trap 'echo "fleet: moving logical shard $shard from $source to $target failed; it stays frozen (no writes) on $source. To cancel: drop schema $schema on $target if present, then on $source: SELECT fleet.thaw_shard($shard)" >&2' ERR
+  local cancel="logical shard $shard stays frozen (no writes) on $source; to cancel the move, drop schema $schema on $target if present, then on $source: SELECT fleet.thaw_shard($shard)"
+  trap 'echo "fleet: moving logical shard $shard to $target failed: $cancel" >&2' ERR
   "$PG_BIN/pg_dump" -h "$FLEET_DIR/$source" -p "$PG_PORT" -U postgres --schema="$schema" fleet |
     server_sql "$target" --single-transaction >/dev/null
   theirs=$(server_sql "$source" -c "SELECT fleet.shard_fingerprint($shard)")
   ours=$(server_sql "$target" -c "SELECT fleet.shard_fingerprint($shard)")
-  [ "$theirs" = "$ours" ] || die "the copy of logical shard $shard differs: $source has $theirs, $target has $ours"
+  [ "$theirs" = "$ours" ] || die "the copy differs: $source has $theirs, $target has $ours; $cancel"
   server_sql "$target" -c "SELECT fleet.adopt_shard($shard)" >/dev/null
   router_sql -c "SELECT fleet.assign_shard($shard, '$target')" >/dev/null
   trap - ERR
@@ -162,5 +163,5 @@ case "${1:-}" in
   status) status ;;
   add-server) [ $# -eq 2 ] || die "usage: $0 add-server NAME"; add_server "$2" ;;
   move-shard) [ $# -eq 3 ] || die "usage: $0 move-shard SHARD NAME"; move_shard "$2" "$3"; check_fleet ;;
-  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -7,7 +7,8 @@
 #   3. SQL surface           scripts/regress.sh: pg_regress golden files in tests/pg_regress
 #   4. integration + faults  tests/integration: real servers started by the tests (many
 #                            connections at once, startup settings, standby, clock policy;
-#                            kill -9, immediate stop, faked clocks, failover, dump/restore)
+#                            kill -9, immediate stop, faked clocks, failover, dump/restore;
+#                            deploy/fleet.sh: shard servers behind a PL/Proxy router)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -374,21 +374,26 @@ fn three_servers_behind_plproxy_then_a_fourth_added() {
     });
     // Writers keep going through the router during the moves.
     let stop = AtomicBool::new(false);
-    let (output, during) = std::thread::scope(|scope| {
+    let (output, during, elapsed) = std::thread::scope(|scope| {
         let writers: Vec<_> = (0..MOVE_WRITERS)
             .map(|writer| {
                 let (fleet, user_ids, stop) = (&fleet, &user_ids, &stop);
                 scope.spawn(move || write_until(fleet, user_ids, stop, writer))
             })
             .collect();
+        let started = Instant::now();
         let output = fleet.run(&["add-server", "node4"]);
         stop.store(true, Ordering::Relaxed);
-        (output, writers.into_iter().map(|writer| writer.join().unwrap()).collect::<Vec<_>>())
+        let during = writers.into_iter().map(|writer| writer.join().unwrap()).collect::<Vec<_>>();
+        (output, during, started.elapsed())
     });
     let written_during: Vec<i64> = during.iter().flat_map(|(ids, _)| ids.iter().copied()).collect();
     println!(
-        "{} posts written one call each by {MOVE_WRITERS} clients during add-server, {} calls refused and retried",
+        "add-server took {:.2} s; meanwhile {MOVE_WRITERS} clients wrote {} posts one call each ({:.0} rows/s), \
+         {} calls refused and retried",
+        elapsed.as_secs_f64(),
         written_during.len(),
+        written_during.len() as f64 / elapsed.as_secs_f64(),
         during.iter().map(|(_, refused)| refused).sum::<usize>()
     );
     let map_after = fleet.shard_map();
