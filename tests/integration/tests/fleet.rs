@@ -76,6 +76,8 @@ impl Fleet {
     fn config(&self, server: &str) -> Config {
         let mut config = Config::new();
         config.host_path(self.dir.join(server)).port(PORT).user("postgres").dbname("fleet");
+        // Bounds every statement, also a router call waiting for a shard server.
+        config.options("-c statement_timeout=120s");
         config
     }
 
@@ -155,16 +157,22 @@ fn stored_rows(fleet: &Fleet) -> (Vec<Stored>, Vec<i64>) {
                 skew: row.get(3),
                 body: row.get(4),
             }));
-            for row in
-                client.query(&format!("SELECT id, snowflake_shard(id) FROM {schema}.users"), &[]).unwrap()
-            {
-                assert_eq!(
-                    row.get::<_, i32>(1),
-                    shard,
-                    "user {} is in the schema of shard {shard}",
-                    row.get::<_, i64>(0)
-                );
-                users.push(row.get(0));
+            let user_rows = client
+                .query(
+                    &format!(
+                        "SELECT id, snowflake_shard(id),
+                                abs(extract(epoch FROM snowflake_timestamp(id) - created_at))::float8
+                         FROM {schema}.users"
+                    ),
+                    &[],
+                )
+                .unwrap();
+            for row in user_rows {
+                let id: i64 = row.get(0);
+                assert_eq!(row.get::<_, i32>(1), shard, "user {id} is in the schema of another shard");
+                let skew: f64 = row.get(2);
+                assert!(skew <= MAX_SKEW_SECONDS, "user {id}'s time is {skew:.3} s from its insertion time");
+                users.push(id);
             }
         }
     }
