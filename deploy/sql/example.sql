@@ -7,9 +7,9 @@ FROM fleet.shard_map GROUP BY server ORDER BY server;
 
 \echo '== new users: the router picks the shard by a hash of the username; the shard''s server generates the id'
 CREATE TEMP TABLE example_users AS
-SELECT * FROM fleet.create_users(ARRAY['ada', 'grace', 'linus', 'barbara', 'ken', 'margaret']);
+SELECT * FROM fleet.create_users(ARRAY['ada', 'grace', 'ken', 'margaret', 'john', 'frances', 'radia', 'leslie']);
 SELECT u.username, u.id, snowflake_shard(u.id) AS shard, m.server
-FROM example_users u JOIN fleet.shard_map m ON m.shard = snowflake_shard(u.id) ORDER BY u.username;
+FROM example_users u JOIN fleet.shard_map m ON m.shard = snowflake_shard(u.id) ORDER BY m.server, u.username;
 
 \echo '== three posts each, in one call: each post goes to its user''s shard, routed by the shard in the user''s id'
 SELECT count(*) AS posts_inserted

@@ -309,6 +309,9 @@ fn three_servers_behind_plproxy_then_a_fourth_added() {
     let servers_of_map: HashSet<String> = fleet.shard_map().into_values().collect();
     assert_eq!(servers_of_map.len(), 3, "the 16 logical shards are spread over the 3 servers");
 
+    // The example's rows, from `up`.
+    let (example_posts, example_users) = stored_rows(&fleet);
+
     // Users, placed by a hash of their names; their ids carry their shard.
     let names: Vec<String> = (0..USERS).map(|n| format!("user{n}")).collect();
     let users: Vec<(i64, i32)> = router
@@ -322,7 +325,6 @@ fn three_servers_behind_plproxy_then_a_fourth_added() {
     assert_eq!(shards_with_users.len(), 16, "users land on every logical shard");
     let user_ids: Vec<i64> = users.iter().map(|user| user.0).collect();
 
-    let (before_load, _) = stored_rows(&fleet);
     let (acknowledged, elapsed) = insert_through_router(&fleet, &user_ids, ROWS, "load");
     let total = acknowledged.len();
     assert_eq!(total, ROWS + CLIENTS * SINGLE_ROWS_PER_CLIENT);
@@ -334,10 +336,10 @@ fn three_servers_behind_plproxy_then_a_fourth_added() {
 
     // Read back on every server.
     let (posts, stored_users) = stored_rows(&fleet);
-    assert_eq!(stored_users.len(), USERS + 6, "the example's 6 users and ours");
+    assert_eq!(stored_users.len(), example_users.len() + USERS, "users stored vs created");
     let stored = assert_consistent(&posts, &stored_users);
     let expected =
-        sorted(before_load.iter().map(|post| post.id).chain(acknowledged.iter().copied()).collect());
+        sorted(example_posts.iter().map(|post| post.id).chain(acknowledged.iter().copied()).collect());
     assert_eq!(stored.len(), expected.len(), "rows stored vs rows acknowledged (and the example's)");
     assert!(stored == expected, "the stored posts are not exactly the acknowledged ones");
     let skew = max_skew(posts.iter());
