@@ -17,7 +17,9 @@ set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-FLEET_DIR=$(cluster_dir "${SNOWFLAKE_FLEET_DIR:-$PWD/.run/fleet}" fleet)
+# The fleet's folder (cluster_dir falls back to /tmp when the path is too long for sockets).
+fleet_dir() { cluster_dir "${SNOWFLAKE_FLEET_DIR:-$PWD/.run/fleet}" fleet; }
+FLEET_DIR=$(fleet_dir)
 SQL_DIR=$PWD/deploy/sql
 
 die() { echo "fleet: $*" >&2; exit 1; }
@@ -77,7 +79,7 @@ up() {
     install_extension
   fi
   stop_all
-  FLEET_DIR=$(cluster_dir "${SNOWFLAKE_FLEET_DIR:-$PWD/.run/fleet}" fleet)
+  FLEET_DIR=$(fleet_dir)
   start_server router
   router_sql -f "$SQL_DIR/router.sql"
   count=$(router_sql -c "SELECT fleet.shard_count()")
