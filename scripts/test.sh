@@ -8,9 +8,12 @@
 #   4. integration + faults  tests/integration: real servers started by the tests (many
 #                            connections at once, startup settings, standby, clock policy;
 #                            kill -9, immediate stop, faked clocks, failover, dump/restore;
-#                            converting a key under concurrent inserts, upgrade from 0.1.0)
+#                            converting a key under concurrent inserts, upgrade from 0.1.0;
+#                            deploy/fleet.sh: shard servers behind a PL/Proxy router)
 #   5. package               scripts/package-test.sh: the Debian package installed with dpkg,
 #                            used by a fresh cluster, removed; the development build put back
+#   6. benchmark smoke       scripts/bench.sh --smoke: every contender of the benchmark runs
+#                            with tiny sizes and the report is written (no timing asserted)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The port only names the socket file; nothing listens on TCP.
-const PORT: u16 = 5432;
+pub const PORT: u16 = 5432;
 
 /// `bin` folder of the PostgreSQL under test: `$PG_CONFIG --bindir`, by default Debian's 15.
 pub fn pg_bin_dir() -> &'static Path {
@@ -44,6 +44,18 @@ pub fn as_server_owner(program: impl AsRef<Path>) -> Command {
     } else {
         Command::new(program.as_ref())
     }
+}
+
+/// A new empty temporary folder named after `name` and this test process, owned by the
+/// servers' owner (for data directories and sockets). The caller removes it.
+pub fn server_owned_temp_dir(name: &str) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("snowflake_id-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&root);
+    fs::create_dir_all(&root).unwrap();
+    if running_as_root() {
+        run(Command::new("chown").arg("postgres:").arg(&root), "chown");
+    }
+    root
 }
 
 fn run(command: &mut Command, what: &str) -> Output {
@@ -86,12 +98,7 @@ impl Cluster {
 
     /// An empty folder for a cluster's data, log and socket, owned by the server's owner.
     fn new_folder(name: &str) -> Cluster {
-        let root = std::env::temp_dir().join(format!("snowflake_id-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
-        fs::create_dir_all(&root).unwrap();
-        if running_as_root() {
-            run(Command::new("chown").arg("postgres:").arg(&root), "chown");
-        }
+        let root = server_owned_temp_dir(name);
         Cluster { data_dir: root.join("data"), log_file: root.join("server.log"), root, running: false }
     }
 

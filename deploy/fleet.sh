@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# A fleet on one machine: shard servers, each holding several logical shards (one schema per
+# logical shard, IDs from snowflake_nextval(<that shard>)), behind a router running PL/Proxy.
+# Every server is a separate PostgreSQL reachable only through a Unix socket in its own
+# folder under the fleet's folder (.run/fleet, or $SNOWFLAKE_FLEET_DIR).
+#
+#   ./deploy/fleet.sh up [N]               set up, start a router and N shard servers (default 3)
+#                                          holding 16 logical shards, load the example, show it
+#   ./deploy/fleet.sh status               the shard map, checked against what each server holds
+#   ./deploy/fleet.sh add-server NAME      start another shard server and move logical shards to
+#                                          it until they are evenly spread
+#   ./deploy/fleet.sh move-shard SHARD NAME  move one logical shard, with its rows, to server NAME
+#   ./deploy/fleet.sh down                 stop every server of the fleet and remove its files
+#
+# SNOWFLAKE_FLEET_SKIP_INSTALL=1 skips the setup and build (when the extension is installed).
+set -Eeuo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+# The fleet's folder (cluster_dir falls back to /tmp when the path is too long for sockets).
+fleet_dir() { cluster_dir "${SNOWFLAKE_FLEET_DIR:-$PWD/.run/fleet}" fleet; }
+FLEET_DIR=$(fleet_dir)
+SQL_DIR=$PWD/deploy/sql
+
+die() { echo "fleet: $*" >&2; exit 1; }
+
+# router_sql [psql args...]: runs on the router's database, unaligned output without headers.
+router_sql() { cluster_psql "$FLEET_DIR/router" -d fleet -qtA "$@"; }
+# server_sql NAME [psql args...]: the same on a shard server.
+server_sql() { local name=$1; shift; cluster_psql "$FLEET_DIR/$name" -d fleet -qtA "$@"; }
+# router_show [psql args...]: on the router, as tables for people to read.
+router_show() { cluster_psql "$FLEET_DIR/router" -d fleet -q -P footer=off "$@"; }
+
+connstr_of() { echo "host=$FLEET_DIR/$1 port=$PG_PORT dbname=fleet"; }
+
+valid_name() { [[ $1 =~ ^[a-z][a-z0-9_]{0,30}$ ]] || die "server names are lowercase letters, digits and _: '$1'"; }
+
+# start_server NAME: a new PostgreSQL with snowflake_id preloaded, and its database `fleet`.
+start_server() {
+  local dir=$FLEET_DIR/$1
+  [ -e "$dir/data" ] && die "server $1 already exists in $dir"
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+  cluster_init "$dir" "cluster_name = '$1'"
+  cluster_start "$dir"
+  cluster_psql "$dir" -d postgres -q -c "CREATE DATABASE fleet"
+}
+
+# new_shard_server NAME: a started server with the shard functions, registered on the router.
+new_shard_server() {
+  start_server "$1"
+  server_sql "$1" -f "$SQL_DIR/shard.sql"
+  router_sql -c "SELECT fleet.add_server('$1', '$(connstr_of "$1")')" >/dev/null
+}
+
+stop_all() {
+  local dir
+  for dir in "$FLEET_DIR"/*/; do
+    [ -f "$dir/data/PG_VERSION" ] || continue
+    cluster_stop "${dir%/}"
+    as_pg_owner rm -rf "${dir%/}"
+  done
+  rmdir "$FLEET_DIR" 2>/dev/null || true
+}
+
+# Every logical shard must be held, active, by exactly the server the map names.
+check_fleet() {
+  local bad
+  bad=$(router_sql -c "SELECT string_agg(shard::text, ', ') FROM fleet.status() WHERE NOT ok")
+  [ -z "$bad" ] || { router_show -c "SELECT * FROM fleet.status()"; die "logical shards not held as mapped: $bad"; }
+}
+
+up() {
+  local servers=${1:-3} count shard name i n share
+  [[ $servers =~ ^[1-9][0-9]*$ ]] || die "the number of shard servers is a positive integer: '$servers'"
+  if [ "${SNOWFLAKE_FLEET_SKIP_INSTALL:-}" != 1 ]; then
+    ./scripts/setup.sh
+    echo "building and installing snowflake_id (release)..."
+    install_extension
+  fi
+  stop_all
+  FLEET_DIR=$(fleet_dir)
+  start_server router
+  router_sql -f "$SQL_DIR/router.sql"
+  count=$(router_sql -c "SELECT fleet.shard_count()")
+  [ "$servers" -le "$count" ] || die "$count logical shards cannot spread over $servers servers"
+  # Consecutive logical shards per server: 16 over 3 gives 0-5, 6-10, 11-15.
+  shard=0
+  for ((i = 1; i <= servers; i++)); do
+    name=node$i
+    new_shard_server "$name"
+    share=$(( count / servers + (i <= count % servers ? 1 : 0) ))
+    for ((n = 0; n < share; n++, shard++)); do
+      server_sql "$name" -c "SELECT fleet.create_shard($shard)" >/dev/null
+      router_sql -c "SELECT fleet.assign_shard($shard, '$name')" >/dev/null
+    done
+  done
+  check_fleet
+  echo "fleet up: router and $servers shard servers holding $count logical shards, in $FLEET_DIR"
+  if [ "${SNOWFLAKE_FLEET_EXAMPLE:-1}" = 1 ]; then
+    router_show -f "$SQL_DIR/example.sql"
+  fi
+  cat <<MSG
+Connect to the router with:
+  $PG_BIN/psql -h $FLEET_DIR/router -p $PG_PORT -U postgres fleet
+Add a server:   ./deploy/fleet.sh add-server node$((servers + 1))
+Stop and remove the fleet:   ./deploy/fleet.sh down
+MSG
+}
+
+# The procedure of moving one logical shard; each step is safe to stop after (see README,
+# "Running several servers"): the source refuses writes before the copy, and the target
+# generates only once it holds every copied row and has moved its generator above them.
+move_shard() {
+  local shard=$1 target=$2 source schema theirs ours
+  [[ $shard =~ ^[0-9]+$ ]] || die "a logical shard is a number: '$shard'"
+  valid_name "$target"
+  source=$(router_sql -c "SELECT server FROM fleet.shard_map WHERE shard = $shard")
+  [ -n "$source" ] || die "logical shard $shard is not in the shard map"
+  [ "$source" != "$target" ] || die "logical shard $shard is already on $target"
+  [ -n "$(router_sql -c "SELECT 1 FROM fleet.servers WHERE name = '$target'")" ] ||
+    die "no server $target (add it with: ./deploy/fleet.sh add-server $target)"
+  schema=$(server_sql "$source" -c "SELECT fleet.schema_of($shard)")
+
+  server_sql "$target" -c "SELECT fleet.expect_absent($shard)" >/dev/null
+  # From here until the router points at the target, writes to the shard fail (SQLSTATE
+  # 55006) and can be retried; reads keep being served by the source.
+  server_sql "$source" -c "SELECT fleet.freeze_shard($shard)" >/dev/null
+  local cancel="logical shard $shard stays frozen (no writes) on $source; to cancel the move, drop schema $schema on $target if present, then on $source: SELECT fleet.thaw_shard($shard)"
+  trap 'echo "fleet: moving logical shard $shard to $target failed: $cancel" >&2' ERR
+  "$PG_BIN/pg_dump" -h "$FLEET_DIR/$source" -p "$PG_PORT" -U postgres --schema="$schema" fleet |
+    server_sql "$target" --single-transaction >/dev/null
+  theirs=$(server_sql "$source" -c "SELECT fleet.shard_fingerprint($shard)")
+  ours=$(server_sql "$target" -c "SELECT fleet.shard_fingerprint($shard)")
+  [ "$theirs" = "$ours" ] || die "the copy differs: $source has $theirs, $target has $ours; $cancel"
+  server_sql "$target" -c "SELECT fleet.adopt_shard($shard)" >/dev/null
+  router_sql -c "SELECT fleet.assign_shard($shard, '$target')" >/dev/null
+  trap - ERR
+  server_sql "$source" -c "SELECT fleet.drop_shard($shard)" >/dev/null
+  echo "moved logical shard $shard from $source to $target ($ours)"
+}
+
+add_server() {
+  local name=$1 shard
+  valid_name "$name"
+  new_shard_server "$name"
+  while shard=$(router_sql -c "SELECT fleet.next_shard_for('$name')") && [ -n "$shard" ]; do
+    move_shard "$shard" "$name"
+  done
+  check_fleet
+  status
+}
+
+status() {
+  router_show -c "SELECT * FROM fleet.status()"
+  router_show -c \
+    "SELECT server, count(*) AS logical_shards, string_agg(shard::text, ' ' ORDER BY shard) AS shards
+     FROM fleet.shard_map GROUP BY server ORDER BY server"
+  check_fleet
+}
+
+case "${1:-}" in
+  up) up "${2:-3}" ;;
+  down) stop_all; echo "fleet stopped and removed" ;;
+  status) status ;;
+  add-server) [ $# -eq 2 ] || die "usage: $0 add-server NAME"; add_server "$2" ;;
+  move-shard) [ $# -eq 3 ] || die "usage: $0 move-shard SHARD NAME"; move_shard "$2" "$3"; check_fleet ;;
+  *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
