@@ -4,11 +4,12 @@
 //!
 //!   cargo bench --bench generator      (SNOWFLAKE_BENCH_OPS=10000 for a quick check)
 
+use snowflake_id::clock::wall_clock_unix_ms;
 use snowflake_id::generator::{self, Clock, ClockPolicy, Reservation, ShardState};
 use snowflake_id::layout::{Layout, DEFAULT_EPOCH_UNIX_MS, MAX_TIME_PART};
 use std::hint::black_box;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 /// The real clock, read as the extension reads it; sleeping is never needed here (the
 /// reservation is wide open and the lead bound generous).
@@ -17,16 +18,11 @@ struct SystemClock;
 impl Clock for SystemClock {
     #[inline]
     fn now_unix_ms(&mut self) -> i64 {
-        unix_ms()
+        wall_clock_unix_ms()
     }
     fn sleep_ms(&mut self, ms: u64) {
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }
-}
-
-#[inline]
-fn unix_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as i64)
 }
 
 const RUNS: usize = 7;
@@ -60,7 +56,7 @@ fn main() {
 
     let clock_read = median_ns_per_op(|ops| {
         for _ in 0..ops {
-            black_box(unix_ms());
+            black_box(wall_clock_unix_ms());
         }
     });
     let claim_one = median_ns_per_op(|ops| {

@@ -195,4 +195,4 @@ PG_BIN=$PG_BIN python3 scripts/bench_report.py "$RESULTS" "$OUT" "$MODE" "$WAITS
 for file in "$OUT/BENCHMARKS.md" "$OUT/benchmarks.png"; do
   [ -s "$file" ] || { echo "the report did not write $file" >&2; exit 1; }
 done
-echo "report written: $OUT/BENCHMARKS.md, $OUT/benchmarks.png"
+echo "bench: every contender produced its values, report written to $OUT: ok"

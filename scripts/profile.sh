@@ -37,11 +37,10 @@ done
 cluster_psql "$PROFILE_DIR" -q -d postgres \
   -c "CREATE EXTENSION snowflake_id" -c "CREATE SEQUENCE a_sequence"
 
-# instructions FUNCTION ROWS: total instructions of a backend that ran the query once.
+# instructions QUERY: total instructions of a backend that ran QUERY (with N in place of :n) once.
 instructions() {
   local pid
-  pid=$(cluster_psql "$PROFILE_DIR" -d postgres -tA \
-    -c "SELECT count($1) FROM generate_series(1, $2)" -c "SELECT pg_backend_pid()" | tail -1)
+  pid=$(cluster_psql "$PROFILE_DIR" -d postgres -tA -v n="$2" -c "${1//:n/$2}" -c "SELECT pg_backend_pid()" | tail -1)
   # The backend writes its file when it exits, just after the connection closes.
   for _ in $(seq 60); do
     [ -s "$PROFILE_DIR/callgrind/$pid.out" ] && grep -q '^totals:' "$PROFILE_DIR/callgrind/$pid.out" && break
@@ -51,14 +50,23 @@ instructions() {
   echo "$pid" >"$PROFILE_DIR/last_pid"
 }
 
-printf '%-28s %s\n' "function" "instructions per call"
+# per_row QUERY: instructions per row of QUERY, from runs with N and 2N rows.
+per_row() {
+  local once twice
+  once=$(instructions "$1" "$N")
+  twice=$(instructions "$1" $((2 * N)))
+  echo $(((twice - once) / N))
+}
+
+printf '%-72s %s\n' "query" "instructions per row"
 for function in "clock_timestamp()" "snowflake_nextval(1)" "nextval('a_sequence')" "gen_random_uuid()"; do
-  once=$(instructions "$function" "$N")
-  twice=$(instructions "$function" $((2 * N)))
-  printf '%-28s %s\n' "$function" "$(( (twice - once) / N ))"
+  query="SELECT count($function) FROM generate_series(1, :n)"
+  printf '%-72s %s\n' "$query" "$(per_row "$query")"
 done
-# The functions that cost the most in the last snowflake_nextval backend (its 2N query).
-instructions "snowflake_nextval(1)" $((2 * N)) >/dev/null
+query="SELECT count(*) FROM snowflake_nextvals(2, :n)"
+printf '%-72s %s\n' "$query" "$(per_row "$query")"
+# The functions that cost the most in a snowflake_nextval backend.
+instructions "SELECT count(snowflake_nextval(1)) FROM generate_series(1, :n)" $((2 * N)) >/dev/null
 echo
 echo "most expensive functions in a backend running snowflake_nextval(1) $((2 * N)) times:"
 callgrind_annotate --inclusive=no "$PROFILE_DIR/callgrind/$(cat "$PROFILE_DIR/last_pid").out" 2>/dev/null |

@@ -51,9 +51,12 @@ cargo test --release --manifest-path tests/integration/Cargo.toml
 step "Debian package (installs it into the system PostgreSQL with dpkg, then removes it)"
 ./scripts/package-test.sh
 
-# One closing line over all layers: cargo's "N passed", pg_regress's "All N tests passed" and
-# the package test's line.
+step "benchmark smoke run (tiny sizes; checks the contenders and the report, not speed)"
+./scripts/bench.sh --smoke "$WORK/bench"
+
+# One closing line over all layers: cargo's "N passed", pg_regress's "All N tests passed",
+# the package test's line and the benchmark's.
 awk '/test result: ok\./ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) n += $i }
      /All [0-9]+ tests passed/ { n += $2 }
-     /^package-test: .*: ok$/ { n += 1 }
+     /^(package-test|bench): .*: ok$/ { n += 1 }
      END { printf "\n%d passed, 0 failed\n", n }' "$WORK/output.log"

@@ -81,6 +81,16 @@ pub fn count_not_positive(function: &'static str, count: i32) -> ! {
     )
 }
 
+pub fn set_not_accepted(function: &'static str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        function,
+        "set-valued function called in context that cannot accept a set".into(),
+        format!("{function}() returns its IDs as a set of rows."),
+        format!("Call it in FROM or in the select list: SELECT id FROM {function}(3, 100) AS id."),
+    )
+}
+
 pub fn infinite_timestamp(function: &'static str) -> ! {
     raise(
         OUT_OF_RANGE,

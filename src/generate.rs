@@ -175,16 +175,106 @@ fn snowflake_nextval_of_default_shard() -> i64 {
 
 /// `count` consecutive IDs of `shard`, increasing, claimed in one atomic step: no other
 /// call's IDs interleave with them. At most `(max_lead_ms + 1) * IDs per ms` per call.
-#[pg_extern(volatile, parallel_safe)]
-fn snowflake_nextvals(shard: Option<i32>, count: Option<i32>) -> SetOfIterator<'static, i64> {
+///
+/// Written by hand instead of with `#[pg_extern]` (the symbol keeps the name it gave, so
+/// existing definitions stay valid): it hands PostgreSQL the whole batch at once in a
+/// tuplestore ("materialize mode"), where a `SetOfIterator` would be called back once per
+/// row, each time through the full function-call wrapper. PostgreSQL stores a set
+/// returned to `FROM` in a tuplestore either way.
+///
+/// # Safety
+/// Called by PostgreSQL's function manager with a valid `fcinfo` of two arguments.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn snowflake_nextvals_wrapper(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: the guard turns Rust panics and PostgreSQL errors into a proper ereport.
+    unsafe { pg_sys::submodules::panic::pgrx_extern_c_guard(|| nextvals_materialized(fcinfo)) }
+}
+
+/// The `pg_finfo_` record PostgreSQL looks up for a version-1 C function.
+#[no_mangle]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_snowflake_nextvals_wrapper() -> &'static pg_sys::Pg_finfo_record {
+    const V1_API: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1_API
+}
+
+fn nextvals_materialized(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     const FUNCTION: &str = "snowflake_nextvals";
+    // SAFETY: PostgreSQL passes two arguments, both declared `integer`, and its
+    // ReturnSetInfo when the call may return a set.
+    let (shard, count, result) = unsafe {
+        let arguments = (*fcinfo).args.as_slice(2);
+        let integer =
+            |argument: &pg_sys::NullableDatum| (!argument.isnull).then(|| argument.value.value() as i32);
+        (integer(&arguments[0]), integer(&arguments[1]), (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo)
+    };
+    // Every check before the claim: a refused call issues nothing.
+    // SAFETY: `result` is checked to be a ReturnSetInfo before it is read as one.
+    let accepts_materialized = unsafe {
+        !result.is_null()
+            && (*result).type_ == pg_sys::NodeTag::T_ReturnSetInfo
+            && (*result).allowedModes & pg_sys::SetFunctionReturnMode::SFRM_Materialize as i32 != 0
+    };
+    if !accepts_materialized {
+        errors::set_not_accepted(FUNCTION);
+    }
     let Some(count) = count else { errors::null_argument(FUNCTION, "count") };
     if count <= 0 {
         errors::count_not_positive(FUNCTION, count);
     }
     let (layout, shard, claim) = claim(FUNCTION, shard, count as u64);
-    SetOfIterator::new((claim.first..=claim.last).map(move |counter| layout.id_of_counter(shard, counter)))
+    // SAFETY: the tuplestore and its row description live in the query's memory, as
+    // PostgreSQL requires of a materialized result; `result` was checked above.
+    unsafe {
+        let per_query = (*(*result).econtext).ecxt_per_query_memory;
+        let random_access =
+            (*result).allowedModes & pg_sys::SetFunctionReturnMode::SFRM_Materialize_Random as i32 != 0;
+        let (description, store) = pgrx::PgMemoryContexts::For(per_query).switch_to(|_| {
+            let description = pg_sys::CreateTemplateTupleDesc(1);
+            pg_sys::TupleDescInitEntry(description, 1, c"id".as_ptr(), pg_sys::INT8OID, -1, 0);
+            (description, pg_sys::tuplestore_begin_heap(random_access, false, pg_sys::work_mem))
+        });
+        // One guard around the whole loop instead of pgrx's guard (a `sigsetjmp`) around every
+        // call: the guard catches an error of PostgreSQL's (a full disk while the store spills)
+        // and re-raises it; the loop holds nothing that needs dropping, as the guard requires.
+        pg_sys::ffi::pg_guard_ffi_boundary(|| {
+            for counter in claim.first..=claim.last {
+                let mut id = pg_sys::Datum::from(layout.id_of_counter(shard, counter));
+                let mut is_null = false;
+                tuplestore_putvalues(store, description, &mut id, &mut is_null);
+            }
+        });
+        (*result).returnMode = pg_sys::SetFunctionReturnMode::SFRM_Materialize;
+        (*result).setResult = store;
+        (*result).setDesc = description;
+    }
+    pg_sys::Datum::from(0)
 }
+
+unsafe extern "C-unwind" {
+    /// PostgreSQL's own, declared here without pgrx's per-call guard (see its one use).
+    fn tuplestore_putvalues(
+        state: *mut pg_sys::Tuplestorestate,
+        tdesc: pg_sys::TupleDesc,
+        values: *mut pg_sys::Datum,
+        isnull: *mut bool,
+    );
+}
+
+extension_sql!(
+    r#"
+CREATE FUNCTION "snowflake_nextvals"(
+	"shard" INT,
+	"count" INT
+) RETURNS SETOF bigint
+VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_nextvals_wrapper';
+"#,
+    name = "snowflake_nextvals",
+);
 
 /// Makes every later ID of `shard` on this server greater than `id` (of any shard), like
 /// `setval` for a sequence; never moves a shard back. Use it after restoring a dump or

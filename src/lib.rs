@@ -3,7 +3,7 @@
 //! The modules, from pure rules to the SQL surface:
 
 /// The wall clock and interruptible waiting inside a backend.
-mod clock;
+pub mod clock;
 /// `snowflake_convert_column()`: switching an existing integer key to snowflake IDs.
 mod convert;
 /// SQL functions that decode and compose IDs.
