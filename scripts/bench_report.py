@@ -134,6 +134,11 @@ out(
     f"| {batch_speedup:.2f}x | {verdict(batch_speedup >= 3)} |"
 )
 out("")
+out(
+    "Why a target is missed, with the profile, and what the hot path does: README, section "
+    "\"Performance\" (`./scripts/profile.sh` counts the instructions per call)."
+)
+out("")
 out("## Per call, one backend")
 out("")
 out(
@@ -224,7 +229,7 @@ with open(data, "w") as table:
     for key in KEYS:
         table.write(f'"{key}" {get("insert", key) / 1000:.1f}\n')
 gnuplot = f"""
-set terminal pngcairo size 1100,450 font "Liberation Sans,10"
+set terminal pngcairo size 1100,450 font "Liberation Sans,10" noenhanced
 set output "{os.path.join(out_dir, 'benchmarks.png')}"
 set multiplot layout 1,2 title "snowflake_id benchmarks ({mode} run): medians, lower left and higher right are better"
 set style fill solid 0.8 border -1
@@ -233,9 +238,13 @@ set grid ytics
 set yrange [0:*]
 set xtics rotate by -20
 unset key
-set title "ns per call, one backend"
+set title "ns per call, one backend (log scale)"
+set logscale y
+set yrange [100:*]
 plot "{data}" index 0 using 0:2:xtic(1) with boxes lc rgb "#4477aa", "" index 0 using 0:2:(sprintf("%.0f", $2)) with labels offset 0,0.8
 set title "INSERT throughput, thousand rows/s"
+unset logscale y
+set yrange [0:*]
 plot "{data}" index 1 using 0:2:xtic(1) with boxes lc rgb "#228833", "" index 1 using 0:2:(sprintf("%.0f", $2)) with labels offset 0,0.8
 unset multiplot
 """
