@@ -64,7 +64,8 @@ SQL = {
     "insta_next_id": "insta_next_id() (PL/pgSQL)",
     "clock_timestamp": "clock_timestamp()",
 }
-MANY = 8
+# The most backends the run measured (bench.sh's BACKENDS_MANY), read from its results.
+MANY = max(int(group.removeprefix("calls_")) for group, _ in samples if group.startswith("calls_"))
 
 one = {name: get("calls_1", name) for name in PER_CALL}
 # Time ratios: how long the snowflake_nextval query takes against the other one.

@@ -8,10 +8,23 @@
 //! durable reservation is not keeping up, 25006 on a hot standby.
 
 use crate::generator::{self, Claim, Refusal, Reservation, ShardState};
-use crate::layout::Layout;
+use crate::layout::{Layout, LayoutError};
 use crate::{clock::WallClock, errors, gucs, shmem};
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// The `pg_finfo_` record PostgreSQL looks up for a version-1 C function written by hand
+/// (`#[pg_extern]` emits one for the functions it wraps).
+macro_rules! version_1_function_info {
+    ($finfo:ident) => {
+        #[no_mangle]
+        #[doc(hidden)]
+        pub extern "C" fn $finfo() -> &'static pg_sys::Pg_finfo_record {
+            const V1_API: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1_API
+        }
+    };
+}
 
 /// A shard ready to issue from.
 struct OpenShard {
@@ -21,20 +34,37 @@ struct OpenShard {
     reservation: &'static Reservation,
 }
 
-/// The checks every generator makes before touching a shard, in the order an operator
-/// would fix them.
+/// Why a shard cannot be issued from, in the order an operator would fix it.
+enum Closed {
+    NotPreloaded,
+    NullShard,
+    BadShard(LayoutError),
+    InRecovery,
+}
+
+/// The checks every generator makes before touching a shard. Calls nothing in PostgreSQL
+/// except through `in_recovery`, so the unguarded fast path can make the same checks.
+#[inline(always)]
+fn try_open_shard(shard: Option<i32>, in_recovery: impl FnOnce() -> bool) -> Result<OpenShard, Closed> {
+    let reservation = shmem::reservation().ok_or(Closed::NotPreloaded)?;
+    let layout = gucs::layout();
+    let shard = layout.check_shard(shard.ok_or(Closed::NullShard)?.into()).map_err(Closed::BadShard)?;
+    let state = shmem::shard(shard).ok_or(Closed::NotPreloaded)?;
+    if in_recovery() {
+        return Err(Closed::InRecovery);
+    }
+    Ok(OpenShard { layout, shard, state, reservation })
+}
+
+/// The shard, or the error that says what to fix.
 #[inline]
 fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
-    let layout = gucs::preloaded_layout(function);
-    let Some(shard) = shard else { errors::null_argument(function, "shard") };
-    let shard = layout.check_shard(shard.into()).unwrap_or_else(|e| errors::layout_error(function, e));
-    let (Some(state), Some(reservation)) = (shmem::shard(shard), shmem::reservation()) else {
-        errors::not_preloaded(function)
-    };
-    if in_recovery() {
-        errors::during_recovery(function);
-    }
-    OpenShard { layout, shard, state, reservation }
+    try_open_shard(shard, in_recovery).unwrap_or_else(|closed| match closed {
+        Closed::NotPreloaded => errors::not_preloaded(function),
+        Closed::NullShard => errors::null_argument(function, "shard"),
+        Closed::BadShard(error) => errors::layout_error(function, error),
+        Closed::InRecovery => errors::during_recovery(function),
+    })
 }
 
 /// Set once this backend has seen recovery finished (see `in_recovery`).
@@ -109,25 +139,16 @@ pub unsafe extern "C-unwind" fn snowflake_nextval_wrapper(fcinfo: pg_sys::Functi
     }
 }
 
-/// The `pg_finfo_` record PostgreSQL looks up for a version-1 C function.
-#[no_mangle]
-#[doc(hidden)]
-pub extern "C" fn pg_finfo_snowflake_nextval_wrapper() -> &'static pg_sys::Pg_finfo_record {
-    const V1_API: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1_API
-}
+version_1_function_info!(pg_finfo_snowflake_nextval_wrapper);
 
 /// The next ID when nothing needs PostgreSQL: `None` when the call must wait, be refused or
 /// check the recovery state, for `snowflake_nextval` to handle. A refused claim issues
 /// nothing, so deciding again there is safe.
 #[inline(always)]
 fn nextval_without_waiting(shard: Option<i32>) -> Option<i64> {
-    if !shmem::attached() || !RECOVERY_FINISHED.load(Relaxed) {
-        return None;
-    }
-    let layout = gucs::layout();
-    let shard = layout.check_shard(shard?.into()).ok()?;
-    let (state, reservation) = (shmem::shard(shard)?, shmem::reservation()?);
+    // Recovery not yet seen finished: the guarded path asks PostgreSQL.
+    let OpenShard { layout, shard, state, reservation } =
+        try_open_shard(shard, || !RECOVERY_FINISHED.load(Relaxed)).ok()?;
     // No time to wait: past a bound, the claim is refused at once instead of sleeping.
     let policy = generator::ClockPolicy { max_wait_ms: 0, ..gucs::clock_policy() };
     let mut clock = NoWaitClock(WallClock::default());
@@ -192,13 +213,7 @@ pub unsafe extern "C-unwind" fn snowflake_nextvals_wrapper(
     unsafe { pg_sys::submodules::panic::pgrx_extern_c_guard(|| nextvals_materialized(fcinfo)) }
 }
 
-/// The `pg_finfo_` record PostgreSQL looks up for a version-1 C function.
-#[no_mangle]
-#[doc(hidden)]
-pub extern "C" fn pg_finfo_snowflake_nextvals_wrapper() -> &'static pg_sys::Pg_finfo_record {
-    const V1_API: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1_API
-}
+version_1_function_info!(pg_finfo_snowflake_nextvals_wrapper);
 
 fn nextvals_materialized(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     const FUNCTION: &str = "snowflake_nextvals";
