@@ -162,14 +162,24 @@ fn configured_text(name: &CStr) -> Option<String> {
     unsafe { value.as_ref().map(|p| CStr::from_ptr(p).to_string_lossy().into_owned()) }
 }
 
+/// An integer setting's text read the way PostgreSQL reads it (also `0x1A`, octal `012`
+/// and surrounding spaces), so the comparison with the applied value never disagrees.
+fn parse_int_as_postgres(text: &str) -> Option<i32> {
+    let text = std::ffi::CString::new(text).ok()?;
+    let mut value = 0;
+    // SAFETY: `text` is NUL-terminated; no unit flags, and no hint is asked for.
+    let parsed = unsafe { pg_sys::parse_int(text.as_ptr(), &mut value, 0, std::ptr::null_mut()) };
+    parsed.then_some(value)
+}
+
 /// Stops the server when PostgreSQL refused the configured `text` of a setting (it then
 /// kept its default). The refusal's reason is in the WARNING just before.
 fn check_applied(name: &CStr, text: &str) {
     let name = name.to_string_lossy();
     let applied = match name.as_ref() {
         "snowflake_id.epoch" => utc::parse_utc_ms(text).ok() == Some(EPOCH_UNIX_MS.load(Relaxed)),
-        "snowflake_id.shard_bits" => text.trim().parse() == Ok(SHARD_BITS.get()),
-        _ => text.trim().parse() == Ok(SHARD.get()),
+        "snowflake_id.shard_bits" => parse_int_as_postgres(text) == Some(SHARD_BITS.get()),
+        _ => parse_int_as_postgres(text) == Some(SHARD.get()),
     };
     if !applied {
         ErrorReport::new(

@@ -117,3 +117,18 @@ fn the_instagram_layout_with_its_own_epoch() {
     let db = db_error(&mut client, "SELECT snowflake_nextval(8192)");
     assert_eq!(db.code().code(), "22023");
 }
+
+#[test]
+fn integer_settings_in_hex_or_octal_are_read_as_postgres_reads_them() {
+    // PostgreSQL reads 0xC as 12 and 012 as octal 10; the server starts with those values.
+    let cluster = Cluster::start("hex-octal", &["snowflake_id.shard_bits = 0xC", "snowflake_id.shard = 012"]);
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    let row = client
+        .query_one(
+            "SELECT (SELECT shard_bits FROM snowflake_layout()), snowflake_shard(snowflake_nextval())",
+            &[],
+        )
+        .unwrap();
+    assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1)), (12, 10));
+}
