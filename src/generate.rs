@@ -302,30 +302,26 @@ fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     let OpenShard { layout, shard, state, reservation } = open_shard(FUNCTION, shard);
     let first_allowed =
         layout.first_counter_above(shard, id).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
-    let now = crate::clock::wall_clock_unix_ms();
     let policy = gucs::clock_policy();
+    let time_part =
+        generator::check_advance(first_allowed, &layout, policy, crate::clock::wall_clock_unix_ms())
+            .unwrap_or_else(|refusal| errors::advance_refused(FUNCTION, shard, refusal));
     // First make the new position durable (the worker is asked to move the reservation past
     // it), then move the shard: a refused call leaves the shard where it was.
-    let time_part = layout.counter_time_part(first_allowed);
     let mut clock = WallClock::default();
-    let lead_ms = time_part.saturating_sub(layout.time_part(now).unwrap_or(0));
-    if lead_ms <= policy.max_lead_ms {
-        reservation.wanted.fetch_max(time_part + 1, Relaxed);
-        generator::Clock::wake_worker(&mut clock, reservation);
-        for _ in 0..ADVANCE_DURABLE_WITHIN_MS {
-            if reservation.ceiling.load(Relaxed) > time_part {
-                break;
-            }
-            generator::Clock::sleep_ms(&mut clock, 1);
+    reservation.wanted.fetch_max(time_part + 1, Relaxed);
+    generator::Clock::wake_worker(&mut clock, reservation);
+    for _ in 0..ADVANCE_DURABLE_WITHIN_MS {
+        if reservation.ceiling.load(Relaxed) > time_part {
+            break;
         }
-        let ceiling = reservation.ceiling.load(Relaxed);
-        if ceiling <= time_part {
-            errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy });
-        }
+        generator::Clock::sleep_ms(&mut clock, 1);
     }
-    if let Err(refusal) = generator::advance(&state.last_issued, first_allowed, &layout, policy, now) {
-        errors::advance_refused(FUNCTION, shard, refusal);
+    let ceiling = reservation.ceiling.load(Relaxed);
+    if ceiling <= time_part {
+        errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy });
     }
+    generator::advance(&state.last_issued, first_allowed);
     id
 }
 

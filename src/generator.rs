@@ -143,7 +143,7 @@ pub fn claim(
         return Err(Refusal::BatchTooLarge { count, max_count });
     }
     let mut waited_ms = 0;
-    let result = loop {
+    let result = 'claim: loop {
         let now = match layout.time_part(clock.now_unix_ms()) {
             Ok(now) => now,
             Err(error) => break Err(Refusal::Clock(error)),
@@ -157,7 +157,7 @@ pub fn claim(
             let last = first + (count - 1);
             let last_time_part = layout.counter_time_part(last);
             if last_time_part > MAX_TIME_PART {
-                return Err(Refusal::Exhausted);
+                break 'claim Err(Refusal::Exhausted);
             }
             // Never negative: `first` is at least the clock's own millisecond.
             let lead_ms = last_time_part - now;
@@ -206,16 +206,16 @@ fn count_wait(shard: &ShardState, waited_ms: u64) {
     shard.wait_ms.fetch_add(waited_ms, Relaxed);
 }
 
-/// Makes every later claim on `slot` start at `first_allowed` or above (never moves the
-/// counter back). Refused when that counter is further ahead of the clock than the lead
-/// bound: the shard could issue nothing until the clock caught up.
-pub fn advance(
-    slot: &AtomicU64,
+/// Whether a shard may be moved so that its claims start at counter `first_allowed`:
+/// refused when that counter is further ahead of the clock than the lead bound (the shard
+/// could issue nothing until the clock caught up). Returns the counter's time part, which
+/// the reservation must pass before the move (see `advance`).
+pub fn check_advance(
     first_allowed: u64,
     layout: &Layout,
     policy: ClockPolicy,
     now_unix_ms: i64,
-) -> Result<(), Refusal> {
+) -> Result<u64, Refusal> {
     let now = layout.time_part(now_unix_ms).map_err(Refusal::Clock)?;
     let time_part = layout.counter_time_part(first_allowed);
     if time_part > MAX_TIME_PART {
@@ -225,8 +225,13 @@ pub fn advance(
     if lead_ms > policy.max_lead_ms {
         return Err(Refusal::TooFarAhead { lead_ms, policy });
     }
+    Ok(time_part)
+}
+
+/// Makes every later claim on `slot` start at `first_allowed` or above (never moves the
+/// counter back). Checked first by `check_advance`, and the reservation moved past it.
+pub fn advance(slot: &AtomicU64, first_allowed: u64) {
     slot.fetch_max(first_allowed.saturating_sub(1), Relaxed);
-    Ok(())
 }
 
 /// The reservation worker's rule: the ceiling to make durable next, or `None` while the
@@ -424,17 +429,20 @@ mod tests {
         let slot = ShardState::default();
         let mut clock = FakeClock::at(T0);
         let now = LAYOUT.time_part(T0).unwrap();
+        let checked_advance = |first_allowed| {
+            check_advance(first_allowed, &LAYOUT, POLICY, T0)
+                .map(|_| advance(&slot.last_issued, first_allowed))
+        };
         let ahead = LAYOUT.counter_at(now + 500);
-        advance(&slot.last_issued, ahead, &LAYOUT, POLICY, T0).unwrap();
+        assert_eq!(check_advance(ahead, &LAYOUT, POLICY, T0), Ok(now + 500));
+        checked_advance(ahead).unwrap();
         assert_eq!(one(&slot, &mut clock).unwrap().time_part, now + 500);
         // An older floor changes nothing.
-        advance(&slot.last_issued, LAYOUT.counter_at(now - 10), &LAYOUT, POLICY, T0).unwrap();
+        checked_advance(LAYOUT.counter_at(now - 10)).unwrap();
         assert_eq!(one(&slot, &mut clock).unwrap().seq, 1);
         let far = LAYOUT.counter_at(now + 2001);
-        assert!(matches!(
-            advance(&slot.last_issued, far, &LAYOUT, POLICY, T0),
-            Err(Refusal::TooFarAhead { lead_ms: 2001, .. })
-        ));
+        assert!(matches!(checked_advance(far), Err(Refusal::TooFarAhead { lead_ms: 2001, .. })));
+        assert_eq!(one(&slot, &mut clock).unwrap().seq, 2);
     }
 
     #[test]
