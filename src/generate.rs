@@ -251,16 +251,8 @@ fn nextvals_materialized(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
             pg_sys::TupleDescInitEntry(description, 1, c"id".as_ptr(), pg_sys::INT8OID, -1, 0);
             (description, pg_sys::tuplestore_begin_heap(random_access, false, pg_sys::work_mem))
         });
-        // One guard around the whole loop instead of pgrx's guard (a `sigsetjmp`) around every
-        // call: the guard catches an error of PostgreSQL's (a full disk while the store spills)
-        // and re-raises it; the loop holds nothing that needs dropping, as the guard requires.
-        pg_sys::ffi::pg_guard_ffi_boundary(|| {
-            for counter in claim.first..=claim.last {
-                let mut id = pg_sys::Datum::from(layout.id_of_counter(shard, counter));
-                let mut is_null = false;
-                tuplestore_putvalues(store, description, &mut id, &mut is_null);
-            }
-        });
+        let ids = (claim.first..=claim.last).map(|counter| layout.id_of_counter(shard, counter));
+        put_ids(store, description, ids);
         (*result).returnMode = pg_sys::SetFunctionReturnMode::SFRM_Materialize;
         (*result).setResult = store;
         (*result).setDesc = description;
@@ -268,14 +260,60 @@ fn nextvals_materialized(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     pg_sys::Datum::from(0)
 }
 
+/// Puts the rows of a one-`bigint`-column set into `store`. Each row is stored as a copy of
+/// one formed row with its ID written in, which costs less than forming every row from its
+/// value (`tuplestore_putvalues`: sizing, zeroing and filling a new row each time).
+///
+/// # Safety
+/// `store` and `description` (one non-null `int8` column) are valid, in the query's memory.
+unsafe fn put_ids(
+    store: *mut pg_sys::Tuplestorestate,
+    description: pg_sys::TupleDesc,
+    mut ids: impl Iterator<Item = i64>,
+) {
+    let Some(first) = ids.next() else { return };
+    // SAFETY: as the caller promises; the row and the slot are freed with the call's memory.
+    unsafe {
+        let (mut value, mut is_null) = (pg_sys::Datum::from(first), false);
+        let row = pg_sys::heap_form_minimal_tuple(description, &mut value, &mut is_null);
+        // A minimal row counts its data offset `t_hoff` from MINIMAL_TUPLE_OFFSET bytes before
+        // its start; a single by-value column sits at the start of the data. Checked against
+        // the value just formed, so a different build of PostgreSQL can only make it slower.
+        let id_in_row = row.cast::<u8>().add(usize::from((*row).t_hoff) - MINIMAL_TUPLE_OFFSET).cast::<i64>();
+        let slot = pg_sys::MakeSingleTupleTableSlot(description, &pg_sys::TTSOpsMinimalTuple);
+        pg_sys::ExecStoreMinimalTuple(row, slot, false);
+        let in_place = id_in_row.read_unaligned() == first;
+        // One guard around the whole loop instead of pgrx's guard (a `sigsetjmp`) around every
+        // call: the guard catches an error of PostgreSQL's (a full disk while the store spills)
+        // and re-raises it; the loop holds nothing that needs dropping, as the guard requires.
+        pg_sys::ffi::pg_guard_ffi_boundary(|| {
+            tuplestore_puttupleslot(store, slot);
+            for id in ids {
+                if in_place {
+                    id_in_row.write_unaligned(id);
+                    tuplestore_puttupleslot(store, slot);
+                } else {
+                    let (mut value, mut is_null) = (pg_sys::Datum::from(id), false);
+                    tuplestore_putvalues(store, description, &mut value, &mut is_null);
+                }
+            }
+        });
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+    }
+}
+
+/// PostgreSQL's MINIMAL_TUPLE_OFFSET (htup_details.h) on 64-bit platforms.
+const MINIMAL_TUPLE_OFFSET: usize = 8;
+
 unsafe extern "C-unwind" {
-    /// PostgreSQL's own, declared here without pgrx's per-call guard (see its one use).
+    // PostgreSQL's own, declared here without pgrx's per-call guard (see their one use).
     fn tuplestore_putvalues(
         state: *mut pg_sys::Tuplestorestate,
         tdesc: pg_sys::TupleDesc,
         values: *mut pg_sys::Datum,
         isnull: *mut bool,
     );
+    fn tuplestore_puttupleslot(state: *mut pg_sys::Tuplestorestate, slot: *mut pg_sys::TupleTableSlot);
 }
 
 extension_sql!(
