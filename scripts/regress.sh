@@ -16,7 +16,10 @@ DIR=$(mktemp -d /tmp/snowflake_id-regress.XXXXXX)
 [ "$(id -u)" -eq 0 ] && chown postgres: "$DIR"
 trap 'cluster_stop "$DIR"; rm -rf "$DIR"' EXIT
 
-cluster_init "$DIR"
+# The reservation kept 5 s ahead: the largest batch (generate.sql) borrows the whole 2 s lead,
+# and with the default 500 ms of headroom a slow fsync on a loaded machine could make it chase
+# the worker past max_wait_ms. No expected output shows this setting.
+cluster_init "$DIR" "snowflake_id.reserve_ms = 5s"
 cluster_start "$DIR"
 
 # Without --use-existing, pg_regress (re)creates the test database itself.

@@ -53,10 +53,18 @@ fn restarts_with_the_clock_set_back_never_repeat_an_id() {
             error.message()
         );
 
-        // Accepting IDs ahead of the clock: generation continues above everything before.
-        apply_settings(&mut client, &[("snowflake_id.max_lead_ms", max_lead)]);
+        // Accepting IDs ahead of the clock: generation continues above everything before. The
+        // first call waits for the worker to reload too and record a ceiling above the old one
+        // (allowed 10 s, for a loaded machine); both go back to the defaults for the next round.
+        apply_settings(
+            &mut client,
+            &[("snowflake_id.max_lead_ms", max_lead), ("snowflake_id.max_wait_ms", "10s")],
+        );
         insert(&mut client, 25_000, round);
-        apply_settings(&mut client, &[("snowflake_id.max_lead_ms", "2s")]);
+        apply_settings(
+            &mut client,
+            &[("snowflake_id.max_lead_ms", "2s"), ("snowflake_id.max_wait_ms", "1s")],
+        );
     }
     let rows = assert_no_duplicates(&mut client);
     assert!(rows >= 150_000);

@@ -6,8 +6,13 @@ use snowflake_id_integration::{apply_settings, assert_no_duplicates, Cluster, Lo
 #[test]
 fn a_promoted_standby_resumes_above_the_killed_primary() {
     // IDs may lead the clock by 10 s here, so that shard 1 can borrow further ahead than a
-    // promotion takes (below).
-    let mut primary = Cluster::start("failover-primary", &["snowflake_id.max_lead_ms = 10s"]);
+    // promotion takes (below). Calls may wait 10 s for the reservation: the promoted
+    // standby's first ones wait for its worker's first record, behind the promotion's
+    // checkpoint on a loaded machine.
+    let mut primary = Cluster::start(
+        "failover-primary",
+        &["snowflake_id.max_lead_ms = 10s", "snowflake_id.max_wait_ms = 10s"],
+    );
     let mut setup = primary.connect();
     setup.batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
     // Once promoted, the standby must not wait for a standby of its own.

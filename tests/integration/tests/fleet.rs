@@ -251,11 +251,11 @@ fn write_until(fleet: &Fleet, users: &[i64], stop: &AtomicBool, writer: usize) -
     let mut client = fleet.connect("router");
     let insert = client.prepare("SELECT fleet.insert_post($1, $2)").unwrap();
     let (mut ids, mut refused) = (Vec::new(), 0);
-    let deadline = Instant::now() + Duration::from_secs(120);
     for row in 0.. {
         if stop.load(Ordering::Relaxed) {
             break;
         }
+        let deadline = Instant::now() + Duration::from_secs(120);
         let (user, body) = (users[(writer * 31 + row * 7) % users.len()], format!("moving {writer} {row}"));
         loop {
             match client.query_one(&insert, &[&user, &body]) {
