@@ -7,7 +7,11 @@ use std::process::Command;
 
 #[test]
 fn dump_and_restore_then_generation_continues_above_the_restored_ids() {
-    let source = Cluster::start("dump-source", &[]);
+    // Both servers accept IDs up to a minute ahead of the clock: the source's last rows are
+    // 20 s ahead, as after a shard borrowed ahead or was advanced, and the target must take
+    // the advance above them.
+    const LEAD: &str = "snowflake_id.max_lead_ms = 1min";
+    let source = Cluster::start("dump-source", &[LEAD]);
     let mut client = source.connect();
     client
         .batch_execute(
@@ -15,8 +19,8 @@ fn dump_and_restore_then_generation_continues_above_the_restored_ids() {
              CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(5), note text);
              CREATE INDEX orders_by_time ON orders (snowflake_timestamp(id));
              INSERT INTO orders (note) SELECT 'order ' || g FROM generate_series(1, 100000) g;
-             -- IDs issued about 1.5 s ahead of the clock, as a busy shard would.
-             INSERT INTO orders (id, note) SELECT id, 'borrowed' FROM snowflake_nextvals(5, 6000000) id LIMIT 1000;",
+             SELECT snowflake_advance(5, snowflake_compose(clock_timestamp() + interval '20 s', 5, 0));
+             INSERT INTO orders (note) SELECT 'ahead ' || g FROM generate_series(1, 1000) g;",
         )
         .unwrap();
     let fingerprint = "SELECT count(*), sum(id)::text, max(id) FROM orders";
@@ -33,7 +37,7 @@ fn dump_and_restore_then_generation_continues_above_the_restored_ids() {
         .unwrap();
     assert!(out.status.success(), "pg_dump: {}", String::from_utf8_lossy(&out.stderr));
 
-    let target = Cluster::start("dump-target", &[]);
+    let target = Cluster::start("dump-target", &[LEAD]);
     let out = Command::new(pg_bin_dir().join("pg_restore"))
         .arg("-h")
         .arg(target.socket_dir())
@@ -59,8 +63,15 @@ fn dump_and_restore_then_generation_continues_above_the_restored_ids() {
         .get(0);
     assert_eq!(default, "snowflake_nextval(5)");
 
-    // The documented step after a restore, then new rows through the column default.
+    // The restored IDs lead the target's clock: without the documented step below, its new
+    // IDs would start below them.
     let max_restored: i64 = after.get(2);
+    let ahead: bool = restored
+        .query_one("SELECT snowflake_timestamp($1) > clock_timestamp() + interval '5 s'", &[&max_restored])
+        .unwrap()
+        .get(0);
+    assert!(ahead, "the restored IDs no longer lead the clock: the test proves nothing");
+    // The documented step after a restore, then new rows through the column default.
     restored.execute("SELECT snowflake_advance(5, max(id)) FROM orders", &[]).unwrap();
     restored.execute("INSERT INTO orders (note) SELECT 'new' FROM generate_series(1, 1000)", &[]).unwrap();
     let lowest_new: i64 =
