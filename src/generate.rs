@@ -187,12 +187,48 @@ AS 'MODULE_PATHNAME', 'snowflake_nextval_wrapper';
 );
 
 /// The next ID of the shard named by `snowflake_id.shard` (55000 while it is unset).
-#[pg_extern(volatile, parallel_safe, name = "snowflake_nextval")]
+/// Raises the errors; the SQL function enters through the wrapper below.
 fn snowflake_nextval_of_default_shard() -> i64 {
     gucs::preloaded_layout("snowflake_nextval");
     let Some(shard) = gucs::default_shard() else { errors::shard_unset("snowflake_nextval") };
     snowflake_nextval(Some(shard))
 }
+
+/// `snowflake_nextval()` as PostgreSQL calls it, the column default of tables whose shard is
+/// set per database or role: the same fast path as `snowflake_nextval_wrapper`, and the same
+/// fallback to the guarded path for everything else (the setting unset included).
+///
+/// # Safety
+/// Called by PostgreSQL's function manager.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn snowflake_nextval_of_default_shard_wrapper(
+    _fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    let fast = std::panic::catch_unwind(|| {
+        gucs::default_shard().and_then(|shard| nextval_without_waiting(Some(shard)))
+    });
+    if let Ok(Some(id)) = fast {
+        return pg_sys::Datum::from(id);
+    }
+    // SAFETY: as in `snowflake_nextval_wrapper`.
+    unsafe {
+        pg_sys::submodules::panic::pgrx_extern_c_guard(|| {
+            pg_sys::Datum::from(snowflake_nextval_of_default_shard())
+        })
+    }
+}
+
+version_1_function_info!(pg_finfo_snowflake_nextval_of_default_shard_wrapper);
+
+extension_sql!(
+    r#"
+CREATE FUNCTION "snowflake_nextval"() RETURNS bigint
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_nextval_of_default_shard_wrapper';
+"#,
+    name = "snowflake_nextval_of_default_shard",
+);
 
 /// `count` consecutive IDs of `shard`, increasing, claimed in one atomic step: no other
 /// call's IDs interleave with them. At most `(max_lead_ms + 1) * IDs per ms` per call.

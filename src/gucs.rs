@@ -219,8 +219,9 @@ fn read(setting: &GucSetting<i32>) -> i32 {
 }
 
 /// `snowflake_id.shard`, if set.
+#[inline]
 pub fn default_shard() -> Option<i32> {
-    let shard = SHARD.get();
+    let shard = read(&SHARD);
     (shard != SHARD_UNSET).then_some(shard)
 }
 
