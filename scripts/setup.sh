@@ -5,7 +5,8 @@
 #   Debian packages: PostgreSQL 15 with server headers (the build links against them),
 #   libclang (pgrx's bindgen), sudo (cargo pgrx test --runas), faketime (clock-fault tests),
 #   PL/Proxy (multi-server tests), pg_partman (the partitioning example's test), procps
-#   (kill, used by the crash tests), python3, gnuplot and a font (the benchmark report).
+#   (kill, used by the crash tests), python3, gnuplot and a font (the benchmark report),
+#   valgrind (scripts/profile.sh).
 #   cargo-pgrx 0.18.1, pointed at the system PostgreSQL 15 (no source download).
 set -euo pipefail
 
@@ -16,7 +17,7 @@ PACKAGES=(
   "postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-${PG_MAJOR}-plproxy"
   "postgresql-${PG_MAJOR}-partman"
   libclang-dev clang sudo faketime libfaketime procps
-  python3 gnuplot-nox fonts-liberation
+  python3 gnuplot-nox fonts-liberation valgrind
 )
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
