@@ -128,15 +128,23 @@ pub unsafe extern "C-unwind" fn snowflake_nextval_wrapper(fcinfo: pg_sys::Functi
         let argument = &*(*fcinfo).args.as_ptr();
         (!argument.isnull).then(|| argument.value.value() as i32)
     };
+    fast_or_guarded(|| nextval_without_waiting(shard), || snowflake_nextval(shard))
+}
+
+/// The entry of a hand-written generator: the ID of `fast` when it has one, else the call
+/// goes through `guarded`, under pgrx's guard.
+#[inline(always)]
+fn fast_or_guarded(
+    fast: impl FnOnce() -> Option<i64> + std::panic::UnwindSafe,
+    guarded: impl FnOnce() -> i64,
+) -> pg_sys::Datum {
     // A panic (only a bug could cause one) must not unwind into PostgreSQL: it falls back
     // to the guarded path, which reports it as an error.
-    if let Ok(Some(id)) = std::panic::catch_unwind(|| nextval_without_waiting(shard)) {
+    if let Ok(Some(id)) = std::panic::catch_unwind(fast) {
         return pg_sys::Datum::from(id);
     }
     // SAFETY: the guard turns Rust panics and PostgreSQL errors into a proper ereport.
-    unsafe {
-        pg_sys::submodules::panic::pgrx_extern_c_guard(|| pg_sys::Datum::from(snowflake_nextval(shard)))
-    }
+    unsafe { pg_sys::submodules::panic::pgrx_extern_c_guard(|| pg_sys::Datum::from(guarded())) }
 }
 
 version_1_function_info!(pg_finfo_snowflake_nextval_wrapper);
@@ -204,18 +212,10 @@ fn snowflake_nextval_of_default_shard() -> i64 {
 pub unsafe extern "C-unwind" fn snowflake_nextval_of_default_shard_wrapper(
     _fcinfo: pg_sys::FunctionCallInfo,
 ) -> pg_sys::Datum {
-    let fast = std::panic::catch_unwind(|| {
-        gucs::default_shard().and_then(|shard| nextval_without_waiting(Some(shard)))
-    });
-    if let Ok(Some(id)) = fast {
-        return pg_sys::Datum::from(id);
-    }
-    // SAFETY: as in `snowflake_nextval_wrapper`.
-    unsafe {
-        pg_sys::submodules::panic::pgrx_extern_c_guard(|| {
-            pg_sys::Datum::from(snowflake_nextval_of_default_shard())
-        })
-    }
+    fast_or_guarded(
+        || gucs::default_shard().and_then(|shard| nextval_without_waiting(Some(shard))),
+        snowflake_nextval_of_default_shard,
+    )
 }
 
 version_1_function_info!(pg_finfo_snowflake_nextval_of_default_shard_wrapper);
