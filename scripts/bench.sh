@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Benchmarks snowflake_id against the alternatives, in one run, on a throwaway server:
-# bigserial's sequence (nextval), UUIDs (gen_random_uuid), Instagram's PL/pgSQL next_id() of
-# 2012, and a bare clock read (clock_timestamp), which every generator must pay at least.
-# Contenders take turns inside every round, so drift of a shared machine hits them alike;
-# the report gives medians over the rounds and ratios between contenders of the same run.
+# bigserial's sequence (nextval), UUIDs (gen_random_uuid; on PostgreSQL 18 also uuidv7),
+# Instagram's PL/pgSQL next_id() of 2012, and a bare clock read (clock_timestamp), which every
+# generator must pay at least. Contenders take turns inside every round, so drift of a shared
+# machine hits them alike; the report gives medians over the rounds and ratios between
+# contenders of the same run.
 #
-#   ./scripts/bench.sh                 full run; writes docs/BENCHMARKS.md and docs/benchmarks.png
+#   ./scripts/bench.sh                 full run on PostgreSQL 15 (PG_MAJOR=18 for 18); keeps its
+#                                      measurements in docs/results/pg<major>.*, and rewrites
+#                                      docs/BENCHMARKS.md and docs/benchmarks.png from those of
+#                                      every major measured
 #   ./scripts/bench.sh --smoke DIR     tiny sizes, report into DIR; checks that every contender
 #                                      produced all its rows and that the report was written
 set -euo pipefail
@@ -25,8 +29,9 @@ if [ $MODE = full ]; then
   INSERT_TXS=250      # transactions per client, each one multi-row INSERT ...
   INSERT_ROWS=100     # ... of this many rows: 200,000 rows per table per round
   INSERT_ROUNDS=5
+  INDEX_ROWS=10000000 # rows of the tables whose primary-key index size is compared
 else
-  ROUNDS=1 CALLS=2000 INSERT_CLIENTS=2 INSERT_TXS=5 INSERT_ROWS=10 INSERT_ROUNDS=1
+  ROUNDS=1 CALLS=2000 INSERT_CLIENTS=2 INSERT_TXS=5 INSERT_ROWS=10 INSERT_ROUNDS=1 INDEX_ROWS=10000
 fi
 BACKENDS_MANY=8
 
@@ -34,7 +39,7 @@ BACKENDS_MANY=8
 echo "building and installing snowflake_id (release)..."
 install_extension
 echo "building the generator micro-benchmark (release)..."
-cargo bench --bench generator --no-run --quiet
+cargo bench "${CARGO_FEATURES[@]}" --bench generator --no-run --quiet
 
 BENCH_DIR=$(cluster_dir "$PWD/.run/bench" bench)
 # Measurements (one line per contender and round) and the pgbench scripts.
@@ -83,6 +88,13 @@ CREATE TABLE insert_bigserial (id bigserial PRIMARY KEY, v int NOT NULL);
 CREATE TABLE insert_snowflake (id bigint PRIMARY KEY DEFAULT snowflake_nextval(2), v int NOT NULL);
 CREATE TABLE insert_uuid (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), v int NOT NULL);
 SQL
+KEYS=(bigserial snowflake uuid)
+# PostgreSQL 18's own time-ordered UUID, the built-in alternative there.
+HAS_UUIDV7=$(bench_psql -tA -c "SELECT count(*) > 0 FROM pg_proc WHERE proname = 'uuidv7'")
+if [ "$HAS_UUIDV7" = t ]; then
+  bench_psql -q -c "CREATE TABLE insert_uuidv7 (id uuid PRIMARY KEY DEFAULT uuidv7(), v int NOT NULL)"
+  KEYS+=(uuidv7)
+fi
 
 # The per-call contenders: a query that calls the function once per row.
 declare -A CALL=(
@@ -94,6 +106,10 @@ declare -A CALL=(
   [clock_timestamp]="clock_timestamp()"
 )
 PER_CALL=(snowflake_nextval nextval gen_random_uuid insta_next_id clock_timestamp)
+if [ "$HAS_UUIDV7" = t ]; then
+  CALL[uuidv7]="uuidv7()"
+  PER_CALL+=(uuidv7)
+fi
 
 # write_script NAME SQL: a pgbench script file.
 write_script() { printf '%s\n' "$2" >"$SCRIPTS/$1.sql"; }
@@ -147,24 +163,34 @@ done
 
 # ---- INSERT throughput and index size ------------------------------------------------
 echo "insert rounds ($INSERT_ROUNDS, $((INSERT_CLIENTS * INSERT_TXS * INSERT_ROWS)) rows per table each)..."
-for key in bigserial snowflake uuid; do
+for key in "${KEYS[@]}"; do
   write_script "insert_$key" "INSERT INTO insert_$key (v) SELECT g FROM generate_series(1, $INSERT_ROWS) g;"
 done
 rows_per_round=$((INSERT_CLIENTS * INSERT_TXS * INSERT_ROWS))
 for round in $(seq "$INSERT_ROUNDS"); do
-  bench_psql -q -c "TRUNCATE insert_bigserial, insert_snowflake, insert_uuid" -c CHECKPOINT
-  for key in $(printf '%s\n' bigserial snowflake uuid | shuf); do
+  bench_psql -q -c "TRUNCATE $(printf 'insert_%s,' "${KEYS[@]}" | sed 's/,$//')" -c CHECKPOINT
+  for key in $(printf '%s\n' "${KEYS[@]}" | shuf); do
     tps=$(pgbench_run "insert_$key" "$INSERT_CLIENTS" "$INSERT_TXS")
     record insert "$key" "$(awk -v t="$tps" -v n=$INSERT_ROWS 'BEGIN { printf "%.0f", t * n }')"
   done
 done
-for key in bigserial snowflake uuid; do
+for key in "${KEYS[@]}"; do
   rows=$(bench_psql -tA -c "SELECT count(*) FROM insert_$key")
   if [ "$rows" -ne "$rows_per_round" ]; then
     echo "insert_$key has $rows rows, expected $rows_per_round" >&2
     exit 1
   fi
   record index_bytes "$key" "$(bench_psql -tA -c "SELECT pg_relation_size('insert_${key}_pkey')")"
+done
+
+# ---- primary-key index size of a large table -----------------------------------------
+# Filled by one INSERT each, so every index grows the way its keys' order makes it grow:
+# increasing keys fill their pages, random ones split them half-full.
+echo "index size after $INDEX_ROWS rows..."
+for key in "${KEYS[@]}"; do
+  bench_psql -q -c "TRUNCATE insert_$key" -c "INSERT INTO insert_$key (v) SELECT g FROM generate_series(1, $INDEX_ROWS) g"
+  record index_bytes_10m "$key" "$(bench_psql -tA -c "SELECT pg_relation_size('insert_${key}_pkey')")"
+  bench_psql -q -c "TRUNCATE insert_$key"
 done
 
 # ---- every contender really produces its values ---------------------------------------
@@ -183,16 +209,27 @@ WAITS=$(bench_psql -tA -c "SELECT coalesce(sum(waits), 0) FROM snowflake_stats()
 # ---- the generator core alone ----------------------------------------------------------
 echo "generator micro-benchmark..."
 SNOWFLAKE_BENCH_OPS=$([ $MODE = full ] && echo 20000000 || echo 10000) \
-  cargo bench --bench generator --quiet 2>/dev/null | awk -F'\t' 'NF == 2 { print "core\t" $1 "\t" $2 }' >>"$RESULTS"
+  cargo bench "${CARGO_FEATURES[@]}" --bench generator --quiet 2>/dev/null | awk -F'\t' 'NF == 2 { print "core\t" $1 "\t" $2 }' >>"$RESULTS"
 for name in clock_read claim_one_thread claim_two_threads_one_shard; do
   grep -q "^core	$name	" "$RESULTS" || { echo "micro-benchmark gave no $name" >&2; exit 1; }
 done
 
 # ---- the report ------------------------------------------------------------------------
-mkdir -p "$OUT"
-PG_BIN=$PG_BIN python3 scripts/bench_report.py "$RESULTS" "$OUT" "$MODE" "$WAITS" \
-  "ROUNDS=$ROUNDS CALLS=$CALLS INSERT_CLIENTS=$INSERT_CLIENTS INSERT_TXS=$INSERT_TXS INSERT_ROWS=$INSERT_ROWS INSERT_ROUNDS=$INSERT_ROUNDS"
+# This major's measurements are kept beside those of the other majors; the report is made
+# from all of them.
+mkdir -p "$OUT/results"
+cp "$RESULTS" "$OUT/results/pg$PG_MAJOR.tsv"
+{
+  echo "mode=$MODE"
+  echo "date=$(date -u '+%Y-%m-%d %H:%M')"
+  echo "machine=$(python3 scripts/bench_report.py --machine)"
+  echo "server=$("$PG_BIN/postgres" --version)"
+  echo "parameters=ROUNDS=$ROUNDS CALLS=$CALLS INSERT_CLIENTS=$INSERT_CLIENTS INSERT_TXS=$INSERT_TXS INSERT_ROWS=$INSERT_ROWS INSERT_ROUNDS=$INSERT_ROUNDS"
+  echo "waits=$WAITS"
+  echo "index_rows=$INDEX_ROWS"
+} >"$OUT/results/pg$PG_MAJOR.meta"
+python3 scripts/bench_report.py "$OUT"
 for file in "$OUT/BENCHMARKS.md" "$OUT/benchmarks.png"; do
   [ -s "$file" ] || { echo "the report did not write $file" >&2; exit 1; }
 done
-echo "bench: every contender produced its values, report written to $OUT: ok"
+echo "bench: PostgreSQL $PG_MAJOR: every contender produced its values, report written to $OUT: ok"

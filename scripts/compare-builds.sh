@@ -24,7 +24,7 @@ trap cleanup EXIT
 ./scripts/setup.sh
 echo "building $BASE and the working tree (release)..."
 git worktree add --detach "$WORK/src" "$BASE" >/dev/null 2>&1
-(cd "$WORK/src" && cargo build --release --features "pg$PG_MAJOR" >"$WORK/build.log" 2>&1) ||
+(cd "$WORK/src" && CARGO_TARGET_DIR="$WORK/src/target" cargo build --release "${CARGO_FEATURES[@]}" >"$WORK/build.log" 2>&1) ||
   { cat "$WORK/build.log"; exit 1; }
 install_extension
 mkdir -p "$WORK/lib" && cp "$WORK/src/target/release/libsnowflake_id.so" "$WORK/lib/snowflake_id.so"

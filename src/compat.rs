@@ -1,0 +1,49 @@
+//! Differences in PostgreSQL's C API between the majors this crate builds for, in one place.
+//! Each `cfg` sits at the major where the API changed, so that a build for a major in
+//! between (16, 17) takes the right side without anyone touching the callers.
+
+use pgrx::pg_sys;
+
+/// Forms a minimal tuple from one row of values.
+///
+/// PostgreSQL 18 added an `extra` argument (bytes to allocate after the tuple, commit
+/// "Allow extra space to be allocated in minimal tuples"); 0 keeps the earlier behaviour.
+///
+/// # Safety
+/// As `heap_form_minimal_tuple`: `values` and `is_null` hold one entry per column of
+/// `description`, and the tuple is allocated in the current memory context.
+pub unsafe fn form_minimal_tuple(
+    description: pg_sys::TupleDesc,
+    values: &mut [pg_sys::Datum],
+    is_null: &mut [bool],
+) -> pg_sys::MinimalTuple {
+    // SAFETY: as the caller promises.
+    unsafe {
+        #[cfg(not(feature = "pg18"))]
+        let tuple = pg_sys::heap_form_minimal_tuple(description, values.as_mut_ptr(), is_null.as_mut_ptr());
+        #[cfg(feature = "pg18")]
+        let tuple = pg_sys::heap_form_minimal_tuple(description, values.as_ptr(), is_null.as_ptr(), 0);
+        tuple
+    }
+}
+
+/// Adds `data` to the WAL record being built (between `XLogBeginInsert` and `XLogInsert`).
+///
+/// PostgreSQL 16 made the length a `uint32` (it was an `int`); PostgreSQL 18 made the data a
+/// `const void *` (it was a `char *`).
+///
+/// # Safety
+/// As `XLogRegisterData`: a record is being built, and `data` stays valid until `XLogInsert`.
+pub unsafe fn xlog_register_data(data: &mut [u8]) {
+    // A record's data is far below either limit (the caller registers 8 bytes).
+    debug_assert!(data.len() < i32::MAX as usize);
+    // SAFETY: as the caller promises.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        pg_sys::XLogRegisterData(data.as_mut_ptr().cast::<std::ffi::c_char>(), data.len() as i32);
+        #[cfg(any(feature = "pg16", feature = "pg17"))]
+        pg_sys::XLogRegisterData(data.as_mut_ptr().cast::<std::ffi::c_char>(), data.len() as u32);
+        #[cfg(feature = "pg18")]
+        pg_sys::XLogRegisterData(data.as_ptr().cast::<std::ffi::c_void>(), data.len() as u32);
+    }
+}

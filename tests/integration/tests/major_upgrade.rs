@@ -1,0 +1,156 @@
+//! Moving a server to a newer PostgreSQL major with pg_upgrade repeats no ID, also when the
+//! old server had issued IDs ahead of its clock.
+//!
+//! pg_upgrade copies the tables, not `snowflake_id.reservation`. Two ways are tested from one
+//! old cluster: the documented step (copy the old server's file into the new data directory
+//! before its first start), and the guard for an upgrade done without it (the first start in
+//! binary-upgrade mode records a ceiling as far ahead as the old server could have issued).
+//!
+//! Runs when `SNOWFLAKE_UPGRADE_FROM_PG_CONFIG` names the older PostgreSQL (with the
+//! extension installed) and `PG_CONFIG` the newer one, as `scripts/test.sh` does when it tests
+//! both majors; otherwise it says that it did not run.
+
+use snowflake_id_integration::{as_server_owner, bin_dir_of, major_of, pg_bin_dir, run, Cluster};
+use std::path::{Path, PathBuf};
+
+/// Both servers allow a minute of lead: the old one issues its last IDs 20 s ahead of its
+/// clock, as after a burst that borrowed ahead, or after `snowflake_advance`.
+const LEAD: &str = "snowflake_id.max_lead_ms = 1min";
+const RESERVATION_FILE: &str = "snowflake_id.reservation";
+
+/// Every old ID with its decoded parts, hashed: the same on both majors or the decoders differ.
+const DECODED: &str = "SELECT count(*), md5(string_agg(format('%s %s %s %s', id, (d).ts AT TIME ZONE 'UTC', \
+                       (d).shard, (d).seq), ',' ORDER BY id)) FROM (SELECT id, snowflake_decode(id) AS d FROM orders) o";
+
+#[test]
+fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
+    let Ok(old_pg_config) = std::env::var("SNOWFLAKE_UPGRADE_FROM_PG_CONFIG") else {
+        eprintln!("NOT RUN: set SNOWFLAKE_UPGRADE_FROM_PG_CONFIG to the older major's pg_config (scripts/test.sh does)");
+        return;
+    };
+    let (old_bin, new_bin) = (bin_dir_of(Path::new(&old_pg_config)), pg_bin_dir().to_path_buf());
+    assert!(major_of(&old_bin) < major_of(&new_bin), "{old_bin:?} is not an older major than {new_bin:?}");
+
+    let mut old = Cluster::create_with(&old_bin, "upgrade-old", &[LEAD]);
+    old.start_with(&[]);
+    let mut client = old.connect();
+    client
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(5), note text);
+             INSERT INTO orders (note) SELECT 'old ' || g FROM generate_series(1, 10000) g;
+             SELECT snowflake_advance(5, snowflake_compose(clock_timestamp() + interval '20 s', 5, 0));
+             INSERT INTO orders (note) SELECT 'ahead ' || g FROM generate_series(1, 1000) g;",
+        )
+        .unwrap();
+    let old_max: i64 = client.query_one("SELECT max(id) FROM orders", &[]).unwrap().get(0);
+    let ahead: bool = client
+        .query_one("SELECT snowflake_timestamp($1) > clock_timestamp() + interval '15 s'", &[&old_max])
+        .unwrap()
+        .get(0);
+    assert!(ahead, "the old server's last IDs do not lead its clock: the test would prove nothing");
+    let decoded_before = client.query_one(DECODED, &[]).unwrap();
+    let decoded_before: (i64, String) = (decoded_before.get(0), decoded_before.get(1));
+    // Debian's PostgreSQL 15 packages (15.20) write a column option on user tables that
+    // PostgreSQL 18.6's pg_upgrade refuses while restoring the schema ("pg_attver"), whatever
+    // the extension. This old cluster is thrown away, so its options are cleared; a real
+    // server would need its packager's fix.
+    client
+        .batch_execute("UPDATE pg_attribute SET attoptions = NULL WHERE attrelid >= 16384 AND attoptions IS NOT NULL")
+        .unwrap();
+    drop(client);
+    old.stop("fast");
+
+    // The documented step: pg_upgrade, then the old server's reservation file copied into the
+    // new data directory before the new server first starts.
+    let mut copied = upgraded(&old, &new_bin, "upgrade-copied");
+    let file = std::fs::read(old.data_dir().join(RESERVATION_FILE)).expect("the old server's reservation file");
+    std::fs::write(copied.data_dir().join(RESERVATION_FILE), file).unwrap();
+    check_upgraded(&mut copied, old_max, &decoded_before);
+    drop(copied);
+
+    // Without that step the guard holds: the first start under pg_upgrade recorded a ceiling
+    // a full lead ahead of its clock.
+    let mut guarded = upgraded(&old, &new_bin, "upgrade-guarded");
+    check_upgraded(&mut guarded, old_max, &decoded_before);
+}
+
+/// Runs pg_upgrade from the stopped `old` cluster into a new one of the PostgreSQL in
+/// `new_bin` (copy mode: `old` stays usable). Checks what the extension did meanwhile: no
+/// reservation worker in binary-upgrade mode, and a guard ceiling recorded.
+fn upgraded(old: &Cluster, new_bin: &Path, name: &str) -> Cluster {
+    let new = Cluster::create_with(new_bin, name, &[LEAD]);
+    let work = new.socket_dir().to_path_buf();
+    let mut upgrade = as_server_owner(new_bin.join("pg_upgrade"));
+    upgrade
+        .current_dir(&work)
+        .arg("-b")
+        .arg(old.bin_dir())
+        .arg("-B")
+        .arg(new_bin)
+        .arg("-d")
+        .arg(old.data_dir())
+        .arg("-D")
+        .arg(new.data_dir())
+        .args(["-U", "postgres", "--retain", "--no-sync", "-s"])
+        .arg(&work);
+    run(&mut upgrade, "pg_upgrade");
+
+    let logs = server_logs_of_upgrade(new.data_dir());
+    assert!(!logs.is_empty(), "pg_upgrade kept no server logs");
+    for (path, log) in &logs {
+        assert!(
+            !log.contains("snowflake_id reservation worker started"),
+            "the reservation worker ran under pg_upgrade ({})",
+            path.display()
+        );
+    }
+    assert!(
+        logs.iter().any(|(_, log)| log.contains("snowflake_id: binary upgrade without")),
+        "the new cluster's first start under pg_upgrade recorded no guard ceiling"
+    );
+    assert!(new.data_dir().join(RESERVATION_FILE).exists(), "no reservation file after pg_upgrade");
+    new
+}
+
+/// The server logs pg_upgrade kept (`--retain`) under the new data directory.
+fn server_logs_of_upgrade(data_dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut logs = Vec::new();
+    let mut folders = vec![data_dir.join("pg_upgrade_output.d")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.file_name().is_some_and(|name| name.to_string_lossy().contains("server")) {
+                logs.push((path.clone(), std::fs::read_to_string(&path).unwrap_or_default()));
+            }
+        }
+    }
+    logs
+}
+
+/// Starts an upgraded cluster and checks that the old IDs decode as before and that the
+/// column default issues IDs above every old one.
+fn check_upgraded(new: &mut Cluster, old_max: i64, decoded_before: &(i64, String)) {
+    new.start_with(&[]);
+    let mut client = new.connect();
+    let decoded_after = client.query_one(DECODED, &[]).unwrap();
+    assert_eq!(
+        (decoded_after.get::<_, i64>(0), decoded_after.get::<_, String>(1)),
+        decoded_before.clone(),
+        "the old IDs decode differently after the upgrade"
+    );
+    // Would fail with duplicate keys if the new server issued the old IDs again.
+    client.batch_execute("INSERT INTO orders (note) SELECT 'new ' || g FROM generate_series(1, 1000) g").unwrap();
+    let new_min: i64 = client.query_one("SELECT min(id) FROM orders WHERE note LIKE 'new %'", &[]).unwrap().get(0);
+    assert!(new_min > old_max, "new ID {new_min} is not above the old server's highest, {old_max}");
+    let shards: Vec<i32> = client
+        .query("SELECT DISTINCT snowflake_shard(id) FROM orders WHERE note LIKE 'new %'", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(shards, [5]);
+    new.stop("fast");
+}
