@@ -7,6 +7,7 @@
 # shard (snowflake_id.shard = 3).
 #
 #   ./scripts/profile.sh [N]     (default N = 100000; the server runs under valgrind, slowly)
+#   PG_MAJOR=18 ./scripts/profile.sh   on PostgreSQL 18, with uuidv7() beside the others
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -60,9 +61,12 @@ per_row() {
   echo $(((twice - once) / N))
 }
 
+FUNCTIONS=("clock_timestamp()" "snowflake_nextval(1)" "snowflake_nextval()" "nextval('a_sequence')" "gen_random_uuid()")
+# PostgreSQL 18's built-in time-ordered UUID.
+[ "$(cluster_psql "$PROFILE_DIR" -d postgres -tA -c "SELECT count(*) > 0 FROM pg_proc WHERE proname = 'uuidv7'")" = t ] &&
+  FUNCTIONS+=("uuidv7()")
 printf '%-72s %s\n' "query" "instructions per row"
-for function in "clock_timestamp()" "snowflake_nextval(1)" "snowflake_nextval()" "nextval('a_sequence')" \
-  "gen_random_uuid()"; do
+for function in "${FUNCTIONS[@]}"; do
   query="SELECT count($function) FROM generate_series(1, :n)"
   printf '%-72s %s\n' "$query" "$(per_row "$query")"
 done

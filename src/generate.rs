@@ -310,7 +310,8 @@ unsafe fn put_ids(
     let Some(first) = ids.next() else { return };
     // SAFETY: as the caller promises; the row and the slot are freed with the call's memory.
     unsafe {
-        let row = crate::compat::form_minimal_tuple(description, &mut [pg_sys::Datum::from(first)], &mut [false]);
+        let row =
+            crate::compat::form_minimal_tuple(description, &mut [pg_sys::Datum::from(first)], &mut [false]);
         // A minimal row counts its data offset `t_hoff` from MINIMAL_TUPLE_OFFSET bytes before
         // its start; a single by-value column sits at the start of the data. Checked against
         // the value just formed, so a different build of PostgreSQL can only make it slower.

@@ -4,10 +4,10 @@
 
 /// The wall clock and interruptible waiting inside a backend.
 pub mod clock;
-/// `snowflake_convert_column()`: switching an existing integer key to snowflake IDs.
-mod convert;
 /// Differences between PostgreSQL majors in the C API, each at the major where it changed.
 mod compat;
+/// `snowflake_convert_column()`: switching an existing integer key to snowflake IDs.
+mod convert;
 /// SQL functions that decode and compose IDs.
 mod decode;
 /// Every SQL-facing error, with its SQLSTATE, detail and hint.

@@ -92,7 +92,9 @@ fn record_upgrade_guard() -> u64 {
     let bound_ms = gucs::clock_policy().max_lead_ms + gucs::reserve_ms() + 1;
     let ceiling_unix_ms = clock::wall_clock_unix_ms().saturating_add(bound_ms as i64);
     if let Err(error) = write_durably(ceiling_unix_ms) {
-        pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" during a binary upgrade: {error}");
+        pgrx::error!(
+            "could not record the snowflake_id reservation in \"{FILE}\" during a binary upgrade: {error}"
+        );
     }
     pgrx::log!(
         "snowflake_id: binary upgrade without \"{FILE}\": recorded a ceiling of {} ({bound_ms} ms ahead of \

@@ -38,7 +38,11 @@ pub fn major_of(bin: &Path) -> u32 {
     let text = String::from_utf8_lossy(&out.stdout);
     // "postgres (PostgreSQL) 18.6"
     let version = text.split_whitespace().last().unwrap_or_default();
-    version.split('.').next().and_then(|major| major.parse().ok()).unwrap_or_else(|| panic!("no version in {text:?}"))
+    version
+        .split('.')
+        .next()
+        .and_then(|major| major.parse().ok())
+        .unwrap_or_else(|| panic!("no version in {text:?}"))
 }
 
 fn running_as_root() -> bool {

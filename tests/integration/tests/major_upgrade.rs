@@ -56,7 +56,9 @@ fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
     // the extension. This old cluster is thrown away, so its options are cleared; a real
     // server would need its packager's fix.
     client
-        .batch_execute("UPDATE pg_attribute SET attoptions = NULL WHERE attrelid >= 16384 AND attoptions IS NOT NULL")
+        .batch_execute(
+            "UPDATE pg_attribute SET attoptions = NULL WHERE attrelid >= 16384 AND attoptions IS NOT NULL",
+        )
         .unwrap();
     drop(client);
     old.stop("fast");
@@ -64,7 +66,8 @@ fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
     // The documented step: pg_upgrade, then the old server's reservation file copied into the
     // new data directory before the new server first starts.
     let mut copied = upgraded(&old, &new_bin, "upgrade-copied");
-    let file = std::fs::read(old.data_dir().join(RESERVATION_FILE)).expect("the old server's reservation file");
+    let file =
+        std::fs::read(old.data_dir().join(RESERVATION_FILE)).expect("the old server's reservation file");
     std::fs::write(copied.data_dir().join(RESERVATION_FILE), file).unwrap();
     check_upgraded(&mut copied, old_max, &decoded_before);
     drop(copied);
@@ -142,8 +145,11 @@ fn check_upgraded(new: &mut Cluster, old_max: i64, decoded_before: &(i64, String
         "the old IDs decode differently after the upgrade"
     );
     // Would fail with duplicate keys if the new server issued the old IDs again.
-    client.batch_execute("INSERT INTO orders (note) SELECT 'new ' || g FROM generate_series(1, 1000) g").unwrap();
-    let new_min: i64 = client.query_one("SELECT min(id) FROM orders WHERE note LIKE 'new %'", &[]).unwrap().get(0);
+    client
+        .batch_execute("INSERT INTO orders (note) SELECT 'new ' || g FROM generate_series(1, 1000) g")
+        .unwrap();
+    let new_min: i64 =
+        client.query_one("SELECT min(id) FROM orders WHERE note LIKE 'new %'", &[]).unwrap().get(0);
     assert!(new_min > old_max, "new ID {new_min} is not above the old server's highest, {old_max}");
     let shards: Vec<i32> = client
         .query("SELECT DISTINCT snowflake_shard(id) FROM orders WHERE note LIKE 'new %'", &[])
