@@ -1,36 +1,20 @@
 //! snowflake_id: Snowflake-style 64-bit IDs generated inside PostgreSQL.
 //!
-//! The modules, from pure rules to the SQL surface:
+//! Three tiers, each using only the ones below it:
+//! - `snowflake_core` (crates/snowflake_core): the rules, with no PostgreSQL in them: the bit
+//!   layout, the generator's claims and clock policy, UTC arithmetic.
+//! - `postgres`: the glue that puts those rules into a server: shared memory and its durable
+//!   record, the settings, the clock inside a backend, the hand-written function entries, and
+//!   the differences between PostgreSQL majors.
+//! - `api`: the SQL surface: the functions users call, and the errors they raise.
 
-/// The wall clock and interruptible waiting inside a backend.
-pub mod clock;
-/// Differences between PostgreSQL majors in the C API, each at the major where it changed.
-mod compat;
-/// `snowflake_convert_column()`: switching an existing integer key to snowflake IDs.
-mod convert;
-/// SQL functions that decode and compose IDs.
-mod decode;
-/// Every SQL-facing error, with its SQLSTATE, detail and hint.
-mod errors;
-/// SQL functions that issue IDs.
-mod generate;
-/// The generator's rules and clock policy over one atomic word per shard (pure Rust).
-pub mod generator;
-/// The `snowflake_id.*` settings.
-mod gucs;
-/// The bit layout of an ID: widths, shifts, masks (pure Rust).
-pub mod layout;
+/// The SQL surface: generators, decoders, statistics, key conversion, and their errors.
+mod api;
 /// Tests that need a live backend (`cargo pgrx test`).
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
-/// The durable reservation: file, WAL records, and the worker that renews it.
-mod reservation;
-/// The generator state in shared memory.
-mod shmem;
-/// `snowflake_stats()`: per-shard counters.
-mod stats;
-/// UTC calendar arithmetic for the epoch setting and JSON output (pure Rust).
-pub mod utc;
+/// PostgreSQL glue: shared memory, the reservation and its worker, settings, clock, fmgr.
+mod postgres;
 
 use pgrx::prelude::*;
 
@@ -45,15 +29,15 @@ pub extern "C-unwind" fn _PG_init() {
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         return;
     }
-    gucs::init();
+    postgres::settings::init();
     // SAFETY: called once, in the postmaster, after the settings are defined.
     unsafe {
         // Misspelt `snowflake_id.*` settings are reported instead of silently ignored.
         pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr());
     }
-    shmem::init();
-    reservation::register_wal();
-    reservation::register_worker();
+    postgres::shmem::init();
+    postgres::reservation::register_wal();
+    postgres::reservation::register_worker();
 }
 
 /// Required by `cargo pgrx test`: the settings of its test server.

@@ -3,7 +3,7 @@
 
 #[pgrx::pg_schema]
 mod tests {
-    use crate::{gucs, shmem};
+    use crate::postgres::{reservation, settings, shmem};
     use pgrx::prelude::*;
 
     fn one_i64(query: &str) -> i64 {
@@ -13,7 +13,7 @@ mod tests {
     #[pg_test]
     fn the_state_lives_in_the_shared_slot_of_its_shard() {
         let id = one_i64("SELECT snowflake_nextval(5)");
-        let layout = gucs::layout();
+        let layout = settings::layout();
         let slot = shmem::shard(5).expect("preloaded, so shared memory exists");
         let counter = slot.last_issued.load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(layout.id_of_counter(5, counter), id);
@@ -27,12 +27,12 @@ mod tests {
     #[pg_test]
     fn issued_ids_stay_below_the_durable_reservation() {
         let id = one_i64("SELECT snowflake_nextval(12)");
-        let time_part = gucs::layout().decode(id).unwrap().time_part;
+        let time_part = settings::layout().decode(id).unwrap().time_part;
         let reservation = shmem::reservation().expect("preloaded");
         assert!(time_part >= reservation.floor.load(std::sync::atomic::Ordering::Relaxed));
         assert!(time_part < reservation.ceiling.load(std::sync::atomic::Ordering::Relaxed));
         // The ceiling in use is already in the file a restart would read.
-        assert!(crate::reservation::recorded_ceiling() > time_part);
+        assert!(reservation::recorded_ceiling() > time_part);
     }
 
     #[pg_test]
@@ -54,9 +54,9 @@ mod tests {
     fn the_default_shard_setting_is_used_and_checked() {
         Spi::run("SET snowflake_id.shard = 7").unwrap();
         assert_eq!(Spi::get_one::<i32>("SELECT snowflake_shard(snowflake_nextval())"), Ok(Some(7)));
-        assert_eq!(gucs::default_shard(), Some(7));
+        assert_eq!(settings::default_shard(), Some(7));
         Spi::run("RESET snowflake_id.shard").unwrap();
-        assert_eq!(gucs::default_shard(), None);
+        assert_eq!(settings::default_shard(), None);
     }
 
     #[pg_test(error = "invalid value for parameter \"snowflake_id.shard\": 1024")]
@@ -87,6 +87,6 @@ mod tests {
         assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.epoch"), Ok(Some("2024-01-01T00:00:00Z")));
         assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.max_lead_ms"), Ok(Some("2s")));
         assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.max_wait_ms"), Ok(Some("1s")));
-        assert_eq!(gucs::layout(), crate::layout::Layout::default());
+        assert_eq!(settings::layout(), snowflake_core::layout::Layout::default());
     }
 }

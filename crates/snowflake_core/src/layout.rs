@@ -5,7 +5,9 @@
 //! [ 0 ][ 41 bits: ms since epoch ][ S bits: shard ][ 22-S bits: seq ]
 //! ```
 //!
-//! Pure Rust with no pgrx import, so every rule here is tested by plain `#[test]`s.
+//! Pure Rust in a crate without pgrx, so every rule here is tested by plain `#[test]`s.
+//! Every method is `#[inline]`: they are a few instructions each, called on the extension's
+//! hot path from another crate, where they are inlined only when marked so.
 //!
 //! Besides IDs, the generator works with a shard's *counter*: the time part and the sequence
 //! packed without the shard bits, `time_part << seq_bits | seq`. Counters of one shard order
@@ -72,38 +74,48 @@ pub enum LayoutError {
 
 impl Layout {
     /// A layout; `shard_bits` must lie in `MIN_SHARD_BITS..=MAX_SHARD_BITS` (the GUC enforces it).
+    #[inline]
     pub const fn new(epoch_unix_ms: i64, shard_bits: u32) -> Self {
         assert!(shard_bits <= MAX_SHARD_BITS);
         Layout { epoch_unix_ms, shard_bits }
     }
 
+    #[inline]
     pub const fn epoch_unix_ms(&self) -> i64 {
         self.epoch_unix_ms
     }
+    #[inline]
     pub const fn shard_bits(&self) -> u32 {
         self.shard_bits
     }
+    #[inline]
     pub const fn seq_bits(&self) -> u32 {
         SHARD_AND_SEQ_BITS - self.shard_bits
     }
+    #[inline]
     pub const fn shard_count(&self) -> u32 {
         1 << self.shard_bits
     }
+    #[inline]
     pub const fn max_shard(&self) -> u32 {
         self.shard_count() - 1
     }
+    #[inline]
     pub const fn ids_per_ms(&self) -> u64 {
         1 << self.seq_bits()
     }
+    #[inline]
     pub const fn max_seq(&self) -> u32 {
         (self.ids_per_ms() - 1) as u32
     }
     /// The last Unix millisecond an ID can carry.
+    #[inline]
     pub const fn last_unix_ms(&self) -> i64 {
         self.epoch_unix_ms + MAX_TIME_PART as i64
     }
 
     /// Checks a shard id given by a caller.
+    #[inline]
     pub fn check_shard(&self, shard: i64) -> Result<u32, LayoutError> {
         if (0..=self.max_shard() as i64).contains(&shard) {
             Ok(shard as u32)
@@ -113,6 +125,7 @@ impl Layout {
     }
 
     /// Checks a sequence number given by a caller.
+    #[inline]
     pub fn check_seq(&self, seq: i64) -> Result<u32, LayoutError> {
         if (0..=self.max_seq() as i64).contains(&seq) {
             Ok(seq as u32)
@@ -122,6 +135,7 @@ impl Layout {
     }
 
     /// The time part of a Unix millisecond, refused outside the 41-bit range.
+    #[inline]
     pub fn time_part(&self, unix_ms: i64) -> Result<u64, LayoutError> {
         if unix_ms < self.epoch_unix_ms {
             Err(LayoutError::BeforeEpoch { unix_ms, epoch_unix_ms: self.epoch_unix_ms })
@@ -133,12 +147,14 @@ impl Layout {
     }
 
     /// The Unix millisecond of a time part.
+    #[inline]
     pub const fn unix_ms(&self, time_part: u64) -> i64 {
         self.epoch_unix_ms + time_part as i64
     }
 
     /// Packs the three fields. They must be in range (see `check_*`); a time part that is
     /// not is a broken invariant, caught here rather than turned into a negative ID.
+    #[inline]
     pub const fn compose(&self, parts: Parts) -> i64 {
         assert!(parts.time_part <= MAX_TIME_PART);
         ((parts.time_part << SHARD_AND_SEQ_BITS)
@@ -147,6 +163,7 @@ impl Layout {
     }
 
     /// Splits an ID into its fields. Every non-negative `bigint` is a valid ID.
+    #[inline]
     pub fn decode(&self, id: i64) -> Result<Parts, LayoutError> {
         if id < 0 {
             return Err(LayoutError::NegativeId { id });
@@ -160,26 +177,31 @@ impl Layout {
     }
 
     /// The smallest ID of a millisecond (shard 0, seq 0).
+    #[inline]
     pub const fn min_id(&self, time_part: u64) -> i64 {
         self.compose(Parts { time_part, shard: 0, seq: 0 })
     }
 
     /// The largest ID of a millisecond (last shard, last seq).
+    #[inline]
     pub const fn max_id(&self, time_part: u64) -> i64 {
         self.compose(Parts { time_part, shard: self.max_shard(), seq: self.max_seq() })
     }
 
     /// The first counter of a millisecond.
+    #[inline]
     pub const fn counter_at(&self, time_part: u64) -> u64 {
         time_part << self.seq_bits()
     }
 
     /// The time part of a counter.
+    #[inline]
     pub const fn counter_time_part(&self, counter: u64) -> u64 {
         counter >> self.seq_bits()
     }
 
     /// The ID a shard's counter stands for.
+    #[inline]
     pub const fn id_of_counter(&self, shard: u32, counter: u64) -> i64 {
         self.compose(Parts {
             time_part: self.counter_time_part(counter),
@@ -190,6 +212,7 @@ impl Layout {
 
     /// The smallest counter whose ID on `shard` is greater than `id`; what
     /// `snowflake_advance` needs. `id` may come from any shard.
+    #[inline]
     pub fn first_counter_above(&self, shard: u32, id: i64) -> Result<u64, LayoutError> {
         let parts = self.decode(id)?;
         let same_ms = self.counter_at(parts.time_part);
@@ -204,6 +227,7 @@ impl Layout {
 }
 
 impl Default for Layout {
+    #[inline]
     fn default() -> Self {
         Layout::new(DEFAULT_EPOCH_UNIX_MS, DEFAULT_SHARD_BITS)
     }

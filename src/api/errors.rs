@@ -4,12 +4,12 @@
 //! Messages follow PostgreSQL's style: lower case, no final period; details and hints are
 //! sentences. Every refusal happens before anything is issued.
 
-use crate::generator::Refusal;
-use crate::gucs;
-use crate::layout::LayoutError;
-use crate::utc::format_utc_ms;
+use crate::postgres::settings;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_core::generator::Refusal;
+use snowflake_core::layout::LayoutError;
+use snowflake_core::utc::format_utc_ms;
 
 use PgSqlErrorCode::{
     ERRCODE_INVALID_PARAMETER_VALUE as INVALID_PARAMETER, ERRCODE_NULL_VALUE_NOT_ALLOWED as NULL_VALUE,
@@ -120,7 +120,7 @@ pub fn advance_refused(function: &'static str, shard: u32, refusal: Refusal) -> 
 
 /// A value that does not fit the layout.
 pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
-    let bits = gucs::layout().shard_bits();
+    let bits = settings::layout().shard_bits();
     match error {
         LayoutError::ShardOutOfRange { shard, max_shard } => raise(
             INVALID_PARAMETER,
@@ -167,7 +167,7 @@ pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
 
 /// The generator refused to issue (or to advance) a shard.
 pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
-    let layout = gucs::layout();
+    let layout = settings::layout();
     match refusal {
         Refusal::TooFarAhead { lead_ms, policy } => raise(
             NOT_READY,
@@ -194,7 +194,7 @@ pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
                 "One call can issue at most {max_count} IDs: {} per millisecond for \
                  snowflake_id.max_lead_ms = {} ms of lead plus the current millisecond.",
                 layout.ids_per_ms(),
-                gucs::clock_policy().max_lead_ms
+                settings::clock_policy().max_lead_ms
             ),
             format!("Request at most {max_count} IDs per call."),
         ),
@@ -244,13 +244,16 @@ pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
 }
 
 fn shard_range_hint() -> String {
-    format!("Pass a shard id from 0 to {}, each generated on one server only.", gucs::layout().max_shard())
+    format!(
+        "Pass a shard id from 0 to {}, each generated on one server only.",
+        settings::layout().max_shard()
+    )
 }
 
 fn epoch_text() -> String {
-    format_utc_ms(gucs::layout().epoch_unix_ms())
+    format_utc_ms(settings::layout().epoch_unix_ms())
 }
 
 fn end_text() -> String {
-    format_utc_ms(gucs::layout().last_unix_ms())
+    format_utc_ms(settings::layout().last_unix_ms())
 }

@@ -5,9 +5,13 @@
 //! memory can only be requested then. Without it `attached()` is false and every SQL
 //! function raises an error naming the fix; there is deliberately no per-backend fallback,
 //! which is how other in-database generators end up issuing duplicates.
+//!
+//! One subsystem with `reservation.rs` (see `postgres/mod.rs`): creating the state restores
+//! the recorded reservation into it, and the reservation's worker renews it here.
 
-use crate::generator::{Reservation, ShardState};
+use super::{reservation, settings};
 use pgrx::pg_sys;
+use snowflake_core::generator::{Reservation, ShardState};
 
 const SHMEM_NAME: &std::ffi::CStr = c"snowflake_id generator state";
 
@@ -22,7 +26,7 @@ static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 
 fn bytes_needed() -> usize {
-    size_of::<Reservation>() + crate::gucs::layout().shard_count() as usize * size_of::<ShardState>()
+    size_of::<Reservation>() + settings::layout().shard_count() as usize * size_of::<ShardState>()
 }
 
 /// Requests the shared memory and installs the hook that maps it. Called from `_PG_init`
@@ -72,7 +76,7 @@ unsafe extern "C-unwind" fn startup_shmem() {
         SHARDS = base.add(size_of::<Reservation>()).cast::<ShardState>();
         SHARD_COUNT = (size - size_of::<Reservation>()) / size_of::<ShardState>();
         if !found {
-            (*RESERVATION).resume_at(crate::reservation::recorded_ceiling());
+            (*RESERVATION).resume_at(reservation::recorded_ceiling());
         }
         pg_sys::LWLockRelease(lock);
     }

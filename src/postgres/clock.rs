@@ -1,23 +1,9 @@
-//! The wall clock, as the generator reads it inside a backend.
+//! The wall clock, as the generator reads it inside a backend: the core's clock read, plus
+//! sleeps that PostgreSQL can interrupt.
 
-use crate::generator::{Clock, Reservation};
+pub use snowflake_core::clock::wall_clock_unix_ms;
+use snowflake_core::generator::{Clock, ShardState};
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
-
-/// Wall-clock Unix milliseconds: `clock_gettime(CLOCK_REALTIME)`, served by the vDSO on
-/// Linux, with no system call. Called directly rather than through `SystemTime`, whose
-/// `Duration` arithmetic costs as much again as the read. The fine clock, not
-/// `CLOCK_REALTIME_COARSE` (a fifth of the cost, but 4 ms steps on common kernels): an ID's
-/// time must never be earlier than the clock when it was issued, which `id >=
-/// snowflake_min_id(<a time read before>)` and partition bounds rely on. A clock before 1970
-/// reads as negative.
-#[inline]
-pub fn wall_clock_unix_ms() -> i64 {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: writes the current time into `now`; CLOCK_REALTIME always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
-    // Floors also before 1970, where `tv_sec` is negative and `tv_nsec` still positive.
-    now.tv_sec * 1000 + now.tv_nsec / 1_000_000
-}
 
 /// The real clock, for one call. Sleeps in 1 ms steps and checks for interrupts between
 /// them, so a waiting call still honours `statement_timeout`, cancel requests and shutdown.
@@ -34,9 +20,13 @@ pub struct WallClock {
 static LATEST_READING: AtomicI64 = AtomicI64::new(i64::MIN);
 
 impl WallClock {
-    /// Whether a reading of this call went back in time.
-    pub fn stepped_back(&self) -> bool {
-        self.stepped_back
+    /// Counts, in the statistics of the shard the call claimed from, a reading of this call
+    /// that went back in time (`snowflake_stats().clock_regressions`).
+    #[inline]
+    pub fn count_step_back(&self, shard: &ShardState) {
+        if self.stepped_back {
+            shard.clock_regressions.fetch_add(1, Relaxed);
+        }
     }
 }
 
@@ -51,10 +41,6 @@ impl Clock for WallClock {
         now
     }
 
-    fn wake_worker(&mut self, reservation: &Reservation) {
-        crate::reservation::wake_worker(reservation);
-    }
-
     fn sleep_ms(&mut self, ms: u64) {
         for _ in 0..ms {
             pgrx::check_for_interrupts!();
@@ -62,5 +48,19 @@ impl Clock for WallClock {
             unsafe { pgrx::pg_sys::pg_usleep(1000) };
         }
         pgrx::check_for_interrupts!();
+    }
+}
+
+/// The wall clock for a call that never sleeps: the fast path, which claims with
+/// `max_wait_ms = 0` and leaves any waiting to the guarded path.
+pub struct NoWaitClock(pub WallClock);
+
+impl Clock for NoWaitClock {
+    #[inline(always)]
+    fn now_unix_ms(&mut self) -> i64 {
+        self.0.now_unix_ms()
+    }
+    fn sleep_ms(&mut self, _ms: u64) {
+        unreachable!("a claim with max_wait_ms = 0 never sleeps")
     }
 }

@@ -19,7 +19,7 @@
 //! # Durable reservation
 //! Shared memory is lost on a restart, so every time part handed out must lie inside a
 //! window already recorded on disk: `floor <= time part < ceiling`. The reservation worker
-//! (`reservation.rs`) keeps the ceiling a short way ahead of the clock, writing it durably
+//! (the extension's `postgres/reservation.rs`) keeps the ceiling a short way ahead of the clock, writing it durably
 //! *before* publishing it here; after a restart both bounds start at the recorded ceiling, so
 //! every shard resumes strictly above anything issued before. A call that would reach the
 //! ceiling (a shard borrowing time) asks the worker for more and waits for it, within the
@@ -85,14 +85,29 @@ pub struct ClockPolicy {
     pub max_wait_ms: u64,
 }
 
-/// Where the generator reads the time, how it sleeps, and how it hurries the worker.
+/// Where the generator reads the time, and how it sleeps.
 pub trait Clock {
     /// Wall-clock time in Unix milliseconds.
     fn now_unix_ms(&mut self) -> i64;
     /// Sleeps for about `ms` milliseconds (the caller may be cancelled meanwhile).
     fn sleep_ms(&mut self, ms: u64);
-    /// Tells the reservation worker that `Reservation::wanted` went up.
-    fn wake_worker(&mut self, _reservation: &Reservation) {}
+}
+
+/// Whoever keeps the durable reservation (in the extension, its background worker). A claim
+/// that finds the ceiling too close raises `Reservation::wanted` and tells the keeper, then
+/// waits for the new ceiling.
+pub trait ReservationKeeper {
+    /// `Reservation::wanted` went up; `now` is the clock's time part as the claim read it.
+    fn extend_soon(&mut self, reservation: &Reservation, now: u64);
+}
+
+/// For claims that never wait for the reservation (`max_wait_ms = 0`: they are refused
+/// instead, and the caller takes a path that tells the keeper).
+pub struct NoKeeper;
+
+impl ReservationKeeper for NoKeeper {
+    #[inline(always)]
+    fn extend_soon(&mut self, _reservation: &Reservation, _now: u64) {}
 }
 
 /// A run of counters claimed by one call, `first..=last`.
@@ -123,6 +138,7 @@ pub enum Refusal {
 
 /// The largest batch one call may claim: whatever fits between the clock's millisecond and
 /// the lead bound. Larger batches could never be issued without breaking the bound.
+#[inline]
 pub fn max_batch(layout: &Layout, policy: ClockPolicy) -> u64 {
     (policy.max_lead_ms + 1) * layout.ids_per_ms()
 }
@@ -136,6 +152,7 @@ pub fn claim(
     layout: &Layout,
     policy: ClockPolicy,
     clock: &mut impl Clock,
+    keeper: &mut impl ReservationKeeper,
 ) -> Result<Claim, Refusal> {
     debug_assert!(count >= 1);
     let max_count = max_batch(layout, policy);
@@ -168,7 +185,7 @@ pub fn claim(
                 // Ask the worker to reserve this far (it does within a few milliseconds, the
                 // time of a WAL flush and two fsyncs) and look again shortly.
                 reservation.wanted.fetch_max(last_time_part + 1, Relaxed);
-                clock.wake_worker(reservation);
+                keeper.extend_soon(reservation, now);
                 break (1, Refusal::NotReserved { time_part: last_time_part, ceiling, policy });
             }
             // On failure `now` is reused: it is still a valid lower bound, and contended
@@ -259,16 +276,14 @@ mod tests {
     const POLICY: ClockPolicy = ClockPolicy { max_lead_ms: 2000, max_wait_ms: 1000 };
     const T0: i64 = DEFAULT_EPOCH_UNIX_MS + 100 * 86_400_000;
 
-    /// A clock that stands still until moved, and whose sleeps move it forward; with
-    /// `worker`, waking the worker applies the worker's rule at once.
+    /// A clock that stands still until moved, and whose sleeps move it forward.
     struct FakeClock {
         now: i64,
         slept: Vec<u64>,
-        worker: bool,
     }
     impl FakeClock {
         fn at(now: i64) -> Self {
-            FakeClock { now, slept: vec![], worker: false }
+            FakeClock { now, slept: vec![] }
         }
     }
     impl Clock for FakeClock {
@@ -279,11 +294,13 @@ mod tests {
             self.slept.push(ms);
             self.now += ms as i64;
         }
-        fn wake_worker(&mut self, reservation: &Reservation) {
-            let now = LAYOUT.time_part(self.now).unwrap();
-            if let Some(ceiling) =
-                next_ceiling(now, reservation, 500, POLICY.max_lead_ms).filter(|_| self.worker)
-            {
+    }
+
+    /// A worker that applies the worker's rule at once when told.
+    struct InstantWorker;
+    impl ReservationKeeper for InstantWorker {
+        fn extend_soon(&mut self, reservation: &Reservation, now: u64) {
+            if let Some(ceiling) = next_ceiling(now, reservation, 500, POLICY.max_lead_ms) {
                 reservation.ceiling.fetch_max(ceiling, Relaxed);
             }
         }
@@ -298,7 +315,7 @@ mod tests {
     };
 
     fn one(slot: &ShardState, clock: &mut FakeClock) -> Result<Parts, Refusal> {
-        let claim = claim(slot, &OPEN, 1, &LAYOUT, POLICY, clock)?;
+        let claim = claim(slot, &OPEN, 1, &LAYOUT, POLICY, clock, &mut NoKeeper)?;
         assert_eq!(claim.first, claim.last);
         Ok(LAYOUT.decode(LAYOUT.id_of_counter(7, claim.first)).unwrap())
     }
@@ -382,7 +399,7 @@ mod tests {
         let mut clock = FakeClock::at(T0);
         // Exactly fill the lead bound: milliseconds now..=now+2000.
         let full = max_batch(&LAYOUT, POLICY);
-        let claim = claim(&slot, &OPEN, full, &LAYOUT, POLICY, &mut clock).unwrap();
+        let claim = claim(&slot, &OPEN, full, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
         assert_eq!(claim.last - claim.first + 1, full);
         assert_eq!(lead_of(&slot, &clock), 2000);
         // The next ID needs one more millisecond of clock.
@@ -396,13 +413,13 @@ mod tests {
     fn batches_are_consecutive_and_bounded() {
         let slot = ShardState::default();
         let mut clock = FakeClock::at(T0);
-        let a = claim(&slot, &OPEN, 10_000, &LAYOUT, POLICY, &mut clock).unwrap();
-        let b = claim(&slot, &OPEN, 10, &LAYOUT, POLICY, &mut clock).unwrap();
+        let a = claim(&slot, &OPEN, 10_000, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
+        let b = claim(&slot, &OPEN, 10, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
         assert_eq!(a.last - a.first + 1, 10_000);
         assert_eq!(b.first, a.last + 1);
         let too_many = max_batch(&LAYOUT, POLICY) + 1;
         assert_eq!(
-            claim(&slot, &OPEN, too_many, &LAYOUT, POLICY, &mut clock),
+            claim(&slot, &OPEN, too_many, &LAYOUT, POLICY, &mut clock, &mut NoKeeper),
             Err(Refusal::BatchTooLarge { count: too_many, max_count: too_many - 1 })
         );
         assert_eq!(slot.last_issued.load(Relaxed), b.last);
@@ -464,7 +481,11 @@ mod tests {
                 .map(|_| {
                     scope.spawn(|| {
                         (0..per_thread)
-                            .map(|_| claim(&slot, &OPEN, 1, &LAYOUT, POLICY, &mut SystemClock).unwrap().first)
+                            .map(|_| {
+                                claim(&slot, &OPEN, 1, &LAYOUT, POLICY, &mut SystemClock, &mut NoKeeper)
+                                    .unwrap()
+                                    .first
+                            })
                             .collect::<Vec<_>>()
                     })
                 })
@@ -516,7 +537,7 @@ mod tests {
     fn statistics_count_ids_and_waits() {
         let slot = ShardState::default();
         let mut clock = FakeClock::at(T0);
-        claim(&slot, &OPEN, 10, &LAYOUT, POLICY, &mut clock).unwrap();
+        claim(&slot, &OPEN, 10, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
         one(&slot, &mut clock).unwrap();
         assert_eq!(slot.issued.load(Relaxed), 11);
         clock.now -= 2300;
@@ -535,12 +556,12 @@ mod tests {
         // After a restart whose recorded ceiling is 1.5 s ahead of the clock.
         reservation.resume_at(now + 1500);
         let mut clock = FakeClock::at(T0);
-        let refusal = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock).unwrap_err();
+        let refusal = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap_err();
         assert!(matches!(refusal, Refusal::NotReserved { ceiling, .. } if ceiling == now + 1500));
         assert_eq!(slot.last_issued.load(Relaxed), 0);
         // The worker extends the ceiling: IDs resume at the floor, above all earlier ones.
         reservation.ceiling.store(now + 3000, Relaxed);
-        let first = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock).unwrap().first;
+        let first = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first;
         assert_eq!(LAYOUT.counter_time_part(first), now + 1500);
     }
 
@@ -552,14 +573,14 @@ mod tests {
         reservation.ceiling.store(now + 10, Relaxed);
         let mut clock = FakeClock::at(T0);
         // 12 ms of IDs: the last would be at now + 11, past the ceiling.
-        let refusal = claim(&slot, &reservation, 12 * 4096, &LAYOUT, POLICY, &mut clock);
+        let refusal = claim(&slot, &reservation, 12 * 4096, &LAYOUT, POLICY, &mut clock, &mut NoKeeper);
         // No worker moves the ceiling, so the wait runs out; the call said what it wanted.
         assert!(matches!(refusal, Err(Refusal::NotReserved { ceiling, .. }) if ceiling == now + 10));
         assert_eq!(slot.last_issued.load(Relaxed), 0);
         assert!(reservation.wanted.load(Relaxed) > now + 11);
         // What fits below the ceiling is issued without waiting.
         let mut clock = FakeClock::at(T0);
-        let claimed = claim(&slot, &reservation, 4096, &LAYOUT, POLICY, &mut clock).unwrap();
+        let claimed = claim(&slot, &reservation, 4096, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
         assert!(LAYOUT.counter_time_part(claimed.last) < now + 10);
         assert!(clock.slept.is_empty());
     }
@@ -570,8 +591,9 @@ mod tests {
         let reservation = Reservation::default();
         let now = LAYOUT.time_part(T0).unwrap();
         reservation.ceiling.store(now + 10, Relaxed);
-        let mut clock = FakeClock { worker: true, ..FakeClock::at(T0) };
-        let claimed = claim(&slot, &reservation, 100 * 4096, &LAYOUT, POLICY, &mut clock).unwrap();
+        let mut clock = FakeClock::at(T0);
+        let claimed =
+            claim(&slot, &reservation, 100 * 4096, &LAYOUT, POLICY, &mut clock, &mut InstantWorker).unwrap();
         // One millisecond of waiting for the worker, then 100 ms of IDs from there.
         assert_eq!(LAYOUT.counter_time_part(claimed.last), now + 100);
         assert!(reservation.ceiling.load(Relaxed) > now + 100);

@@ -3,8 +3,9 @@
 //! Cheap to read: plain loads of the shared counters, no lock, nothing on the hot path
 //! beyond the counter increments the generator already makes.
 
-use crate::decode::timestamptz_of_unix_ms;
-use crate::{clock, gucs, shmem};
+use super::decoding::timestamptz_of_unix_ms;
+use super::preloaded_layout;
+use crate::postgres::{clock, shmem};
 use pgrx::prelude::*;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -28,7 +29,7 @@ fn snowflake_stats() -> TableIterator<
         name!(reserved_until, TimestampWithTimeZone),
     ),
 > {
-    let layout = gucs::preloaded_layout("snowflake_stats");
+    let layout = preloaded_layout("snowflake_stats");
     let reservation = shmem::reservation().expect("preloaded");
     let reserved_until = timestamptz_of_unix_ms(layout.unix_ms(reservation.ceiling.load(Relaxed)));
     let now = clock::wall_clock_unix_ms();

@@ -18,13 +18,17 @@
 //! all shards resume at the recorded ceiling. The hot path never touches the disk: about four
 //! reservations a second, each a WAL flush and two fsyncs, are done by the worker alone, or
 //! sooner when a call borrowing time asks for more (it sets `wanted` and the worker's latch).
+//!
+//! One subsystem with `shmem.rs` (see `postgres/mod.rs`): the postmaster reads the record
+//! here when it creates shared memory, and the worker publishes new ceilings there.
 
-use crate::generator::{self, Reservation};
-use crate::layout::MAX_TIME_PART;
-use crate::{clock, gucs, shmem, utc};
+use super::{clock, settings, shmem};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys::{self, panic::ErrorReport};
 use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_core::generator::{self, Reservation, ReservationKeeper};
+use snowflake_core::layout::MAX_TIME_PART;
+use snowflake_core::utc;
 use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -89,7 +93,7 @@ pub fn in_binary_upgrade() -> bool {
 /// than these. Copying the old server's file over this one (the documented upgrade step) is
 /// exact, and needs no such assumption.
 fn record_upgrade_guard() -> u64 {
-    let bound_ms = gucs::clock_policy().max_lead_ms + gucs::reserve_ms() + 1;
+    let bound_ms = settings::clock_policy().max_lead_ms + settings::reserve_ms() + 1;
     let ceiling_unix_ms = clock::wall_clock_unix_ms().saturating_add(bound_ms as i64);
     if let Err(error) = write_durably(ceiling_unix_ms) {
         pgrx::error!(
@@ -107,7 +111,7 @@ fn record_upgrade_guard() -> u64 {
 /// A recorded ceiling (Unix ms) as a time part: before the epoch it restricts nothing,
 /// past the 41-bit range it means the IDs ran out.
 fn time_part_of_ceiling(unix_ms: i64) -> u64 {
-    let layout = gucs::layout();
+    let layout = settings::layout();
     match layout.time_part(unix_ms) {
         Ok(time_part) => time_part,
         Err(_) if unix_ms < layout.epoch_unix_ms() => 0,
@@ -156,7 +160,7 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
     let reservation = shmem::reservation().expect("the worker runs only when preloaded");
     // SAFETY: MyLatch is this process's latch in shared memory, valid while it runs.
     reservation.worker.store(unsafe { pg_sys::MyLatch } as usize, Relaxed);
-    let layout = gucs::layout();
+    let layout = settings::layout();
     pgrx::log!(
         "snowflake_id reservation worker started: shards resume at {}",
         utc::format_utc_ms(layout.unix_ms(reservation.floor.load(Relaxed)))
@@ -193,23 +197,28 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
     unsafe { pg_sys::proc_exit(1) }
 }
 
-/// Wakes the worker, if one runs (called by a generator that wants more reserved).
-pub fn wake_worker(reservation: &Reservation) {
-    let latch = reservation.worker.load(Relaxed) as *mut pg_sys::Latch;
-    if !latch.is_null() {
-        // SAFETY: the worker's latch lives in shared memory for the server's lifetime; a
-        // stale one (worker restarted) only causes a harmless spurious wake-up.
-        unsafe { pg_sys::SetLatch(latch) };
+/// The worker, as the generator's keeper of the reservation: a call that wants more
+/// reserved sets the worker's latch, and the worker records it within a few milliseconds.
+pub struct Worker;
+
+impl ReservationKeeper for Worker {
+    fn extend_soon(&mut self, reservation: &Reservation, _now: u64) {
+        let latch = reservation.worker.load(Relaxed) as *mut pg_sys::Latch;
+        if !latch.is_null() {
+            // SAFETY: the worker's latch lives in shared memory for the server's lifetime; a
+            // stale one (worker restarted) only causes a harmless spurious wake-up.
+            unsafe { pg_sys::SetLatch(latch) };
+        }
     }
 }
 
 /// One look at the clock: records and publishes a new ceiling when the current one is too close.
 fn renew(reservation: &Reservation) -> std::io::Result<()> {
-    let layout = gucs::layout();
+    let layout = settings::layout();
     // A clock outside the ID range makes every call refuse anyway; nothing to reserve.
     let Ok(now) = layout.time_part(clock::wall_clock_unix_ms()) else { return Ok(()) };
-    let max_lead_ms = gucs::clock_policy().max_lead_ms;
-    let Some(ceiling) = generator::next_ceiling(now, reservation, gucs::reserve_ms(), max_lead_ms) else {
+    let max_lead_ms = settings::clock_policy().max_lead_ms;
+    let Some(ceiling) = generator::next_ceiling(now, reservation, settings::reserve_ms(), max_lead_ms) else {
         return Ok(());
     };
     let ceiling_unix_ms = layout.unix_ms(ceiling);
@@ -241,7 +250,7 @@ mod wal {
     /// Registers the resource manager. Replaying our records needs it, so the library must
     /// stay preloaded on every server that replays this WAL.
     pub fn register() {
-        let Some(id) = gucs::wal_rmgr_id() else { return };
+        let Some(id) = settings::wal_rmgr_id() else { return };
         let rmgr = pg_sys::RmgrData {
             rm_name: c"snowflake_id".as_ptr(),
             rm_redo: Some(redo),
@@ -254,7 +263,7 @@ mod wal {
     }
 
     pub fn log_ceiling(ceiling_unix_ms: i64) {
-        let Some(id) = gucs::wal_rmgr_id() else { return };
+        let Some(id) = settings::wal_rmgr_id() else { return };
         let mut data = ceiling_unix_ms.to_ne_bytes();
         // SAFETY: the standard sequence for a WAL record without buffers, from a process
         // with WAL access (the worker starts after recovery); `data` outlives the insert.
@@ -262,7 +271,7 @@ mod wal {
             pg_sys::XLogBeginInsert();
             // Not "activity": an idle server still skips checkpoints and segment switches.
             pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
-            crate::compat::xlog_register_data(&mut data);
+            crate::postgres::compat::xlog_register_data(&mut data);
             let lsn = pg_sys::XLogInsert(id, XLOG_CEILING);
             pg_sys::XLogFlush(lsn);
         }

@@ -2,11 +2,11 @@
 //! against the cost of the one clock read it cannot avoid. Plain `Instant` loops, median of
 //! several runs; printed as `name<TAB>ns_per_op` lines for `scripts/bench.sh`.
 //!
-//!   cargo bench --bench generator      (SNOWFLAKE_BENCH_OPS=10000 for a quick check)
+//!   cargo bench -p snowflake_core --bench generator      (SNOWFLAKE_BENCH_OPS=10000 for a quick check)
 
-use snowflake_id::clock::wall_clock_unix_ms;
-use snowflake_id::generator::{self, Clock, ClockPolicy, Reservation, ShardState};
-use snowflake_id::layout::{Layout, DEFAULT_EPOCH_UNIX_MS, MAX_TIME_PART};
+use snowflake_core::clock::wall_clock_unix_ms;
+use snowflake_core::generator::{self, Clock, ClockPolicy, NoKeeper, Reservation, ShardState};
+use snowflake_core::layout::{Layout, DEFAULT_EPOCH_UNIX_MS, MAX_TIME_PART};
 use std::hint::black_box;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
@@ -62,7 +62,8 @@ fn main() {
     let claim_one = median_ns_per_op(|ops| {
         let shard = ShardState::default();
         for _ in 0..ops {
-            let claim = generator::claim(&shard, &reservation, 1, &layout, policy, &mut SystemClock);
+            let claim =
+                generator::claim(&shard, &reservation, 1, &layout, policy, &mut SystemClock, &mut NoKeeper);
             black_box(claim.expect("claim refused"));
         }
     });
@@ -73,8 +74,15 @@ fn main() {
             for _ in 0..2 {
                 scope.spawn(|| {
                     for _ in 0..ops / 2 {
-                        let claim =
-                            generator::claim(&shard, &reservation, 1, &layout, policy, &mut SystemClock);
+                        let claim = generator::claim(
+                            &shard,
+                            &reservation,
+                            1,
+                            &layout,
+                            policy,
+                            &mut SystemClock,
+                            &mut NoKeeper,
+                        );
                         black_box(claim.expect("claim refused"));
                     }
                 });

@@ -8,11 +8,14 @@
 //! | `reserve_ms` | reload (SIGHUP) | how far ahead of the clock the durable reservation is kept |
 //! | `wal_rmgr_id` | postmaster | the custom WAL resource manager id; the same on a primary and its standbys |
 
-use crate::layout::{Layout, DEFAULT_SHARD_BITS, MAX_SHARD_BITS, MIN_SHARD_BITS};
-use crate::utc;
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys::{self, panic::ErrorReport};
 use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_core::generator::ClockPolicy;
+use snowflake_core::layout::{
+    Layout, DEFAULT_EPOCH_UNIX_MS, DEFAULT_SHARD_BITS, MAX_SHARD_BITS, MIN_SHARD_BITS,
+};
+use snowflake_core::utc;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
@@ -44,7 +47,7 @@ static RESERVE_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_RESERVE_MS);
 static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_WAL_RMGR_ID);
 
 /// The epoch in Unix ms, parsed once by the assign hook so no call parses a string.
-static EPOCH_UNIX_MS: AtomicI64 = AtomicI64::new(crate::layout::DEFAULT_EPOCH_UNIX_MS);
+static EPOCH_UNIX_MS: AtomicI64 = AtomicI64::new(DEFAULT_EPOCH_UNIX_MS);
 
 /// Registers every setting. Called from `_PG_init` while shared_preload_libraries is being
 /// processed: PostgreSQL allows postmaster-only settings to be defined only then.
@@ -52,9 +55,9 @@ static EPOCH_UNIX_MS: AtomicI64 = AtomicI64::new(crate::layout::DEFAULT_EPOCH_UN
 /// A value in postgresql.conf that PostgreSQL refuses for a setting defined this late only
 /// earns a WARNING, and the setting keeps its default. For the layout that would mean
 /// issuing IDs in another layout than the rest of the fleet, so a refused value stops the
-/// server instead (`check_applied`).
+/// server instead (`CheckedAtStart`).
 pub fn init() {
-    let configured = [EPOCH_NAME, SHARD_BITS_NAME, SHARD_NAME].map(|name| (name, configured_text(name)));
+    let configured = CheckedAtStart::ALL.map(|setting| (setting, configured_text(setting.name())));
     // SAFETY: the hooks are `#[pg_guard]`ed and only read their arguments.
     unsafe {
         GucRegistry::define_string_guc_with_hooks(
@@ -92,7 +95,7 @@ pub fn init() {
             (1 << MAX_SHARD_BITS) - 1,
             GucContext::Suset,
             GucFlags::default(),
-            Some(check_shard),
+            Some(check_default_shard),
             None,
             None,
         );
@@ -142,9 +145,9 @@ pub fn init() {
         GucContext::Postmaster,
         GucFlags::default(),
     );
-    for (name, text) in configured {
+    for (setting, text) in configured {
         if let Some(text) = text {
-            check_applied(name, &text);
+            setting.stop_unless_applied(&text);
         }
     }
 }
@@ -172,35 +175,55 @@ fn parse_int_as_postgres(text: &str) -> Option<i32> {
     parsed.then_some(value)
 }
 
-/// Stops the server when PostgreSQL refused the configured `text` of a setting (it then
-/// kept its default). The refusal's reason is in the WARNING just before.
-fn check_applied(name: &CStr, text: &str) {
-    let name = name.to_string_lossy();
-    let applied = match name.as_ref() {
-        "snowflake_id.epoch" => utc::parse_utc_ms(text).ok() == Some(EPOCH_UNIX_MS.load(Relaxed)),
-        "snowflake_id.shard_bits" => parse_int_as_postgres(text) == Some(SHARD_BITS.get()),
-        _ => parse_int_as_postgres(text) == Some(SHARD.get()),
-    };
-    if !applied {
-        ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
-            format!("invalid value for parameter \"{name}\": \"{text}\""),
-            "_PG_init",
-        )
-        .set_detail("snowflake_id will not start with a setting it cannot apply: the IDs would not follow the configured layout.")
-        .set_hint(format!("Correct {name} in postgresql.conf (see the warning above for why it was refused), then start the server."))
-        .report(PgLogLevel::ERROR);
+/// The settings whose configured value must have been applied for the server to start:
+/// the layout, and the default shard that IDs are issued for.
+#[derive(Clone, Copy)]
+enum CheckedAtStart {
+    Epoch,
+    ShardBits,
+    DefaultShard,
+}
+
+impl CheckedAtStart {
+    const ALL: [CheckedAtStart; 3] =
+        [CheckedAtStart::Epoch, CheckedAtStart::ShardBits, CheckedAtStart::DefaultShard];
+
+    fn name(self) -> &'static CStr {
+        match self {
+            CheckedAtStart::Epoch => EPOCH_NAME,
+            CheckedAtStart::ShardBits => SHARD_BITS_NAME,
+            CheckedAtStart::DefaultShard => SHARD_NAME,
+        }
+    }
+
+    /// Whether the setting holds the value of its configured `text`, read as PostgreSQL reads it.
+    fn applied(self, text: &str) -> bool {
+        match self {
+            CheckedAtStart::Epoch => utc::parse_utc_ms(text).ok() == Some(EPOCH_UNIX_MS.load(Relaxed)),
+            CheckedAtStart::ShardBits => parse_int_as_postgres(text) == Some(SHARD_BITS.get()),
+            CheckedAtStart::DefaultShard => parse_int_as_postgres(text) == Some(SHARD.get()),
+        }
+    }
+
+    /// Stops the server when PostgreSQL refused the configured `text` (the setting then kept
+    /// its default). The refusal's reason is in the WARNING just before.
+    fn stop_unless_applied(self, text: &str) {
+        if !self.applied(text) {
+            refuse_start(&self.name().to_string_lossy(), text);
+        }
     }
 }
 
-/// The layout, for a SQL function: raises the error naming the fix when the library was
-/// not preloaded (its settings are then undefined, so the layout would only be a guess).
-#[inline]
-pub fn preloaded_layout(function: &'static str) -> Layout {
-    if !crate::shmem::attached() {
-        crate::errors::not_preloaded(function);
-    }
-    layout()
+/// Stops the server (an ERROR while preloading is fatal to the postmaster).
+fn refuse_start(name: &str, text: &str) {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
+        format!("invalid value for parameter \"{name}\": \"{text}\""),
+        "_PG_init",
+    )
+    .set_detail("snowflake_id will not start with a setting it cannot apply: the IDs would not follow the configured layout.")
+    .set_hint(format!("Correct {name} in postgresql.conf (see the warning above for why it was refused), then start the server."))
+    .report(PgLogLevel::ERROR);
 }
 
 /// The layout of this server's IDs.
@@ -227,11 +250,8 @@ pub fn default_shard() -> Option<i32> {
 
 /// The reloadable clock policy.
 #[inline]
-pub fn clock_policy() -> crate::generator::ClockPolicy {
-    crate::generator::ClockPolicy {
-        max_lead_ms: read(&MAX_LEAD_MS) as u64,
-        max_wait_ms: read(&MAX_WAIT_MS) as u64,
-    }
+pub fn clock_policy() -> ClockPolicy {
+    ClockPolicy { max_lead_ms: read(&MAX_LEAD_MS) as u64, max_wait_ms: read(&MAX_WAIT_MS) as u64 }
 }
 
 /// How far ahead of the clock the worker keeps the durable reservation.
@@ -265,7 +285,7 @@ fn refuse_setting(detail: &str, hint: &str) -> bool {
 fn validate_epoch(text: &str) -> Result<i64, String> {
     let epoch = utc::parse_utc_ms(text)?;
     let layout = Layout::new(epoch, 0);
-    let now = crate::clock::wall_clock_unix_ms();
+    let now = snowflake_core::clock::wall_clock_unix_ms();
     if epoch > now {
         return Err(format!("The epoch {} is in the future.", utc::format_utc_ms(epoch)));
     }
@@ -303,7 +323,7 @@ unsafe extern "C-unwind" fn assign_epoch(newval: *const c_char, _extra: *mut c_v
 }
 
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_shard(
+unsafe extern "C-unwind" fn check_default_shard(
     newval: *mut i32,
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,

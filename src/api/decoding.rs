@@ -7,17 +7,19 @@
 //! 22023 for a negative ID or a shard/seq out of range, and 22003 for a timestamp outside
 //! the 41-bit range after the epoch.
 
-use crate::layout::{Layout, Parts};
-use crate::{errors, gucs, utc};
+use super::{errors, preloaded_layout};
+use crate::postgres::settings;
 use pgrx::prelude::*;
 use pgrx::JsonB;
 use serde::Serialize;
+use snowflake_core::layout::{Layout, Parts, TIME_BITS};
+use snowflake_core::utc;
 
 /// 2000-01-01T00:00:00Z, PostgreSQL's own epoch, in Unix milliseconds.
 const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
 
 fn decode(function: &'static str, id: i64) -> (Layout, Parts) {
-    let layout = gucs::preloaded_layout(function);
+    let layout = preloaded_layout(function);
     let parts = layout.decode(id).unwrap_or_else(|e| errors::layout_error(function, e));
     (layout, parts)
 }
@@ -35,7 +37,7 @@ fn time_part_of(function: &'static str, ts: TimestampWithTimeZone) -> u64 {
     }
     let micros: pg_sys::TimestampTz = ts.into();
     let unix_ms = micros.div_euclid(1000) + PG_EPOCH_UNIX_MS;
-    gucs::preloaded_layout(function).time_part(unix_ms).unwrap_or_else(|e| errors::layout_error(function, e))
+    preloaded_layout(function).time_part(unix_ms).unwrap_or_else(|e| errors::layout_error(function, e))
 }
 
 /// When the ID was issued, to the millisecond.
@@ -62,7 +64,7 @@ fn snowflake_seq(id: i64) -> i32 {
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_compose(ts: TimestampWithTimeZone, shard: i32, seq: i32) -> i64 {
     const FUNCTION: &str = "snowflake_compose";
-    let layout = gucs::preloaded_layout(FUNCTION);
+    let layout = preloaded_layout(FUNCTION);
     let time_part = time_part_of(FUNCTION, ts);
     let shard = layout.check_shard(shard.into()).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
     let seq = layout.check_seq(seq.into()).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
@@ -72,13 +74,13 @@ fn snowflake_compose(ts: TimestampWithTimeZone, shard: i32, seq: i32) -> i64 {
 /// The smallest ID of `ts`'s millisecond: `WHERE id >= snowflake_min_id(now() - '1 hour')`.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_min_id(ts: TimestampWithTimeZone) -> i64 {
-    gucs::layout().min_id(time_part_of("snowflake_min_id", ts))
+    settings::layout().min_id(time_part_of("snowflake_min_id", ts))
 }
 
 /// The largest ID of `ts`'s millisecond: `WHERE id <= snowflake_max_id(ts)` keeps all of it.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_max_id(ts: TimestampWithTimeZone) -> i64 {
-    gucs::layout().max_id(time_part_of("snowflake_max_id", ts))
+    settings::layout().max_id(time_part_of("snowflake_max_id", ts))
 }
 
 /// The JSON form of an ID. `id` is a string because JavaScript numbers lose precision
@@ -122,10 +124,10 @@ fn snowflake_layout() -> TableIterator<
         name!(runs_out, TimestampWithTimeZone),
     ),
 > {
-    let layout = gucs::preloaded_layout("snowflake_layout");
+    let layout = preloaded_layout("snowflake_layout");
     TableIterator::once((
         timestamptz_of_unix_ms(layout.epoch_unix_ms()),
-        crate::layout::TIME_BITS as i32,
+        TIME_BITS as i32,
         layout.shard_bits() as i32,
         layout.seq_bits() as i32,
         layout.max_shard() as i32,

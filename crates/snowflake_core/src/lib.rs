@@ -1,0 +1,12 @@
+//! The rules of snowflake IDs, with no PostgreSQL in them. The extension (`snowflake_id`)
+//! puts them in shared memory and behind SQL functions; everything here is plain Rust,
+//! tested with fake clocks by `cargo test -p snowflake_core`.
+
+/// The wall clock as the generator reads it: `clock_gettime`, in Unix milliseconds.
+pub mod clock;
+/// Claims over one atomic word per shard: the clock policy and the durable reservation's rules.
+pub mod generator;
+/// The bit layout of an ID: widths, shifts, masks, pack and unpack. The one source of truth.
+pub mod layout;
+/// UTC calendar arithmetic for the epoch setting and JSON output.
+pub mod utc;

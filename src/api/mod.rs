@@ -1,0 +1,27 @@
+//! The SQL surface: every function a user calls, thin over the core and the glue, and every
+//! error they raise. `#[pg_extern]` functions document their volatility, parallel safety
+//! and errors where they are defined.
+
+/// `snowflake_convert_column()`: switching an existing integer key to snowflake IDs.
+mod convert;
+/// Decoding and composing IDs; the layout.
+pub mod decoding;
+/// Every SQL-facing error, with its SQLSTATE, detail and hint.
+pub mod errors;
+/// Issuing IDs: `snowflake_nextval`, `snowflake_nextvals`, `snowflake_advance`.
+mod issuing;
+/// `snowflake_stats()`: per-shard counters.
+mod stats;
+
+use crate::postgres::{settings, shmem};
+use snowflake_core::layout::Layout;
+
+/// The layout, for a SQL function: raises the error naming the fix when the library was
+/// not preloaded (its settings are then undefined, so the layout would only be a guess).
+#[inline]
+pub fn preloaded_layout(function: &'static str) -> Layout {
+    if !shmem::attached() {
+        errors::not_preloaded(function);
+    }
+    settings::layout()
+}

@@ -1,0 +1,21 @@
+//! PostgreSQL glue: how the core's rules live inside a server. Nothing here raises the SQL
+//! surface's errors; it reports what it found, and `api` decides what the user is told.
+//!
+//! `shmem` and `reservation` are one subsystem in two files, as contrib's autoprewarm keeps
+//! its shared state and its dump file: shared memory holds the reservation, the reservation
+//! is restored into shared memory when the postmaster creates it, and the worker renews it
+//! there. They import each other on purpose; nothing else in the crate does.
+
+/// The wall clock and interruptible sleeps inside a backend.
+pub mod clock;
+/// Differences between PostgreSQL majors in the C API, each at the major where it changed.
+pub mod compat;
+/// Hand-written version-1 function entries: the fast path, its guarded fallback, batches
+/// returned in materialize mode.
+pub mod fmgr;
+/// The durable reservation: file, WAL records, and the worker that renews it (with `shmem`).
+pub mod reservation;
+/// The `snowflake_id.*` settings.
+pub mod settings;
+/// The generator state in shared memory (with `reservation`).
+pub mod shmem;
