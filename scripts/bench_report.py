@@ -321,7 +321,7 @@ def report(runs):
         )
         out("")
     out(
-        "Why a target is missed, and what the hot path does: README, section \"Performance\" "
+        "Why a target is missed, and what the hot path does: [performance.md](performance.md) "
         "(`./scripts/profile.sh` counts the instructions per call)."
     )
     out("")
@@ -538,6 +538,22 @@ unset multiplot
     os.remove(data)
 
 
+# The page's last section holds figures taken by hand with other commands (the fleet test,
+# scripts/profile.sh, scripts/compare-builds.sh): every dated figure lives in this one page,
+# so a rewritten report carries that section over as it is.
+BY_HAND_MARKER = "<!-- measured by hand: kept as it is when scripts/bench.sh rewrites this page -->"
+
+
+def kept_by_hand(page):
+    """The section measured by hand of the page as it is, from its marker on; empty if none."""
+    if not os.path.exists(page):
+        return ""
+    with open(page) as f:
+        text = f.read()
+    at = text.find(BY_HAND_MARKER)
+    return "" if at < 0 else "\n" + text[at:].rstrip("\n") + "\n"
+
+
 def main():
     if sys.argv[1:] == ["--machine"]:
         print(machine())
@@ -547,9 +563,9 @@ def main():
     out_dir = sys.argv[1]
     runs = load_runs(out_dir)
     # The whole report first: a missing measurement stops it before anything is written.
-    text = report(runs)
+    text = report(runs) + "\n" + kept_by_hand(os.path.join(out_dir, "BENCHMARKS.md"))
     with open(os.path.join(out_dir, "BENCHMARKS.md"), "w") as out:
-        out.write(text + "\n")
+        out.write(text)
     chart(runs, out_dir)
 
 
