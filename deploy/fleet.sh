@@ -108,8 +108,8 @@ Stop and remove the fleet:   ./deploy/fleet.sh down
 MSG
 }
 
-# The procedure of moving one logical shard; each step is safe to stop after (see README,
-# "Running several servers"): the source refuses writes before the copy, and the target
+# The procedure of moving one logical shard; each step is safe to stop after (see
+# docs/several-servers.md): the source refuses writes before the copy, and the target
 # generates only once it holds every copied row and has moved its generator above them.
 move_shard() {
   local shard=$1 target=$2 source schema theirs ours

@@ -12,8 +12,7 @@ source scripts/lib.sh
 BASE=${1:?usage: compare-builds.sh <commit> [rounds] [ids per round]}
 ROUNDS=${2:-7}
 IDS=${3:-2000000}
-WORK=$(mktemp -d /tmp/snowflake_id-compare.XXXXXX)
-[ "$(id -u)" -eq 0 ] && chown postgres: "$WORK"
+WORK=$(cluster_temp_dir compare)
 cleanup() {
   cluster_stop "$WORK/base"; cluster_stop "$WORK/head"
   git worktree remove --force "$WORK/src" >/dev/null 2>&1 || true
@@ -34,6 +33,9 @@ chmod -R a+rX "$WORK/lib"
 # function, declared by hand (the commits' install scripts may differ).
 for side in base head; do
   mkdir -p "$WORK/$side"; [ "$(id -u)" -eq 0 ] && chown postgres: "$WORK/$side"
+  # `$libdir` is for PostgreSQL to expand (to its library folder, where the working tree's
+  # build is installed), not the shell: the single quotes are meant.
+  # shellcheck disable=SC2016
   libpath='$libdir'; [ "$side" = base ] && libpath="$WORK/lib"
   cluster_init "$WORK/$side" "dynamic_library_path = '$libpath'" "synchronous_commit = off"
   cluster_start "$WORK/$side"

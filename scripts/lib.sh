@@ -1,6 +1,11 @@
+# shellcheck shell=bash
 # Shell helpers shared by the scripts: throwaway PostgreSQL clusters run by an unprivileged
 # user (initdb refuses root), reachable only through a Unix socket in the cluster's folder.
 # Source it; it does nothing by itself.
+#
+# A script stops and removes only the clusters it started. Throwaway clusters (tests,
+# benchmarks) live in a new folder of their own (cluster_temp_dir); the clusters a person
+# starts and stops by name (the demo, the fleet) in a folder of this checkout (cluster_dir).
 
 SNOWFLAKE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # The PostgreSQL majors built and tested here: 15 from Debian, 18 installed into the project
@@ -37,20 +42,36 @@ as_pg_owner() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-# Prints a folder for a cluster's files: the preferred one when the cluster's owner can
-# reach it and the socket path stays short (Unix sockets allow ~107 bytes), else one in /tmp.
+# cluster_dir PREFERRED NAME: prints the folder of a named cluster of this checkout (the
+# demo's, the fleet's): PREFERRED when the cluster's owner can reach it and the socket path
+# stays short (Unix sockets allow ~107 bytes), else cluster_fallback_dir NAME.
+# cluster_fallback_dir NAME: that folder in /tmp, named after the checkout as well as NAME and
+# the user. (Named after NAME and the user alone, it was one folder for every checkout of the
+# user: `./scripts/demo.sh` in one checkout stopped and removed the demo of another.)
+cluster_fallback_dir() {
+  echo "/tmp/snowflake_id-$1-$(id -un)-$(printf '%s' "$SNOWFLAKE_ROOT" | cksum | cut -d ' ' -f 1)"
+}
 cluster_dir() {
-  local preferred=$1 name=$2
+  local preferred=$1 name=$2 fallback
   mkdir -p "$preferred" 2>/dev/null || true
   [ "$(id -u)" -eq 0 ] && chown postgres: "$preferred" 2>/dev/null
   if [ ${#preferred} -lt 80 ] && as_pg_owner test -w "$preferred" 2>/dev/null; then
     echo "$preferred"
   else
-    local fallback="/tmp/snowflake_id-${name}-$(id -un)"
+    fallback=$(cluster_fallback_dir "$name")
     mkdir -p "$fallback"
     [ "$(id -u)" -eq 0 ] && chown postgres: "$fallback"
     echo "$fallback"
   fi
+}
+
+# cluster_temp_dir NAME: prints a new empty folder in /tmp for a throwaway cluster, owned by
+# the cluster's owner. No other run has it, so removing it never takes anyone else's cluster.
+cluster_temp_dir() {
+  local dir
+  dir=$(mktemp -d "/tmp/snowflake_id-$1.XXXXXX")
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+  echo "$dir"
 }
 
 # cluster_init DIR [postgresql.conf lines...]: a new cluster in DIR/data, socket in DIR.
@@ -70,9 +91,20 @@ cluster_start() {
   as_pg_owner "$PG_BIN/pg_ctl" -D "$1/data" -l "$1/server.log" -w -t 60 start >/dev/null
 }
 
-# cluster_stop DIR: stops the cluster if it runs (fast shutdown).
+# cluster_postmaster_pid DIR: the process id of the cluster's postmaster (from its lock file).
+cluster_postmaster_pid() {
+  as_pg_owner head -n 1 "$1/data/postmaster.pid"
+}
+
+# cluster_stop DIR: stops the cluster if it runs (fast shutdown). Only a postmaster working in
+# DIR/data is signalled: the postmaster.pid of a server that died names a process id the
+# system may since have given to another process, another cluster's postmaster say, and
+# pg_ctl would signal it all the same.
 cluster_stop() {
-  if [ -f "$1/data/postmaster.pid" ]; then
+  local pid
+  [ -f "$1/data/postmaster.pid" ] || return 0
+  pid=$(cluster_postmaster_pid "$1")
+  if [ "/proc/$pid/cwd" -ef "$1/data" ]; then
     as_pg_owner "$PG_BIN/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null || true
   fi
 }

@@ -19,8 +19,7 @@ EXT_DIR="$("$PG_CONFIG" --sharedir)/extension"
 SYSTEM=false
 [ "$LIB_DIR" = "/usr/lib/postgresql/${PG_MAJOR}/lib" ] && SYSTEM=true
 
-DIR=$(mktemp -d /tmp/snowflake_id-package.XXXXXX)
-[ "$(id -u)" -eq 0 ] && chown postgres: "$DIR"
+DIR=$(cluster_temp_dir package)
 remove_files() { as_root rm -f "$LIB_DIR/snowflake_id.so" "$EXT_DIR"/snowflake_id.control "$EXT_DIR"/snowflake_id--*.sql; }
 cleanup() {
   cluster_stop "$DIR"

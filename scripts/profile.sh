@@ -16,15 +16,14 @@ N=${1:-100000}
 ./scripts/setup.sh
 install_extension
 
-PROFILE_DIR=$(cluster_dir "$PWD/.run/profile" profile)
+PROFILE_DIR=$(cluster_temp_dir profile)
 stop_profile_server() {
   cluster_stop "$PROFILE_DIR"
   rm -rf "$PROFILE_DIR"
 }
 trap stop_profile_server EXIT
-stop_profile_server
-mkdir -p "$PROFILE_DIR/callgrind"
-[ "$(id -u)" -eq 0 ] && chown postgres: "$PROFILE_DIR" "$PROFILE_DIR/callgrind"
+mkdir "$PROFILE_DIR/callgrind"
+[ "$(id -u)" -eq 0 ] && chown postgres: "$PROFILE_DIR/callgrind"
 # Enough work_mem that generate_series never spills: spilling would not grow in proportion.
 cluster_init "$PROFILE_DIR" "work_mem = '1GB'"
 # Every server process runs under callgrind and writes its counts when it exits; counting

@@ -12,6 +12,7 @@
 #   linked to its tree (bin, include/server, lib, share).
 #   cargo-pgrx 0.18.1, pointed at both (no source download).
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 PGRX_VERSION=0.18.1
@@ -21,8 +22,6 @@ PACKAGES=(
   libclang-dev clang sudo faketime libfaketime procps
   python3 python3-venv gnuplot-nox fonts-liberation valgrind shellcheck
 )
-
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -3,7 +3,8 @@
 # missing first (scripts/setup.sh). `PG_MAJOR=18 ./scripts/test.sh` runs one major only.
 #
 #   1. format and lints      cargo fmt --check, cargo clippy -D warnings (for each major);
-#                            16 and 17 type-checked (scripts/check-other-majors.sh)
+#                            16 and 17 type-checked (scripts/check-other-majors.sh);
+#                            every shell script through shellcheck (scripts/lint-shell.sh)
 #   then, for each major:
 #   2. unit + backend tests  cargo pgrx test: plain #[test]s (layout, clock policy with a fake
 #                            clock) and #[pg_test]s (shared memory, settings) in a live backend
@@ -18,6 +19,9 @@
 #                            unpacked into the tree on 18), used by a fresh cluster, removed
 #   6. benchmark smoke       scripts/bench.sh --smoke: every contender of the benchmark runs
 #                            with tiny sizes and the report is written (no timing asserted)
+#   last, bystanders         a cluster started before the layers, not by any of them, still
+#                            answers from the same postmaster (and so does a running demo):
+#                            no layer stops or reuses a cluster it did not start
 #
 # PL/Proxy and pg_partman come from Debian's packages, for PostgreSQL 15 only: the layers that
 # need them (the fleet test, the partman regress file) run on 15 and are reported as skipped on 18.
@@ -41,7 +45,8 @@ if [ "$(id -u)" -eq 0 ]; then
   chown postgres: "$WORK"
   RUNAS=(--runas postgres)
 fi
-trap 'rm -rf "$WORK"' EXIT
+BYSTANDER=$WORK/bystander
+trap 'use_major "${MAJORS[0]}"; cluster_stop "$BYSTANDER"; rm -rf "$WORK"' EXIT
 # Everything is also kept in a log, from which the closing summary is counted.
 exec > >(tee "$WORK/output.log") 2>&1
 
@@ -62,6 +67,24 @@ if [ -z "$REQUESTED_MAJOR" ]; then
   # 16 and 17 are not tested (no headers here): type-checked against pgrx's shipped bindings.
   ./scripts/check-other-majors.sh
 fi
+./scripts/lint-shell.sh
+
+# ---- Bystanders: clusters the layers did not start, checked after them -------------------
+# A cluster of the first major, with the extension preloaded like the demo's, in a folder
+# of this run, and the demo if one is running: each must still answer from the same
+# postmaster once every layer has run.
+step "bystanders: a cluster the layers did not start (PostgreSQL ${MAJORS[0]})"
+use_major "${MAJORS[0]}"
+install_extension
+mkdir "$BYSTANDER"
+[ "$(id -u)" -eq 0 ] && chown postgres: "$BYSTANDER"
+cluster_init "$BYSTANDER"
+cluster_start "$BYSTANDER"
+declare -A BYSTANDER_PIDS=(["$BYSTANDER"]=$(cluster_postmaster_pid "$BYSTANDER"))
+for demo in "$PWD/.run/demo" "$(cluster_fallback_dir demo)"; do
+  [ -f "$demo/data/postmaster.pid" ] && BYSTANDER_PIDS["$demo"]=$(cluster_postmaster_pid "$demo")
+done
+echo "watching: ${!BYSTANDER_PIDS[*]}"
 
 for major in "${MAJORS[@]}"; do
   use_major "$major"
@@ -99,12 +122,22 @@ for major in "${MAJORS[@]}"; do
   ./scripts/bench.sh --smoke "$WORK/bench-$major"
 done
 
+step "bystanders: still answering from the same postmaster"
+for dir in "${!BYSTANDER_PIDS[@]}"; do
+  pid=$(cluster_postmaster_pid "$dir" 2>/dev/null || true)
+  if [ "$pid" != "${BYSTANDER_PIDS[$dir]}" ] || ! cluster_psql "$dir" -qtA -d postgres -c "SELECT 1" >/dev/null; then
+    echo "bystander: FAILED: the cluster in $dir, running before the layers (postmaster ${BYSTANDER_PIDS[$dir]}), was stopped or replaced by one of them (postmaster now: ${pid:-none})" >&2
+    exit 1
+  fi
+  echo "bystander: $dir: postmaster ${BYSTANDER_PIDS[$dir]} still answers: ok"
+done
+
 # One closing line over all layers: cargo's "N passed", pg_regress's "All N tests passed",
 # the package test's line and the benchmark's, and what was skipped.
 step "summary"
 awk '/test result: ok\./ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) n += $i }
      /All [0-9]+ tests passed/ { match($0, /All [0-9]+/); n += substr($0, RSTART + 4, RLENGTH - 4) }
-     /^(package-test|bench): .*: ok$/ { n += 1 }
+     /^(package-test|bench|bystander): .*: ok$/ { n += 1 }
      END { printf "\n%d passed, 0 failed\n", n }' "$WORK/output.log"
 grep "^skipped on PostgreSQL" "$WORK/output.log" || true
 echo "PostgreSQL majors tested: ${MAJORS[*]}; $((SECONDS - STARTED)) s"
