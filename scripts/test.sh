@@ -5,19 +5,23 @@
 #   1. format and lints      cargo fmt --check, cargo clippy -D warnings (for each major);
 #                            16 and 17 type-checked (scripts/check-other-majors.sh);
 #                            every shell script through shellcheck (scripts/lint-shell.sh)
+#   2. the pure rules        cargo test -p snowflake_core: layout, clock policy with a fake
+#                            clock, reservation rules, UTC; no PostgreSQL, seconds
 #   then, for each major:
-#   2. unit + backend tests  cargo pgrx test: plain #[test]s (layout, clock policy with a fake
-#                            clock) and #[pg_test]s (shared memory, settings) in a live backend
-#   3. SQL surface           scripts/regress.sh: pg_regress golden files in tests/pg_regress
-#   4. integration + faults  tests/integration: real servers started by the tests (many
+#   3. backend tests         cargo pgrx test: #[pg_test]s (shared memory, settings) in a live
+#                            backend, and the extension's own #[test]s
+#   4. SQL surface           scripts/regress.sh: pg_regress golden files in tests/pg_regress;
+#                            scripts/doc-examples.sh: every sql and psql example of README.md
+#                            and docs/ run against a server, the shown output compared
+#   5. integration + faults  tests/integration: real servers started by the tests (many
 #                            connections at once, startup settings, standby, clock policy;
 #                            kill -9, immediate stop, faked clocks, failover, dump/restore;
 #                            converting a key under concurrent inserts, upgrade from 0.1.0;
 #                            deploy/fleet.sh: shard servers behind a PL/Proxy router; on the
 #                            last major, pg_upgrade from the first one)
-#   5. package               scripts/package-test.sh: the Debian package installed (dpkg on 15,
+#   6. package               scripts/package-test.sh: the Debian package installed (dpkg on 15,
 #                            unpacked into the tree on 18), used by a fresh cluster, removed
-#   6. benchmark smoke       scripts/bench.sh --smoke: every contender of the benchmark runs
+#   7. benchmark smoke       scripts/bench.sh --smoke: every contender of the benchmark runs
 #                            with tiny sizes and the report is written (no timing asserted)
 #   last, bystanders         a cluster started before the layers, not by any of them, still
 #                            answers from the same postmaster (and so does a running demo):
@@ -55,12 +59,13 @@ step() { printf '\n=== %s (%d s)\n' "$*" $((SECONDS - STARTED)); }
 skipped() { echo "skipped on PostgreSQL $PG_MAJOR: $*"; }
 
 step "format and lints"
-cargo fmt --check
+cargo fmt --all --check
 cargo fmt --check --manifest-path tests/integration/Cargo.toml
 for major in "${MAJORS[@]}"; do
   use_major "$major"
   cargo clippy --all-targets "${CARGO_FEATURES[@]}" -- -D warnings
 done
+cargo clippy -p snowflake_core --all-targets -- -D warnings
 CARGO_TARGET_DIR=tests/integration/target \
   cargo clippy --all-targets --manifest-path tests/integration/Cargo.toml -- -D warnings
 if [ -z "$REQUESTED_MAJOR" ]; then
@@ -68,6 +73,9 @@ if [ -z "$REQUESTED_MAJOR" ]; then
   ./scripts/check-other-majors.sh
 fi
 ./scripts/lint-shell.sh
+
+step "the pure rules (cargo test -p snowflake_core; no PostgreSQL)"
+cargo test -p snowflake_core
 
 # ---- Bystanders: clusters the layers did not start, checked after them -------------------
 # A cluster of the first major, with the extension preloaded like the demo's, in a folder
@@ -89,11 +97,12 @@ echo "watching: ${!BYSTANDER_PIDS[*]}"
 for major in "${MAJORS[@]}"; do
   use_major "$major"
 
-  step "PostgreSQL $major: unit and backend tests (cargo pgrx test)"
+  step "PostgreSQL $major: backend tests (cargo pgrx test)"
   cargo pgrx test "pg$major" "${CARGO_FEATURES[@]}" "${RUNAS[@]}" --pgdata "$WORK/pgrx-test-$major"
 
-  step "PostgreSQL $major: SQL surface (pg_regress; installs the release build into PostgreSQL $major)"
+  step "PostgreSQL $major: SQL surface (pg_regress and the docs' examples; installs the release build into PostgreSQL $major)"
   ./scripts/regress.sh
+  ./scripts/doc-examples.sh
 
   step "PostgreSQL $major: integration tests against real servers"
   integration=()
@@ -140,6 +149,7 @@ step "summary"
 awk '/test result: ok\./ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) n += $i }
      /All [0-9]+ tests passed/ { match($0, /All [0-9]+/); n += substr($0, RSTART + 4, RLENGTH - 4) }
      /^(package-test|bench|bystander): .*: ok$/ { n += 1 }
+     /^doc-examples: [0-9]+ blocks in [0-9]+ files: ok$/ { n += $2 }
      END { printf "\n%d passed, 0 failed\n", n }' "$WORK/output.log"
 grep "^skipped on PostgreSQL" "$WORK/output.log" || true
 echo "PostgreSQL majors tested: ${MAJORS[*]}; $((SECONDS - STARTED)) s"
