@@ -117,11 +117,22 @@ cluster_psql() {
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
+# unlink_installed_library: removes the installed snowflake_id.so of the current major, so
+# that the next install writes a new file instead of rewriting this one. `cargo pgrx install`
+# and `cargo pgrx test` copy over the old library in place (truncate, then write), and every
+# running server that preloads it has it mapped: rewritten under them, they die at their next
+# touch of it (a demo, another checkout's cluster). Unlinked first, the old file lives on for
+# the servers that have it open.
+unlink_installed_library() {
+  as_root rm -f "$("$PG_CONFIG" --pkglibdir)/snowflake_id.so"
+}
+
 # Builds the extension in release mode and installs it into the system PostgreSQL; prints
 # the build's output only when it fails.
 install_extension() {
   local sudo=() log
   [ "$(id -u)" -eq 0 ] || sudo=(--sudo)
+  unlink_installed_library
   log=$(mktemp)
   if ! cargo pgrx install --release --pg-config "$PG_CONFIG" "${CARGO_FEATURES[@]}" "${sudo[@]}" >"$log" 2>&1; then
     cat "$log"; rm -f "$log"; return 1
