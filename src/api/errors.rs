@@ -45,6 +45,23 @@ pub fn during_recovery(function: &'static str) -> ! {
     )
 }
 
+/// A shard the fence (`snowflake_id.shards`) does not give this server.
+pub fn shard_fenced(function: &'static str, shard: u32) -> ! {
+    raise(
+        NOT_READY,
+        function,
+        format!("shard {shard} is not issued by this server"),
+        format!(
+            "snowflake_id.shards = '{}' names the shards this server may issue. Nothing was issued.",
+            settings::fence_text()
+        ),
+        format!(
+            "Issue shard {shard} on the server that owns it. If it moved here, add it to \
+             snowflake_id.shards in postgresql.conf and reload, once no other server's list names it."
+        ),
+    )
+}
+
 pub fn null_argument(function: &'static str, argument: &str) -> ! {
     raise(
         NULL_VALUE,
@@ -213,8 +230,9 @@ pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
              not running: it needs a free slot in max_worker_processes), then retry."
                 .into(),
         ),
+        // What a sequence raises at its MAXVALUE.
         Refusal::Exhausted => raise(
-            OUT_OF_RANGE,
+            PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
             function,
             "snowflake IDs have run out".into(),
             format!("41 bits of milliseconds after snowflake_id.epoch end at {}.", end_text()),

@@ -5,7 +5,7 @@
 //! in shared memory, which parallel workers share with their leader, so a worker issues IDs
 //! exactly as its leader would. They raise:
 //! 22004 for a NULL argument, 22023 for a shard outside `0..2^shard_bits-1` or a bad count,
-//! 55000 when the library is not preloaded, the clock is past the policy's bounds or the
+//! 55000 for a shard outside the fence (`snowflake_id.shards`), when the library is not preloaded, the clock is past the policy's bounds or the
 //! durable reservation is not keeping up, 25006 on a hot standby.
 
 use super::{errors, preloaded_layout};
@@ -32,6 +32,7 @@ enum Closed {
     NotPreloaded,
     NullShard,
     BadShard(LayoutError),
+    Fenced(u32),
     InRecovery,
 }
 
@@ -42,6 +43,9 @@ fn try_open_shard(shard: Option<i32>, in_recovery: impl FnOnce() -> bool) -> Res
     let reservation = shmem::reservation().ok_or(Closed::NotPreloaded)?;
     let layout = settings::layout();
     let shard = layout.check_shard(shard.ok_or(Closed::NullShard)?.into()).map_err(Closed::BadShard)?;
+    if !settings::fence_allows(shard) {
+        return Err(Closed::Fenced(shard));
+    }
     let state = shmem::shard(shard).ok_or(Closed::NotPreloaded)?;
     if in_recovery() {
         return Err(Closed::InRecovery);
@@ -56,6 +60,7 @@ fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
         Closed::NotPreloaded => errors::not_preloaded(function),
         Closed::NullShard => errors::null_argument(function, "shard"),
         Closed::BadShard(error) => errors::layout_error(function, error),
+        Closed::Fenced(shard) => errors::shard_fenced(function, shard),
         Closed::InRecovery => errors::during_recovery(function),
     })
 }

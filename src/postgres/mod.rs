@@ -10,9 +10,13 @@
 pub mod clock;
 /// Differences between PostgreSQL majors in the C API, each at the major where it changed.
 pub mod compat;
+/// Files in the data directory replaced whole or not at all (reservation, layout).
+pub mod durable_file;
 /// Hand-written version-1 function entries: the fast path, its guarded fallback, batches
 /// returned in materialize mode.
 pub mod fmgr;
+/// The layout of this server's IDs, recorded on the first start and checked at every start.
+pub mod recorded_layout;
 /// The durable reservation: file, WAL records, and the worker that renews it (with `shmem`).
 pub mod reservation;
 /// The `snowflake_id.*` settings.

@@ -22,14 +22,13 @@
 //! One subsystem with `shmem.rs` (see `postgres/mod.rs`): the postmaster reads the record
 //! here when it creates shared memory, and the worker publishes new ceilings there.
 
-use super::{clock, settings, shmem};
+use super::{clock, durable_file, settings, shmem};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys::{self, panic::ErrorReport};
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::generator::{self, Reservation, ReservationKeeper};
 use snowflake_core::layout::MAX_TIME_PART;
 use snowflake_core::utc;
-use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -55,12 +54,7 @@ fn parse_record(text: &str) -> Result<i64, String> {
 
 /// Records a ceiling so that it survives a crash at any moment.
 fn write_durably(ceiling_unix_ms: i64) -> std::io::Result<()> {
-    let mut file = std::fs::File::create(TEMP_FILE)?;
-    file.write_all(format_record(ceiling_unix_ms).as_bytes())?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(TEMP_FILE, FILE)?;
-    std::fs::File::open(".")?.sync_all()
+    durable_file::replace(FILE, TEMP_FILE, &format_record(ceiling_unix_ms))
 }
 
 /// The recorded ceiling as a time part (0 on a server that never issued an ID). Read by

@@ -3,6 +3,7 @@
 //! | setting | context | why |
 //! |---|---|---|
 //! | `epoch`, `shard_bits` | postmaster | the layout of every ID: changing either on a running fleet would make old and new IDs collide or sort wrongly, so they are fixed at server start |
+//! | `shards` | reload (SIGHUP) | the shard fence: the shards this server may issue; moved with the shards, without a restart |
 //! | `shard` | superuser | the default shard of `snowflake_nextval()`; per database or role with `ALTER ... SET`, never by an unprivileged role for others |
 //! | `max_lead_ms`, `max_wait_ms` | reload (SIGHUP) | the clock policy; operators tune it without a restart |
 //! | `reserve_ms` | reload (SIGHUP) | how far ahead of the clock the durable reservation is kept |
@@ -11,13 +12,14 @@
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys::{self, panic::ErrorReport};
 use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_core::fence::ShardFence;
 use snowflake_core::generator::ClockPolicy;
 use snowflake_core::layout::{
     Layout, DEFAULT_EPOCH_UNIX_MS, DEFAULT_SHARD_BITS, MAX_SHARD_BITS, MIN_SHARD_BITS,
 };
 use snowflake_core::utc;
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicPtr, Ordering::Relaxed};
 
 const DEFAULT_EPOCH: &CStr = c"2024-01-01T00:00:00Z";
 /// `snowflake_id.shard` when nothing was set.
@@ -41,6 +43,7 @@ const DEFAULT_WAL_RMGR_ID: i32 = 128;
 static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
 static SHARD_BITS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_SHARD_BITS as i32);
 static SHARD: GucSetting<i32> = GucSetting::<i32>::new(SHARD_UNSET);
+static SHARDS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
 static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_LEAD_MS);
 static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_WAIT_MS);
 static RESERVE_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_RESERVE_MS);
@@ -48,6 +51,10 @@ static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_WAL_RMGR_ID
 
 /// The epoch in Unix ms, parsed once by the assign hook so no call parses a string.
 static EPOCH_UNIX_MS: AtomicI64 = AtomicI64::new(DEFAULT_EPOCH_UNIX_MS);
+
+/// The parsed `snowflake_id.shards` of this process, set by its assign hook; null: no fence.
+/// Read on every call, so it is parsed once per change and not per call.
+static FENCE: AtomicPtr<ShardFence> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Registers every setting. Called from `_PG_init` while shared_preload_libraries is being
 /// processed: PostgreSQL allows postmaster-only settings to be defined only then.
@@ -97,6 +104,21 @@ pub fn init() {
             GucFlags::default(),
             Some(check_default_shard),
             None,
+            None,
+        );
+    }
+    // SAFETY: as above.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            SHARDS_NAME,
+            c"The shards this server may issue IDs for, such as 0-5,9; empty means all, none means none.",
+            c"Every generator refuses any other shard. Give each shard to one server only, and move \
+              it here only after its old server's list no longer names it.",
+            &SHARDS,
+            GucContext::Sighup,
+            GucFlags::default(),
+            Some(check_shards),
+            Some(assign_shards),
             None,
         );
     }
@@ -155,6 +177,7 @@ pub fn init() {
 const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
 const SHARD_BITS_NAME: &CStr = c"snowflake_id.shard_bits";
 const SHARD_NAME: &CStr = c"snowflake_id.shard";
+const SHARDS_NAME: &CStr = c"snowflake_id.shards";
 
 /// The text a setting was given in the configuration, if any (read before it is defined,
 /// while it is still a placeholder holding the text).
@@ -176,23 +199,30 @@ fn parse_int_as_postgres(text: &str) -> Option<i32> {
 }
 
 /// The settings whose configured value must have been applied for the server to start:
-/// the layout, and the default shard that IDs are issued for.
+/// the layout, the default shard that IDs are issued for, and the shard fence (refused, it
+/// would fall back to no fence at all).
 #[derive(Clone, Copy)]
 enum CheckedAtStart {
     Epoch,
     ShardBits,
     DefaultShard,
+    Fence,
 }
 
 impl CheckedAtStart {
-    const ALL: [CheckedAtStart; 3] =
-        [CheckedAtStart::Epoch, CheckedAtStart::ShardBits, CheckedAtStart::DefaultShard];
+    const ALL: [CheckedAtStart; 4] = [
+        CheckedAtStart::Epoch,
+        CheckedAtStart::ShardBits,
+        CheckedAtStart::DefaultShard,
+        CheckedAtStart::Fence,
+    ];
 
     fn name(self) -> &'static CStr {
         match self {
             CheckedAtStart::Epoch => EPOCH_NAME,
             CheckedAtStart::ShardBits => SHARD_BITS_NAME,
             CheckedAtStart::DefaultShard => SHARD_NAME,
+            CheckedAtStart::Fence => SHARDS_NAME,
         }
     }
 
@@ -202,6 +232,10 @@ impl CheckedAtStart {
             CheckedAtStart::Epoch => utc::parse_utc_ms(text).ok() == Some(EPOCH_UNIX_MS.load(Relaxed)),
             CheckedAtStart::ShardBits => parse_int_as_postgres(text) == Some(SHARD_BITS.get()),
             CheckedAtStart::DefaultShard => parse_int_as_postgres(text) == Some(SHARD.get()),
+            CheckedAtStart::Fence => {
+                let applied = SHARDS.get().map(|value| value.to_string_lossy().into_owned());
+                applied.as_deref() == Some(text)
+            }
         }
     }
 
@@ -246,6 +280,20 @@ fn read(setting: &GucSetting<i32>) -> i32 {
 pub fn default_shard() -> Option<i32> {
     let shard = read(&SHARD);
     (shard != SHARD_UNSET).then_some(shard)
+}
+
+/// Whether the shard fence lets this server issue `shard` (a shard of the layout).
+#[inline(always)]
+pub fn fence_allows(shard: u32) -> bool {
+    let fence = FENCE.load(Relaxed);
+    // SAFETY: a non-null pointer is a fence leaked by `assign_shards`, replaced (and freed)
+    // only between statements, in this same thread.
+    fence.is_null() || unsafe { (*fence).allows(shard) }
+}
+
+/// `snowflake_id.shards` as configured, for messages.
+pub fn fence_text() -> String {
+    SHARDS.get().map(|value| value.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// The reloadable clock policy.
@@ -342,4 +390,37 @@ unsafe extern "C-unwind" fn check_default_shard(
         ),
         "Choose a shard in that range, or -1 to unset it.",
     )
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_shards(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer to a NUL-terminated string or to NULL.
+    let text = unsafe { (*newval).as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
+    let layout = layout();
+    match ShardFence::parse(text.as_deref().unwrap_or(""), layout.max_shard()) {
+        Ok(_) => true,
+        Err(reason) => refuse_setting(
+            &reason,
+            "List the shards this server owns, such as '0-5,9'; '' allows every shard, 'none' none.",
+        ),
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_void) {
+    // SAFETY: as in `check_shards`; the value passed the check just before.
+    let text = unsafe { newval.as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
+    let fence = match ShardFence::parse(text.as_deref().unwrap_or(""), layout().max_shard()) {
+        Ok(ShardFence::Open) | Err(_) => std::ptr::null_mut(),
+        Ok(fence) => Box::into_raw(Box::new(fence)),
+    };
+    let old = FENCE.swap(fence, Relaxed);
+    if !old.is_null() {
+        // SAFETY: leaked by an earlier call of this hook, and no longer published.
+        drop(unsafe { Box::from_raw(old) });
+    }
 }

@@ -9,7 +9,7 @@
 //! One subsystem with `reservation.rs` (see `postgres/mod.rs`): creating the state restores
 //! the recorded reservation into it, and the reservation's worker renews it here.
 
-use super::{reservation, settings};
+use super::{recorded_layout, reservation, settings};
 use pgrx::pg_sys;
 use snowflake_core::generator::{Reservation, ShardState};
 
@@ -76,6 +76,8 @@ unsafe extern "C-unwind" fn startup_shmem() {
         SHARDS = base.add(size_of::<Reservation>()).cast::<ShardState>();
         SHARD_COUNT = (size - size_of::<Reservation>()) / size_of::<ShardState>();
         if !found {
+            // The layout first: a ceiling read under another layout would mean other IDs.
+            recorded_layout::check_or_record();
             (*RESERVATION).resume_at(reservation::recorded_ceiling());
         }
         pg_sys::LWLockRelease(lock);

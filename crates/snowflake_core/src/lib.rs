@@ -4,6 +4,8 @@
 
 /// The wall clock as the generator reads it: `clock_gettime`, in Unix milliseconds.
 pub mod clock;
+/// Which shards one server may issue: the parsed `snowflake_id.shards`.
+pub mod fence;
 /// Claims over one atomic word per shard: the clock policy and the durable reservation's rules.
 pub mod generator;
 /// The bit layout of an ID: widths, shifts, masks, pack and unpack. The one source of truth.

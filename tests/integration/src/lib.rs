@@ -139,6 +139,12 @@ impl Cluster {
         fs::write(&path, conf).unwrap();
     }
 
+    /// Adds settings to postgresql.conf, for the next start or reload (a later line
+    /// overrides an earlier one).
+    pub fn configure(&self, lines: &[&str]) {
+        self.append_settings(&lines.iter().map(|line| line.to_string()).collect::<Vec<_>>());
+    }
+
     /// Creates a cluster as `start` does, without starting it.
     pub fn create(name: &str, settings: &[&str]) -> Cluster {
         Cluster::create_with(pg_bin_dir(), name, settings)

@@ -1,0 +1,149 @@
+//! The layout this server issues IDs in, recorded in its data directory.
+//!
+//! `snowflake_id.epoch` and `snowflake_id.shard_bits` decide what every ID means. Changed on
+//! a server that has issued IDs, the next IDs would be lower than the last ones (a later
+//! epoch) and come again, or old IDs would decode to other shards. So the first start with
+//! the library preloaded records the layout in `snowflake_id.layout`, beside the reservation,
+//! and every later start compares: another layout stops the server, naming both.
+//!
+//! The file is a plain line, written durably (temporary file, fsync, rename): a crash leaves
+//! it whole. pg_basebackup copies it, so a standby starts knowing its primary's layout; the
+//! README's pg_upgrade steps copy it with the reservation.
+
+use super::{durable_file, settings};
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_core::layout::Layout;
+use snowflake_core::utc;
+
+/// The record file, relative to the data directory (the postmaster's working directory).
+pub const FILE: &str = "snowflake_id.layout";
+const TEMP_FILE: &str = "snowflake_id.layout.tmp";
+const PREFIX: &str = "snowflake_id layout";
+
+/// The file's one line, readable by people: `snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10`.
+fn format_record(layout: &Layout) -> String {
+    format!("{PREFIX} {}\n", describe(layout))
+}
+
+/// A layout as the messages name it.
+fn describe(layout: &Layout) -> String {
+    format!("epoch={} shard_bits={}", utc::format_utc_ms(layout.epoch_unix_ms()), layout.shard_bits())
+}
+
+fn parse_record(text: &str) -> Result<Layout, String> {
+    let fields = text
+        .strip_suffix('\n')
+        .and_then(|line| line.strip_prefix(PREFIX))
+        .ok_or_else(|| format!("unexpected content {text:?}"))?;
+    let (mut epoch, mut shard_bits) = (None, None);
+    for field in fields.split_whitespace() {
+        match field.split_once('=') {
+            Some(("epoch", value)) => epoch = utc::parse_utc_ms(value).ok(),
+            Some(("shard_bits", value)) => {
+                shard_bits =
+                    value.parse::<u32>().ok().filter(|bits| *bits <= snowflake_core::layout::MAX_SHARD_BITS)
+            }
+            // A field of a later version: this one cannot know what the IDs mean.
+            _ => return Err(format!("unknown field {field:?}")),
+        }
+    }
+    match (epoch, shard_bits) {
+        (Some(epoch), Some(shard_bits)) => Ok(Layout::new(epoch, shard_bits)),
+        _ => Err(format!("missing or malformed epoch or shard_bits in {text:?}")),
+    }
+}
+
+/// Records the configured layout on the first start; on every later one, stops the server
+/// unless the configured layout is the recorded one. Called by the postmaster when it
+/// creates shared memory, before any ID can be issued.
+pub fn check_or_record() {
+    // pg_upgrade's own starts of the new cluster issue nothing; its first real start records
+    // (or checks the file copied from the old cluster, as the README's steps say).
+    if super::reservation::in_binary_upgrade() {
+        return;
+    }
+    let configured = settings::layout();
+    match std::fs::read_to_string(FILE) {
+        Ok(text) => match parse_record(&text) {
+            Ok(recorded) if recorded == configured => {}
+            Ok(recorded) => refuse_other_layout(&recorded, &configured),
+            Err(reason) => unreadable(&reason),
+        },
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            if let Err(error) = durable_file::replace(FILE, TEMP_FILE, &format_record(&configured)) {
+                pgrx::error!("could not record the snowflake_id layout in \"{FILE}\": {error}");
+            }
+            pgrx::log!(
+                "snowflake_id: recorded the layout of this server's IDs in \"{FILE}\": {}",
+                describe(&configured)
+            );
+        }
+        Err(error) => unreadable(&error.to_string()),
+    }
+}
+
+fn refuse_other_layout(recorded: &Layout, configured: &Layout) -> ! {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
+        format!(
+            "snowflake_id is configured with another layout than the one this server issued IDs in: \
+             configured {}, recorded {}",
+            describe(configured),
+            describe(recorded)
+        ),
+        "snowflake_id",
+    )
+    .set_detail(format!(
+        "The layout is recorded in \"{FILE}\" in the data directory. Under another epoch or shard_bits, \
+         IDs already issued decode to other times and shards, and new IDs can repeat them."
+    ))
+    .set_hint(format!(
+        "Set snowflake_id.epoch = '{}' and snowflake_id.shard_bits = {} in postgresql.conf again. Only if \
+         this server will never meet its old IDs again (no rows, no replicas, no other server with its \
+         IDs), remove \"{FILE}\" from the data directory: the next start records the configured layout.",
+        utc::format_utc_ms(recorded.epoch_unix_ms()),
+        recorded.shard_bits()
+    ))
+    .report(PgLogLevel::ERROR);
+    unreachable!("an ERROR report returns control to PostgreSQL")
+}
+
+fn unreadable(reason: &str) -> ! {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!("could not read the snowflake_id layout file \"{FILE}\": {reason}"),
+        "snowflake_id",
+    )
+    .set_detail("The file records the epoch and shard_bits of the IDs this server issued.")
+    .set_hint(format!(
+        "Restore the file from a backup, or write the line \"{}\" into it with this server's epoch and shard_bits.",
+        format_record(&settings::layout()).trim_end()
+    ))
+    .report(PgLogLevel::ERROR);
+    unreachable!("an ERROR report returns control to PostgreSQL")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snowflake_core::layout::DEFAULT_EPOCH_UNIX_MS;
+
+    #[test]
+    fn the_record_round_trips_and_refuses_anything_else() {
+        for layout in
+            [Layout::new(DEFAULT_EPOCH_UNIX_MS, 10), Layout::new(1_314_220_021_721, 13), Layout::new(0, 0)]
+        {
+            assert_eq!(parse_record(&format_record(&layout)), Ok(layout));
+        }
+        for text in [
+            "",
+            "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10",
+            "snowflake_id layout epoch=2024-01-01T00:00:00.000Z\n",
+            "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=17\n",
+            "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 sequence_bits=12\n",
+        ] {
+            assert!(parse_record(text).is_err(), "{text:?}");
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! The layout is remembered: a server that recorded one epoch and shard_bits refuses to start
+//! with others, naming both, until its settings are put back (or its record is deliberately
+//! removed). Without the record the server starts and its next ID is lower than its last.
+
+use snowflake_id_integration::Cluster;
+
+/// Restarts with `setting` added; returns the log of the refused start.
+fn refused_restart(cluster: &mut Cluster, setting: &str) -> String {
+    cluster.stop("fast");
+    cluster.configure(&[setting]);
+    match cluster.try_start_with(&[]) {
+        Ok(()) => panic!("the server started with {setting} after issuing IDs under another layout"),
+        Err(log) => log,
+    }
+}
+
+#[test]
+fn another_epoch_or_shard_bits_stops_the_server_naming_both_layouts() {
+    let mut cluster = Cluster::start("layout-memory", &[]);
+    let last_id: i64 = {
+        let mut client = cluster.connect();
+        client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+        client.query_one("SELECT snowflake_nextval(5)", &[]).unwrap().get(0)
+    };
+    let record = std::fs::read_to_string(cluster.data_dir().join("snowflake_id.layout")).unwrap();
+    assert_eq!(record, "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10\n");
+
+    // A later epoch: the next IDs would be lower than the last (and would come again).
+    let log = refused_restart(&mut cluster, "snowflake_id.epoch = '2024-06-01'");
+    assert!(
+        log.contains(
+            "FATAL:  snowflake_id is configured with another layout than the one this server issued IDs in: \
+             configured epoch=2024-06-01T00:00:00.000Z shard_bits=10, recorded epoch=2024-01-01T00:00:00.000Z shard_bits=10"
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "HINT:  Set snowflake_id.epoch = '2024-01-01T00:00:00.000Z' and snowflake_id.shard_bits = 10"
+        ),
+        "{log}"
+    );
+    assert!(log.contains("remove \"snowflake_id.layout\""), "{log}");
+
+    // Other shard bits with the right epoch: old IDs would decode to other shards.
+    let log =
+        refused_restart(&mut cluster, "snowflake_id.epoch = '2024-01-01'\nsnowflake_id.shard_bits = 13");
+    assert!(log.contains("configured epoch=2024-01-01T00:00:00.000Z shard_bits=13, recorded"), "{log}");
+
+    // Put back, it starts and goes on above the last ID.
+    cluster.configure(&["snowflake_id.shard_bits = 10"]);
+    cluster.start_with(&[]);
+    let next: i64 = cluster.connect().query_one("SELECT snowflake_nextval(5)", &[]).unwrap().get(0);
+    assert!(next > last_id, "{next} is not above {last_id}");
+
+    // The one deliberate way out: the record removed, the new layout is recorded.
+    cluster.stop("fast");
+    cluster.configure(&["snowflake_id.shard_bits = 13"]);
+    std::fs::remove_file(cluster.data_dir().join("snowflake_id.layout")).unwrap();
+    cluster.start_with(&[]);
+    let shard: i32 =
+        cluster.connect().query_one("SELECT snowflake_shard(snowflake_nextval(5000))", &[]).unwrap().get(0);
+    assert_eq!(shard, 5000);
+    let record = std::fs::read_to_string(cluster.data_dir().join("snowflake_id.layout")).unwrap();
+    assert!(record.ends_with("shard_bits=13\n"), "{record}");
+}
+
+#[test]
+fn the_record_survives_a_crash_and_reaches_a_standby_by_base_backup() {
+    let mut primary = Cluster::start("layout-crash", &["snowflake_id.shard_bits = 13"]);
+    primary.connect().batch_execute("CREATE EXTENSION snowflake_id; SELECT snowflake_nextval(1)").unwrap();
+    primary.kill_postmaster();
+    primary.start_with(&[]);
+    primary.wait_until_accepting();
+    let standby = Cluster::start_standby_of(&primary, "layout-standby", &[]);
+    let copied = std::fs::read_to_string(standby.data_dir().join("snowflake_id.layout")).unwrap();
+    assert!(copied.ends_with("shard_bits=13\n"), "{copied}");
+    // The standby knows the layout before it ever issues an ID (on promotion).
+    assert_eq!(copied, std::fs::read_to_string(primary.data_dir().join("snowflake_id.layout")).unwrap());
+}
