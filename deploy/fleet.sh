@@ -36,12 +36,14 @@ connstr_of() { echo "host=$FLEET_DIR/$1 port=$PG_PORT dbname=fleet"; }
 valid_name() { [[ $1 =~ ^[a-z][a-z0-9_]{0,30}$ ]] || die "server names are lowercase letters, digits and _: '$1'"; }
 
 # start_server NAME: a new PostgreSQL with snowflake_id preloaded, and its database `fleet`.
+# It starts fenced off every shard (snowflake_id.shards = 'none'): `fence` opens the shards it
+# holds, so that no server ever issues IDs of a shard another one holds.
 start_server() {
   local dir=$FLEET_DIR/$1
   [ -e "$dir/data" ] && die "server $1 already exists in $dir"
   mkdir -p "$dir"
   [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
-  cluster_init "$dir" "cluster_name = '$1'"
+  cluster_init "$dir" "cluster_name = '$1'" "snowflake_id.shards = 'none'"
   cluster_start "$dir"
   cluster_psql "$dir" -d postgres -q -c "CREATE DATABASE fleet"
 }
@@ -51,6 +53,29 @@ new_shard_server() {
   start_server "$1"
   server_sql "$1" -f "$SQL_DIR/shard.sql"
   router_sql -c "SELECT fleet.add_server('$1', '$(connstr_of "$1")')" >/dev/null
+}
+
+# fence_of NAME [SHARD]: the shard fence NAME should have: the logical shards it holds
+# active, and SHARD (one it is about to adopt); 'none' for none.
+fence_of() {
+  server_sql "$1" -c "SELECT coalesce(string_agg(shard::text, ',' ORDER BY shard), 'none')
+    FROM (SELECT shard FROM fleet.owned_shards WHERE state = 'active' UNION SELECT ${2:-NULL}::int) s
+    WHERE shard IS NOT NULL"
+}
+
+# fence NAME [SHARD]: sets NAME's snowflake_id.shards to fence_of, and waits until new
+# sessions have it. (A session that is running a statement applies it at its next one; the
+# fleet's write functions refuse a shard that is not active there anyway.)
+fence() {
+  local shards i
+  shards=$(fence_of "$@")
+  server_sql "$1" -c "ALTER SYSTEM SET snowflake_id.shards = '$shards'"
+  server_sql "$1" -c "SELECT pg_reload_conf()" >/dev/null
+  for ((i = 0; i < 200; i++)); do
+    [ "$(server_sql "$1" -c "SHOW snowflake_id.shards")" = "$shards" ] && return 0
+    sleep 0.05
+  done
+  die "server $1 did not apply snowflake_id.shards = '$shards' after a reload"
 }
 
 stop_all() {
@@ -65,9 +90,13 @@ stop_all() {
 
 # Every logical shard must be held, active, by exactly the server the map names.
 check_fleet() {
-  local bad
+  local bad name
   bad=$(router_sql -c "SELECT string_agg(shard::text, ', ') FROM fleet.status() WHERE NOT ok")
   [ -z "$bad" ] || { router_show -c "SELECT * FROM fleet.status()"; die "logical shards not held as mapped: $bad"; }
+  for name in $(router_sql -c "SELECT name FROM fleet.servers ORDER BY name"); do
+    [ "$(server_sql "$name" -c "SHOW snowflake_id.shards")" = "$(fence_of "$name")" ] ||
+      die "server $name issues other shards than it holds: snowflake_id.shards = '$(server_sql "$name" -c "SHOW snowflake_id.shards")', holding '$(fence_of "$name")'"
+  done
 }
 
 up() {
@@ -94,6 +123,7 @@ up() {
       server_sql "$name" -c "SELECT fleet.create_shard($shard)" >/dev/null
       router_sql -c "SELECT fleet.assign_shard($shard, '$name')" >/dev/null
     done
+    fence "$name"
   done
   check_fleet
   echo "fleet up: router and $servers shard servers holding $count logical shards, in $FLEET_DIR"
@@ -126,13 +156,18 @@ move_shard() {
   # From here until the router points at the target, writes to the shard fail (SQLSTATE
   # 55006) and can be retried; reads keep being served by the source.
   server_sql "$source" -c "SELECT fleet.freeze_shard($shard)" >/dev/null
-  local cancel="logical shard $shard stays frozen (no writes) on $source; to cancel the move, drop schema $schema on $target if present, then on $source: SELECT fleet.thaw_shard($shard)"
+  local cancel old_fence
+  old_fence=$(server_sql "$source" -c "SHOW snowflake_id.shards")
+  cancel="logical shard $shard stays frozen (no writes) on $source; to cancel the move, drop schema $schema on $target if present, then on $source: SELECT fleet.thaw_shard($shard), and set snowflake_id.shards back to $old_fence (ALTER SYSTEM, then SELECT pg_reload_conf())"
   trap 'echo "fleet: moving logical shard $shard to $target failed: $cancel" >&2' ERR
+  # The source stops issuing the shard before the target may start.
+  fence "$source"
   "$PG_BIN/pg_dump" -h "$FLEET_DIR/$source" -p "$PG_PORT" -U postgres --schema="$schema" fleet |
     server_sql "$target" --single-transaction >/dev/null
   theirs=$(server_sql "$source" -c "SELECT fleet.shard_fingerprint($shard)")
   ours=$(server_sql "$target" -c "SELECT fleet.shard_fingerprint($shard)")
   [ "$theirs" = "$ours" ] || die "the copy differs: $source has $theirs, $target has $ours; $cancel"
+  fence "$target" "$shard"
   server_sql "$target" -c "SELECT fleet.adopt_shard($shard)" >/dev/null
   router_sql -c "SELECT fleet.assign_shard($shard, '$target')" >/dev/null
   trap - ERR

@@ -296,6 +296,23 @@ fn assert_fleet_status_ok(fleet: &Fleet) {
     assert_eq!(bad, 0, "logical shards not held as mapped:\n{}", fleet.run(&["status"]));
 }
 
+/// Every shard server's fence (`snowflake_id.shards`) names exactly the logical shards the
+/// router maps to it, and it refuses to issue any other: asked directly for a shard another
+/// server holds, it raises 55000 and issues nothing.
+fn assert_fenced(fleet: &Fleet) {
+    let map = fleet.shard_map();
+    for server in fleet.servers() {
+        let held: Vec<String> =
+            map.iter().filter(|(_, holder)| **holder == server).map(|(shard, _)| shard.to_string()).collect();
+        let mut client = fleet.connect(&server);
+        let fence: String = client.query_one("SHOW snowflake_id.shards", &[]).unwrap().get(0);
+        assert_eq!(fence, held.join(","), "the fence of {server}");
+        let elsewhere = map.iter().find(|(_, holder)| **holder != server).map(|(shard, _)| *shard).unwrap();
+        let error = db_error(&mut client, &format!("SELECT snowflake_nextval({elsewhere})"));
+        assert_eq!(error.code().code(), "55000", "{server} issued shard {elsewhere}: {error:?}");
+    }
+}
+
 fn sorted(mut ids: Vec<i64>) -> Vec<i64> {
     ids.sort_unstable();
     ids
@@ -305,6 +322,7 @@ fn sorted(mut ids: Vec<i64>) -> Vec<i64> {
 fn three_servers_behind_plproxy_then_a_fourth_added() {
     let fleet = Fleet::up(3);
     assert_fleet_status_ok(&fleet);
+    assert_fenced(&fleet);
     let mut router = fleet.connect("router");
     let servers_of_map: HashSet<String> = fleet.shard_map().into_values().collect();
     assert_eq!(servers_of_map.len(), 3, "the 16 logical shards are spread over the 3 servers");
@@ -412,6 +430,7 @@ fn three_servers_behind_plproxy_then_a_fourth_added() {
     assert_eq!(moved.len(), 4, "16 shards over 4 servers: 4 move to the new one\n{output}");
     assert!(moved.iter().all(|shard| map_after[shard] == "node4"));
     assert_fleet_status_ok(&fleet);
+    assert_fenced(&fleet);
     let (posts_moved, users_moved) = stored_rows(&fleet);
     let stored = sorted(stored.into_iter().chain(written_during).collect());
     assert!(assert_consistent(&posts_moved, &users_moved) == stored, "rows lost or doubled by the move");
@@ -434,6 +453,7 @@ fn three_servers_behind_plproxy_then_a_fourth_added() {
         router.query_one("SELECT fleet.insert_post($1, 'ahead')", &[&user_on_0]).unwrap().get(0);
     assert!(ahead_post > ahead);
     fleet.run(&["move-shard", "0", &other_node]);
+    assert_fenced(&fleet);
     let after_move: i64 =
         router.query_one("SELECT fleet.insert_post($1, 'after the move')", &[&user_on_0]).unwrap().get(0);
     assert!(
