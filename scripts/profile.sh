@@ -76,4 +76,4 @@ instructions "SELECT count(snowflake_nextval(1)) FROM generate_series(1, :n)" $(
 echo
 echo "most expensive functions in a backend running snowflake_nextval(1) $((2 * N)) times:"
 callgrind_annotate --inclusive=no "$PROFILE_DIR/callgrind/$(cat "$PROFILE_DIR/last_pid").out" 2>/dev/null |
-  sed -n '/^Ir/,$p' | head -25
+  sed -n '/^Ir/,$p' | sed -n 1,25p   # not head: it would close the pipe early, and pipefail fail the script

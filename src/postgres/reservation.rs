@@ -29,7 +29,10 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::generator::{self, Reservation, ReservationKeeper};
 use snowflake_core::layout::MAX_TIME_PART;
 use snowflake_core::utc;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{
+    AtomicBool,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::time::Duration;
 
 /// The record file, relative to the data directory (every server process's working
@@ -102,6 +105,38 @@ fn record_upgrade_guard() -> u64 {
     time_part_of_ceiling(ceiling_unix_ms)
 }
 
+/// The end of recovery on a standby (promotion) or after archive recovery. The WAL this
+/// server replayed may stop short of what the old primary wrote: with asynchronous
+/// replication it never received the latest records, ceilings included, nor the rows with
+/// the IDs issued under them. The old primary issued at most `max_lead_ms + reserve_ms`
+/// ahead of its clock, and that clock, when it stopped, read at most `max_clock_skew_ms`
+/// more than this server's does now. So the shards resume that far ahead of this clock:
+/// above every ID the old primary could have issued, as long as it ran with lead settings no
+/// larger than these and the clocks agree within the skew. The first calls wait (within
+/// `max_wait_ms`) until the clock is within `max_lead_ms` of the resumed position, at most
+/// `reserve_ms + max_clock_skew_ms`.
+fn record_promotion_guard(reservation: &Reservation) {
+    let bound_ms =
+        settings::clock_policy().max_lead_ms + settings::reserve_ms() + settings::max_clock_skew_ms() + 1;
+    let ceiling_unix_ms = clock::wall_clock_unix_ms().saturating_add(bound_ms as i64);
+    let ceiling = time_part_of_ceiling(ceiling_unix_ms);
+    if ceiling <= reservation.floor.load(Relaxed) {
+        return;
+    }
+    wal::log_ceiling(ceiling_unix_ms);
+    if let Err(error) = write_durably(ceiling_unix_ms) {
+        // Without the record the shards cannot resume above it after a crash: issue nothing.
+        pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" after recovery: {error}");
+    }
+    reservation.resume_at(ceiling);
+    pgrx::log!(
+        "snowflake_id: recovery ended; shards resume at {} ({bound_ms} ms ahead of the clock), above anything \
+         the old primary could have issued, including WAL this server never received, if the clocks agree \
+         within snowflake_id.max_clock_skew_ms",
+        utc::format_utc_ms(ceiling_unix_ms)
+    );
+}
+
 /// A recorded ceiling (Unix ms) as a time part: before the epoch it restricts nothing,
 /// past the 41-bit range it means the IDs ran out.
 fn time_part_of_ceiling(unix_ms: i64) -> u64 {
@@ -129,12 +164,22 @@ fn corrupt_record(reason: &str) -> ! {
     unreachable!("an ERROR report returns control to PostgreSQL")
 }
 
+/// Whether this server started as a standby or for archive recovery (`standby.signal` or
+/// `recovery.signal` in its data directory): set in the postmaster while preloading, and
+/// inherited by the worker, which the postmaster starts only once recovery has ended.
+static STARTED_IN_RECOVERY: AtomicBool = AtomicBool::new(false);
+
 /// Registers the worker; called from `_PG_init` while preloading. Not under pg_upgrade: the
 /// worker would record a reservation of its own (and WAL) in a cluster that issues nothing.
 pub fn register_worker() {
     if in_binary_upgrade() {
         return;
     }
+    // The postmaster's working directory is the data directory. PostgreSQL removes the file
+    // when recovery ends, so a later restart of the promoted server starts without it.
+    let recovery =
+        ["standby.signal", "recovery.signal"].iter().any(|file| std::path::Path::new(file).exists());
+    STARTED_IN_RECOVERY.store(recovery, Relaxed);
     BackgroundWorkerBuilder::new("snowflake_id reservation")
         .set_type("snowflake_id reservation")
         .set_library("snowflake_id")
@@ -153,7 +198,11 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let reservation = shmem::reservation().expect("the worker runs only when preloaded");
     // SAFETY: MyLatch is this process's latch in shared memory, valid while it runs.
-    reservation.worker.store(unsafe { pg_sys::MyLatch } as usize, Relaxed);
+    // Release: a caller that loads the address (with Acquire) sees the latch as set up.
+    reservation.worker.store(unsafe { pg_sys::MyLatch } as usize, Release);
+    if STARTED_IN_RECOVERY.load(Relaxed) {
+        record_promotion_guard(reservation);
+    }
     let layout = settings::layout();
     pgrx::log!(
         "snowflake_id reservation worker started: shards resume at {}",
@@ -184,7 +233,7 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
             break;
         }
     }
-    reservation.worker.store(0, Relaxed);
+    reservation.worker.store(0, Release);
     // Exit code 1, so that the postmaster restarts the worker if it was terminated while the
     // server goes on (at shutdown it is not restarted anyway); without it no ID can be issued.
     // SAFETY: the standard way for a worker to exit.
@@ -197,7 +246,7 @@ pub struct Worker;
 
 impl ReservationKeeper for Worker {
     fn extend_soon(&mut self, reservation: &Reservation, _now: u64) {
-        let latch = reservation.worker.load(Relaxed) as *mut pg_sys::Latch;
+        let latch = reservation.worker.load(Acquire) as *mut pg_sys::Latch;
         if !latch.is_null() {
             // SAFETY: the worker's latch lives in shared memory for the server's lifetime; a
             // stale one (worker restarted) only causes a harmless spurious wake-up.

@@ -7,6 +7,7 @@
 //! | `shard` | superuser | the default shard of `snowflake_nextval()`; per database or role with `ALTER ... SET`, never by an unprivileged role for others |
 //! | `max_lead_ms`, `max_wait_ms` | reload (SIGHUP) | the clock policy; operators tune it without a restart |
 //! | `reserve_ms` | reload (SIGHUP) | how far ahead of the clock the durable reservation is kept |
+//! | `max_clock_skew_ms` | reload (SIGHUP) | how far the clocks of a primary and its standbys may disagree: a promoted standby resumes that much further ahead |
 //! | `wal_rmgr_id` | postmaster | the custom WAL resource manager id; the same on a primary and its standbys |
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -36,6 +37,10 @@ const DEFAULT_MAX_WAIT_MS: i32 = 1000;
 /// lead that calls borrowing time had taken, up to max_lead_ms). Calls that
 /// borrow further ask the worker for more and wait the few ms it takes to record it.
 const DEFAULT_RESERVE_MS: i32 = 500;
+/// The clocks of a primary and its standbys, kept by NTP or chrony, agree within a few ms;
+/// 250 ms leaves room for a badly synchronised one, and costs a promoted standby at most that
+/// much more waiting before its first IDs (see `reservation::record_promotion_guard`).
+const DEFAULT_MAX_CLOCK_SKEW_MS: i32 = 250;
 /// PostgreSQL's id for extensions that have not registered one of their own
 /// (RM_EXPERIMENTAL_ID); 0 turns WAL-logging of the reservation off.
 const DEFAULT_WAL_RMGR_ID: i32 = 128;
@@ -47,6 +52,7 @@ static SHARDS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(
 static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_LEAD_MS);
 static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_WAIT_MS);
 static RESERVE_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_RESERVE_MS);
+static MAX_CLOCK_SKEW_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_CLOCK_SKEW_MS);
 static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_WAL_RMGR_ID);
 
 /// The epoch in Unix ms, parsed once by the assign hook so no call parses a string.
@@ -152,6 +158,18 @@ pub fn init() {
         // The worker looks every 50 ms and renews at half the window: below this the clock
         // would pass the ceiling between two looks.
         100,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.max_clock_skew_ms",
+        c"How far the clocks of a primary and its standbys may disagree.",
+        c"A promoted standby (or a server after archive recovery) resumes max_lead_ms + reserve_ms + \
+          this far ahead of its clock: above anything the old primary could have issued, also in WAL \
+          the standby never received, as long as the clocks agree this closely.",
+        &MAX_CLOCK_SKEW_MS,
+        0,
         3_600_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
@@ -305,6 +323,11 @@ pub fn clock_policy() -> ClockPolicy {
 /// How far ahead of the clock the worker keeps the durable reservation.
 pub fn reserve_ms() -> u64 {
     RESERVE_MS.get() as u64
+}
+
+/// How far the clocks of a primary and its standbys may disagree.
+pub fn max_clock_skew_ms() -> u64 {
+    MAX_CLOCK_SKEW_MS.get() as u64
 }
 
 /// The WAL resource manager id, unless WAL-logging is off.

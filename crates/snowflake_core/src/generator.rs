@@ -29,8 +29,12 @@
 //! # Why compare-and-swap and not a lock
 //! One word holds the whole state, so one CAS both checks and claims; no lock is held
 //! across the clock read, and a backend that is descheduled mid-call blocks nobody.
-//! Relaxed ordering suffices: every operation is on this one word, whose modification
-//! order is total, and no other memory is published through it.
+//! Relaxed ordering suffices for the counter: every operation is on this one word, whose
+//! modification order is total, and no other memory is published through it. The same holds
+//! for the reservation's bounds: what a new ceiling promises is on disk before it is stored
+//! (the fsync has returned), which no memory ordering adds to. The one word that does
+//! publish memory is `Reservation::worker`, the address of the worker's latch: stored with
+//! Release after the latch is set up, loaded with Acquire before it is used.
 
 use crate::layout::{Layout, LayoutError, MAX_TIME_PART};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -66,3 +66,65 @@ fn a_promoted_standby_resumes_above_the_killed_primary() {
     assert!(rows as usize >= acknowledged.len(), "acknowledged commits are missing on the promoted standby");
     println!("failover: {rows} rows, {} acknowledged by the killed primary, all below the promoted standby's new IDs, 0 duplicates", acknowledged.len());
 }
+
+/// Asynchronous replication: the standby was down while the primary borrowed 15 s ahead of
+/// its clock, so it never received that ceiling nor the rows. Promoted after the primary is
+/// killed, it still resumes above the old primary's highest ID: it resumes max_lead_ms +
+/// reserve_ms + max_clock_skew_ms ahead of its clock (both servers share one clock here).
+#[test]
+fn a_standby_promoted_behind_its_primary_resumes_above_it() {
+    let settings = ["snowflake_id.max_lead_ms = 60s", "snowflake_id.max_wait_ms = 10s"];
+    let mut primary = Cluster::start("async-primary", &settings);
+    primary
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1))")
+        .unwrap();
+    let mut standby = Cluster::start_standby_of(&primary, "async-standby", &[]);
+    // The standby has everything so far; then it is down while the primary moves on.
+    let caught_up_with = |standby: &Cluster, lsn: &str| {
+        let mut client = standby.connect();
+        for _ in 0..1200 {
+            let replayed: bool = client
+                .query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn])
+                .unwrap()
+                .get(0);
+            if replayed {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the standby did not replay up to {lsn}");
+    };
+    let lsn: String = primary
+        .connect()
+        .query_one("INSERT INTO t DEFAULT VALUES RETURNING pg_current_wal_lsn()::text", &[])
+        .unwrap()
+        .get(0);
+    caught_up_with(&standby, &lsn);
+    standby.stop("fast");
+
+    let mut client = primary.connect();
+    client
+        .query_one(
+            "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '15 s', 0, 0))",
+            &[],
+        )
+        .unwrap();
+    let highest: i64 = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).unwrap().get(0);
+    drop(client);
+    primary.kill_postmaster();
+
+    // The standby comes back with only the WAL it had, and is promoted.
+    standby.start_with(&[]);
+    standby.promote();
+    let mut client = standby.wait_until_accepting();
+    assert_eq!(
+        client.query_one("SELECT count(*) FROM t WHERE id >= $1", &[&highest]).unwrap().get::<_, i64>(0),
+        0,
+        "the standby received the borrowed row: the test does not test what it says"
+    );
+    let first: i64 = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).unwrap().get(0);
+    assert!(first > highest, "the promoted standby issued {first}, not above the old primary's {highest}");
+    let log = standby.log();
+    assert!(log.contains("snowflake_id: recovery ended; shards resume at"), "{log}");
+}
