@@ -4,7 +4,7 @@
 //! Messages follow PostgreSQL's style: lower case, no final period; details and hints are
 //! sentences. Every refusal happens before anything is issued.
 
-use crate::postgres::settings;
+use crate::postgres::{clock, settings};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::generator::Refusal;
@@ -120,7 +120,9 @@ pub fn infinite_timestamp(function: &'static str) -> ! {
 
 /// `snowflake_advance` was refused; an ID too far ahead gets its own explanation.
 pub fn advance_refused(function: &'static str, shard: u32, refusal: Refusal) -> ! {
-    let Refusal::TooFarAhead { lead_ms, policy } = refusal else { self::refusal(function, shard, refusal) };
+    let Refusal::TooFarAhead { lead_ms, policy, .. } = refusal else {
+        self::refusal(function, shard, refusal)
+    };
     raise(
         NOT_READY,
         function,
@@ -186,14 +188,15 @@ pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
 pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
     let layout = settings::layout();
     match refusal {
-        Refusal::TooFarAhead { lead_ms, policy } => raise(
+        Refusal::TooFarAhead { lead_ms, first_time_part, policy } => raise(
             NOT_READY,
             function,
             format!("shard {shard} would run {lead_ms} ms ahead of the wall clock"),
             format!(
-                "snowflake_id.max_lead_ms = {} and snowflake_id.max_wait_ms = {} allow {} ms at \
+                "{}snowflake_id.max_lead_ms = {} and snowflake_id.max_wait_ms = {} allow {} ms at \
                  most. The system clock moved back, or IDs were requested faster than {} per \
                  millisecond. Nothing was issued.",
+                ahead_of_the_clock(first_time_part),
                 policy.max_lead_ms,
                 policy.max_wait_ms,
                 policy.max_lead_ms + policy.max_wait_ms,
@@ -259,6 +262,24 @@ pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
             )
         }
     }
+}
+
+/// Why a shard's next ID lies ahead of the clock, with its time: IDs were issued up there
+/// (a clock that jumped ahead then back, or calls faster than the clock), or the server
+/// resumed there after a restart.
+fn ahead_of_the_clock(first_time_part: u64) -> String {
+    let layout = settings::layout();
+    // A batch that starts at the clock is too long for the bound: nothing to explain here.
+    let now = layout.time_part(clock::wall_clock_unix_ms()).unwrap_or(0);
+    if first_time_part <= now + 1 {
+        return String::new();
+    }
+    let next = format_utc_ms(layout.unix_ms(first_time_part));
+    format!(
+        "Its next ID would carry {next}: IDs of this shard were issued up to there, or this server \
+         resumed there after a restart (it had recorded a reservation up to there, as it does \
+         when IDs are issued there). "
+    )
 }
 
 fn shard_range_hint() -> String {

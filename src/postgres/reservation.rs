@@ -261,6 +261,25 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
     // A clock outside the ID range makes every call refuse anyway; nothing to reserve.
     let Ok(now) = layout.time_part(clock::wall_clock_unix_ms()) else { return Ok(()) };
     let max_lead_ms = settings::clock_policy().max_lead_ms;
+    if let Some(lower) = generator::lower_ceiling(
+        now,
+        reservation,
+        shmem::shards(),
+        &layout,
+        settings::reserve_ms(),
+        max_lead_ms,
+    ) {
+        // Already published: until it is recorded, the higher record on disk still holds.
+        let lower_unix_ms = layout.unix_ms(lower);
+        wal::log_ceiling(lower_unix_ms);
+        write_durably(lower_unix_ms)?;
+        pgrx::log!(
+            "snowflake_id: the clock had jumped ahead and is back, and no ID was issued up there: the \
+             reservation moves back to {}",
+            utc::format_utc_ms(lower_unix_ms)
+        );
+        return Ok(());
+    }
     let Some(ceiling) = generator::next_ceiling(now, reservation, settings::reserve_ms(), max_lead_ms) else {
         return Ok(());
     };
@@ -272,15 +291,41 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
 }
 
 /// Brings a ceiling read from a primary's WAL (or replayed in crash recovery) into this
-/// server: recorded in its file, and both bounds raised to it.
+/// server's shared memory, as both bounds: later records come later in WAL, so the last one
+/// replayed holds, lower or higher (see `Reservation::replay`). With floor and ceiling equal,
+/// nothing is issued until the worker has recorded a new ceiling, durably, above them.
+///
+/// The file is not rewritten and fsynced for every record (replay would wait for two fsyncs
+/// per record; a standby catching up replays thousands):
+/// * in crash recovery not at all: the worker recorded each ceiling in the file right after
+///   its WAL record and before any ID used it, so the file already holds what was issued
+///   under, and rewriting it with the older records replayed first could only set it back;
+/// * on a standby (or in archive recovery) at most once per `REPLAY_RECORD_INTERVAL`, so
+///   that a restart of the standby, or a base backup taken from it, starts from a recent
+///   ceiling; the rest, should the standby restart, is replayed again from WAL, and at
+///   promotion `record_promotion_guard` covers what the standby never received.
 fn replay_ceiling(ceiling_unix_ms: i64) {
+    if let Some(reservation) = shmem::reservation() {
+        reservation.replay(time_part_of_ceiling(ceiling_unix_ms));
+    }
+    if !STARTED_IN_RECOVERY.load(Relaxed) {
+        return;
+    }
+    let now = std::time::Instant::now();
+    let mut last = LAST_REPLAY_RECORD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if last.is_some_and(|at| now.duration_since(at) < REPLAY_RECORD_INTERVAL) {
+        return;
+    }
     if let Err(error) = write_durably(ceiling_unix_ms) {
         pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" during replay: {error}");
     }
-    if let Some(reservation) = shmem::reservation() {
-        reservation.resume_at(time_part_of_ceiling(ceiling_unix_ms));
-    }
+    *last = Some(now);
 }
+
+/// How often a standby records the ceilings it replays in its file.
+const REPLAY_RECORD_INTERVAL: Duration = Duration::from_secs(1);
+/// When the startup process last did (it alone replays WAL: the lock is never contended).
+static LAST_REPLAY_RECORD: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
 
 /// The custom WAL resource manager (custom resource managers exist since PostgreSQL 15).
 mod wal {

@@ -29,15 +29,25 @@
 //! # Why compare-and-swap and not a lock
 //! One word holds the whole state, so one CAS both checks and claims; no lock is held
 //! across the clock read, and a backend that is descheduled mid-call blocks nobody.
-//! Relaxed ordering suffices for the counter: every operation is on this one word, whose
-//! modification order is total, and no other memory is published through it. The same holds
-//! for the reservation's bounds: what a new ceiling promises is on disk before it is stored
-//! (the fsync has returned), which no memory ordering adds to. The one word that does
-//! publish memory is `Reservation::worker`, the address of the worker's latch: stored with
-//! Release after the latch is set up, loaded with Acquire before it is used.
+//! Relaxed ordering suffices for most of it: each counter is one word, whose modification
+//! order is total, and no other memory is published through it; what a raised ceiling
+//! promises is on disk before it is stored (the fsync has returned), which no memory
+//! ordering adds to. Two exceptions:
+//! * Lowering the ceiling (`lower_ceiling`, after the clock jumped ahead and came back) is a
+//!   handshake between two words: the worker stores the lower ceiling, then reads every
+//!   counter; a claim moves its counter, then reads the ceiling again. Both sides use SeqCst,
+//!   so in their single total order either the worker sees the claim's counter (and keeps the
+//!   ceiling) or the claim sees the lower ceiling (and does not hand out what it claimed).
+//!   On x86-64 a SeqCst load is a plain load and the compare-and-swap is the same locked
+//!   instruction either way, so the hot path pays one load and one comparison.
+//! * `Reservation::worker`, the address of the worker's latch, publishes memory: stored
+//!   with Release after the latch is set up, loaded with Acquire before it is used.
 
 use crate::layout::{Layout, LayoutError, MAX_TIME_PART};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
 
 /// One shard's state, alone on its cache line so that backends working on different
 /// shards never contend for a line. All-zero is the valid initial state.
@@ -77,6 +87,14 @@ impl Reservation {
     pub fn resume_at(&self, recorded_ceiling: u64) {
         self.floor.fetch_max(recorded_ceiling, Relaxed);
         self.ceiling.fetch_max(recorded_ceiling, Relaxed);
+    }
+
+    /// Sets both bounds to a ceiling replayed from WAL, higher or lower than before: records
+    /// are replayed in the order they were decided, so the last one read is the one that
+    /// holds (a lower one was written only once nothing had been issued above it).
+    pub fn replay(&self, recorded_ceiling: u64) {
+        self.floor.store(recorded_ceiling, SeqCst);
+        self.ceiling.store(recorded_ceiling, SeqCst);
     }
 }
 
@@ -130,7 +148,10 @@ pub enum Refusal {
     Clock(LayoutError),
     /// Issuing would put the time part more than `max_lead_ms` ahead of the clock, and
     /// waiting `max_wait_ms` could not bring it within the bound.
-    TooFarAhead { lead_ms: u64, policy: ClockPolicy },
+    /// `first_time_part` is the time part the call's first ID would have had: above the
+    /// clock only when the shard issued IDs up there, or the server resumed there after a
+    /// restart (its recorded reservation).
+    TooFarAhead { lead_ms: u64, first_time_part: u64, policy: ClockPolicy },
     /// More IDs than fit in `max_lead_ms` of borrowed time.
     BatchTooLarge { count: u64, max_count: u64 },
     /// The time part would reach the durable reservation, and the worker did not extend
@@ -183,7 +204,11 @@ pub fn claim(
             // Never negative: `first` is at least the clock's own millisecond.
             let lead_ms = last_time_part - now;
             if lead_ms > policy.max_lead_ms {
-                break (lead_ms - policy.max_lead_ms, Refusal::TooFarAhead { lead_ms, policy });
+                let first_time_part = layout.counter_time_part(first);
+                break (
+                    lead_ms - policy.max_lead_ms,
+                    Refusal::TooFarAhead { lead_ms, first_time_part, policy },
+                );
             }
             if last_time_part >= ceiling {
                 // Ask the worker to reserve this far (it does within a few milliseconds, the
@@ -194,7 +219,16 @@ pub fn claim(
             }
             // On failure `now` is reused: it is still a valid lower bound, and contended
             // callers retry without another clock read.
-            match shard.last_issued.compare_exchange_weak(last_issued, last, Relaxed, Relaxed) {
+            match shard.last_issued.compare_exchange_weak(last_issued, last, SeqCst, Relaxed) {
+                // The ceiling again, after the claim (see `lower_ceiling`): lowered meanwhile
+                // below what was claimed, the claim is dropped (a gap in the shard, as a
+                // rolled-back sequence leaves), and the call waits for the worker as above.
+                Ok(_) if last_time_part >= reservation.ceiling.load(SeqCst) => {
+                    let ceiling = reservation.ceiling.load(Relaxed);
+                    reservation.wanted.fetch_max(last_time_part + 1, Relaxed);
+                    keeper.extend_soon(reservation, now);
+                    break (1, Refusal::NotReserved { time_part: last_time_part, ceiling, policy });
+                }
                 Ok(_) => return Ok(count_claim(shard, Claim { first, last, waited_ms })),
                 Err(newer) => last_issued = newer,
             }
@@ -244,7 +278,7 @@ pub fn check_advance(
     }
     let lead_ms = time_part.saturating_sub(now);
     if lead_ms > policy.max_lead_ms {
-        return Err(Refusal::TooFarAhead { lead_ms, policy });
+        return Err(Refusal::TooFarAhead { lead_ms, first_time_part: time_part, policy });
     }
     Ok(time_part)
 }
@@ -269,6 +303,40 @@ pub fn next_ceiling(now: u64, reservation: &Reservation, reserve_ms: u64, max_le
     // the clock while the worker records, and must not find the new ceiling short again.
     let target = (now.max(wanted) + reserve_ms).min(MAX_TIME_PART + 1);
     (ceiling < renew_below && ceiling < target).then_some(target)
+}
+
+/// After the clock jumped ahead and came back, the ceiling the worker recorded at the jump
+/// lies far ahead of the clock, and a restart would resume there: nothing could be issued
+/// until the clock caught up. When no shard has issued up there, the worker lowers it: it
+/// publishes the lower ceiling, then reads every shard's counter (see the ordering notes at
+/// the top). Returns the lower ceiling, for the worker to record; `None` when the ceiling is
+/// where normal work puts it, or a counter lies at or above the lower one (then IDs really
+/// were issued at the jump, and the ceiling stays).
+pub fn lower_ceiling(
+    now: u64,
+    reservation: &Reservation,
+    shards: &[ShardState],
+    layout: &Layout,
+    reserve_ms: u64,
+    max_lead_ms: u64,
+) -> Option<u64> {
+    let ceiling = reservation.ceiling.load(SeqCst);
+    // The highest ceiling normal work makes is `now + max_lead_ms + 1 + reserve_ms`
+    // (`next_ceiling`); another `reserve_ms` of slack keeps the two rules from alternating.
+    if ceiling <= now + max_lead_ms + 1 + 2 * reserve_ms {
+        return None;
+    }
+    // Never below the floor: what the server issued before its start is unknown up to there.
+    let lower = (now + reserve_ms).max(reservation.floor.load(Relaxed));
+    if lower >= ceiling || reservation.ceiling.compare_exchange(ceiling, lower, SeqCst, Relaxed).is_err() {
+        return None;
+    }
+    let highest = shards.iter().map(|shard| layout.counter_time_part(shard.last_issued.load(SeqCst))).max();
+    if highest.is_some_and(|highest| highest >= lower) {
+        reservation.ceiling.fetch_max(ceiling, SeqCst);
+        return None;
+    }
+    Some(lower)
 }
 
 #[cfg(test)]
@@ -389,7 +457,8 @@ mod tests {
         let counter_before = slot.last_issued.load(Relaxed);
         clock.now -= 3_600_000;
         let refusal = one(&slot, &mut clock).unwrap_err();
-        assert_eq!(refusal, Refusal::TooFarAhead { lead_ms: 3_600_000, policy: POLICY });
+        let first_time_part = LAYOUT.counter_time_part(counter_before + 1);
+        assert_eq!(refusal, Refusal::TooFarAhead { lead_ms: 3_600_000, first_time_part, policy: POLICY });
         assert!(clock.slept.is_empty(), "a wait that cannot help must not be slept");
         assert_eq!(slot.last_issued.load(Relaxed), counter_before);
         // Once the clock is back, generation continues above the old IDs.
@@ -535,6 +604,35 @@ mod tests {
         // A call (allowed a long lead) waits to issue at the floor.
         reservation.wanted.store(5001, Relaxed);
         assert_eq!(next_ceiling(1000, &reservation, 500, 3_600_000), Some(5501));
+    }
+
+    #[test]
+    fn a_ceiling_left_ahead_by_a_clock_jump_is_lowered_unless_ids_were_issued_up_there() {
+        let shards = [ShardState::default(), ShardState::default()];
+        let reservation = Reservation::default();
+        let now = LAYOUT.time_part(T0).unwrap();
+        // The clock read an hour ahead while the server was idle; the worker reserved there.
+        reservation.resume_at(0);
+        reservation.ceiling.store(now + 3_600_000 + 500, Relaxed);
+        shards[0].last_issued.store(LAYOUT.counter_at(now - 10), Relaxed);
+        // Back to normal: lowered to the usual headroom above the clock.
+        assert_eq!(lower_ceiling(now, &reservation, &shards, &LAYOUT, 500, 2000), Some(now + 500));
+        assert_eq!(reservation.ceiling.load(Relaxed), now + 500);
+        // Where normal work puts it (a call borrowing up to the lead bound), it stays.
+        reservation.ceiling.store(now + 2000 + 1 + 500, Relaxed);
+        assert_eq!(lower_ceiling(now, &reservation, &shards, &LAYOUT, 500, 2000), None);
+
+        // A shard issued an ID at the jump: the ceiling stays where it was.
+        let high = now + 3_600_000 + 500;
+        reservation.ceiling.store(high, Relaxed);
+        shards[1].last_issued.store(LAYOUT.counter_at(now + 3_600_000), Relaxed);
+        assert_eq!(lower_ceiling(now, &reservation, &shards, &LAYOUT, 500, 2000), None);
+        assert_eq!(reservation.ceiling.load(Relaxed), high);
+
+        // Never below the floor: what ran before the start is unknown up to there.
+        shards[1].last_issued.store(0, Relaxed);
+        reservation.floor.store(now + 100_000, Relaxed);
+        assert_eq!(lower_ceiling(now, &reservation, &shards, &LAYOUT, 500, 2000), Some(now + 100_000));
     }
 
     #[test]

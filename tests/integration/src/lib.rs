@@ -259,6 +259,31 @@ impl Cluster {
         }
     }
 
+    /// The process id of the reservation worker, found as an operator would: the
+    /// postmaster's child whose process title is "postgres: snowflake_id reservation" (it is
+    /// not in pg_stat_activity). `None` while none runs.
+    pub fn reservation_worker_pid(&self) -> Option<u32> {
+        children_of(self.postmaster_pid()).into_iter().find(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|title| title.contains("snowflake_id reservation"))
+        })
+    }
+
+    /// Terminates the reservation worker (SIGTERM, as pg_terminate_backend would) and waits
+    /// until the postmaster has started another; returns its process id.
+    pub fn restart_reservation_worker(&self) -> u32 {
+        let old = self.reservation_worker_pid().expect("no reservation worker runs");
+        run(Command::new("kill").args(["-TERM", &old.to_string()]), "kill -TERM");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match self.reservation_worker_pid() {
+                Some(new) if new != old => return new,
+                _ => assert!(Instant::now() < deadline, "no new reservation worker within 30 s"),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Promotes a standby and waits until it accepts writes.
     pub fn promote(&self) {
         let mut promote = as_server_owner(self.bin.join("pg_ctl"));

@@ -41,9 +41,14 @@ fn past_the_lead_bound_a_call_fails_or_waits_as_configured() {
         "{}",
         db.message()
     );
-    assert!(db.detail().unwrap().starts_with(
-        "snowflake_id.max_lead_ms = 500 and snowflake_id.max_wait_ms = 0 allow 500 ms at most."
-    ));
+    let detail = db.detail().unwrap();
+    assert!(detail.starts_with("Its next ID would carry "), "{detail}");
+    assert!(
+        detail.contains(
+            "snowflake_id.max_lead_ms = 500 and snowflake_id.max_wait_ms = 0 allow 500 ms at most."
+        ),
+        "{detail}"
+    );
     let next: i64 = client.query_one("SELECT snowflake_nextval(2)", &[]).unwrap().get(0);
     let seq: i32 = client.query_one("SELECT snowflake_seq($1)", &[&next]).unwrap().get(0);
     assert!(next > ahead);

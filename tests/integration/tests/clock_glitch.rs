@@ -1,0 +1,99 @@
+//! A clock that jumps an hour ahead for a few seconds and comes back (faked with libfaketime).
+//! While it reads ahead, the worker reserves an hour ahead. With no ID issued meanwhile, the
+//! worker moves the reservation back once the clock is back, so a restart issues at once.
+//! With IDs issued at the jump, the reservation stays, and the refusal says why.
+
+use snowflake_id_integration::{db_error, faketime_env, Cluster};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The ceiling recorded in the reservation file, in ms ahead of the real clock.
+fn recorded_lead_ms(cluster: &Cluster) -> i64 {
+    let text = std::fs::read_to_string(cluster.data_dir().join("snowflake_id.reservation")).unwrap();
+    let ceiling: i64 = text.trim().rsplit('=').next().unwrap().parse().unwrap();
+    ceiling - SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// Waits (up to 30 s) until the recorded ceiling's lead satisfies `done`.
+fn wait_for_record(cluster: &Cluster, what: &str, done: impl Fn(i64) -> bool) {
+    for _ in 0..600 {
+        if done(recorded_lead_ms(cluster)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what}: the recorded ceiling leads the clock by {} ms", recorded_lead_ms(cluster));
+}
+
+fn set_offset(offset: &Path, seconds: i64) {
+    std::fs::write(offset, format!("{seconds:+}\n")).unwrap();
+}
+
+#[test]
+fn a_clock_jump_ahead_while_idle_does_not_block_issue_after_a_restart() {
+    let mut cluster = Cluster::create("clock-glitch", &[]);
+    let offset = cluster.scratch_file("faketime", "+0\n");
+    let env = faketime_env(&offset);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    cluster.start_with(&env);
+    // libfaketime does not fake the clock of the worker the postmaster forks as it starts
+    // (its log lines, and the ceilings it records, follow the real clock); one started later
+    // reads the faked clock as backends do.
+    cluster.restart_reservation_worker();
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    let before: i64 = client.query_one("SELECT snowflake_nextval(2)", &[]).unwrap().get(0);
+
+    // An hour ahead, idle: the worker reserves there. Back: it moves the reservation back.
+    set_offset(&offset, 3600);
+    wait_for_record(&cluster, "the jump", |lead| lead > 3_000_000);
+    set_offset(&offset, 0);
+    wait_for_record(&cluster, "back from the jump", |lead| lead < 10_000);
+    drop(client);
+    cluster.stop("fast");
+    cluster.start_with(&env);
+    cluster.restart_reservation_worker();
+    let mut client = cluster.connect();
+    let (after, lead_s): (i64, f64) = {
+        let row = client
+            .query_one(
+                "SELECT id, extract(epoch FROM snowflake_timestamp(id) - clock_timestamp())::float8
+                 FROM snowflake_nextval(2) id",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert!(after > before);
+    assert!(lead_s < 10.0, "after the restart the first ID leads the clock by {lead_s} s");
+
+    // Now IDs are issued at the jump: the reservation stays an hour ahead, and the refusals
+    // after the clock came back say IDs were issued up there.
+    set_offset(&offset, 3600);
+    wait_for_record(&cluster, "the second jump", |lead| lead > 3_000_000);
+    let at_the_jump: i64 = client.query_one("SELECT snowflake_nextval(3)", &[]).unwrap().get(0);
+    set_offset(&offset, 0);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(recorded_lead_ms(&cluster) > 3_000_000, "the reservation was moved back below an issued ID");
+    let error = db_error(&mut client, "SELECT snowflake_nextval(3)");
+    assert_eq!(error.code().code(), "55000");
+    let detail = error.detail().unwrap();
+    assert!(detail.starts_with("Its next ID would carry "), "{detail}");
+    assert!(detail.contains("IDs of this shard were issued up to there"), "{detail}");
+    // Another shard is refused after a restart alike: the server resumes above the ID at the jump.
+    drop(client);
+    cluster.stop("fast");
+    cluster.start_with(&env);
+    cluster.restart_reservation_worker();
+    let mut client = cluster.connect();
+    let error = db_error(&mut client, "SELECT snowflake_nextval(2)");
+    assert_eq!(error.code().code(), "55000", "{error:?}");
+    assert!(error.detail().unwrap().contains("resumed there after a restart"));
+    // An operator who accepts IDs an hour ahead gets them above the one issued at the jump.
+    client.batch_execute("ALTER SYSTEM SET snowflake_id.max_lead_ms = '2h'").unwrap();
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut client = cluster.connect();
+    let next: i64 = client.query_one("SELECT snowflake_nextval(3)", &[]).unwrap().get(0);
+    assert!(next > at_the_jump);
+}
