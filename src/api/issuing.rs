@@ -250,6 +250,17 @@ AS 'MODULE_PATHNAME', 'snowflake_nextvals_wrapper';
     name = "snowflake_nextvals",
 );
 
+extension_sql!(
+    r#"
+/* A batch claims up to max_lead_ms of one shard's IDs at once, holding the shard at its lead
+   bound for every other caller until the clock catches up: granted by an operator, like
+   snowflake_advance, not to PUBLIC. */
+REVOKE ALL ON FUNCTION snowflake_nextvals(integer, integer) FROM PUBLIC;
+"#,
+    name = "snowflake_nextvals_privileges",
+    requires = ["snowflake_nextvals"]
+);
+
 /// Makes every later ID of `shard` on this server greater than `id` (of any shard), like
 /// `setval` for a sequence; never moves a shard back. Use it after restoring a dump or
 /// moving a shard here from another server. Returns `id`. Refused (55000) when `id` is

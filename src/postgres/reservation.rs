@@ -338,7 +338,6 @@ mod wal {
     /// Registers the resource manager. Replaying our records needs it, so the library must
     /// stay preloaded on every server that replays this WAL.
     pub fn register() {
-        let Some(id) = settings::wal_rmgr_id() else { return };
         let rmgr = pg_sys::RmgrData {
             rm_name: c"snowflake_id".as_ptr(),
             rm_redo: Some(redo),
@@ -346,8 +345,18 @@ mod wal {
             rm_identify: Some(identify),
             ..Default::default()
         };
-        // SAFETY: called from _PG_init while preloading; PostgreSQL copies the struct.
-        unsafe { pg_sys::RegisterCustomRmgr(id, &rmgr as *const _ as *mut _) };
+        if let Some(id) = settings::wal_rmgr_id() {
+            // SAFETY: called from _PG_init while preloading; PostgreSQL copies the struct.
+            unsafe { pg_sys::RegisterCustomRmgr(id, &rmgr as *const _ as *mut _) };
+        }
+        // Records of earlier versions, written under another id, replay the same way (also
+        // with the records turned off now). The name must differ: PostgreSQL refuses two
+        // resource managers of one name.
+        if let Some(legacy) = settings::legacy_wal_rmgr_id() {
+            let replay_only = pg_sys::RmgrData { rm_name: c"snowflake_id_0.2".as_ptr(), ..rmgr };
+            // SAFETY: as above.
+            unsafe { pg_sys::RegisterCustomRmgr(legacy, &replay_only as *const _ as *mut _) };
+        }
     }
 
     pub fn log_ceiling(ceiling_unix_ms: i64) {

@@ -8,7 +8,7 @@
 //! | `max_lead_ms`, `max_wait_ms` | reload (SIGHUP) | the clock policy; operators tune it without a restart |
 //! | `reserve_ms` | reload (SIGHUP) | how far ahead of the clock the durable reservation is kept |
 //! | `max_clock_skew_ms` | reload (SIGHUP) | how far the clocks of a primary and its standbys may disagree: a promoted standby resumes that much further ahead |
-//! | `wal_rmgr_id` | postmaster | the custom WAL resource manager id; the same on a primary and its standbys |
+//! | `wal_rmgr_id`, `legacy_wal_rmgr_id` | postmaster | the custom WAL resource manager ids (written; replayed from earlier versions); the same on a primary and its standbys |
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys::{self, panic::ErrorReport};
@@ -41,9 +41,14 @@ const DEFAULT_RESERVE_MS: i32 = 500;
 /// 250 ms leaves room for a badly synchronised one, and costs a promoted standby at most that
 /// much more waiting before its first IDs (see `reservation::record_promotion_guard`).
 const DEFAULT_MAX_CLOCK_SKEW_MS: i32 = 250;
-/// PostgreSQL's id for extensions that have not registered one of their own
-/// (RM_EXPERIMENTAL_ID); 0 turns WAL-logging of the reservation off.
-const DEFAULT_WAL_RMGR_ID: i32 = 128;
+/// The id the reservation records are written under. Not 128: PostgreSQL keeps that one
+/// (RM_EXPERIMENTAL_ID) for extensions under development, so two of them may both use it.
+/// Chosen high in the custom range (128-255), where few extensions pick; PostgreSQL's wiki
+/// page "CustomWALResourceManagers" lists the ids extensions use. 0 turns the records off.
+const DEFAULT_WAL_RMGR_ID: i32 = 213;
+/// The id versions up to 0.2.0 wrote under: registered for replay only, so that their WAL
+/// (in pg_wal, archives, on standbys) still replays after an update. 0 once none is left.
+const DEFAULT_LEGACY_WAL_RMGR_ID: i32 = 128;
 
 static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
 static SHARD_BITS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_SHARD_BITS as i32);
@@ -54,6 +59,7 @@ static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_WAIT_MS
 static RESERVE_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_RESERVE_MS);
 static MAX_CLOCK_SKEW_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_CLOCK_SKEW_MS);
 static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_WAL_RMGR_ID);
+static LEGACY_WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_LEGACY_WAL_RMGR_ID);
 
 /// The epoch in Unix ms, parsed once by the assign hook so no call parses a string.
 static EPOCH_UNIX_MS: AtomicI64 = AtomicI64::new(DEFAULT_EPOCH_UNIX_MS);
@@ -174,17 +180,37 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
-    GucRegistry::define_int_guc(
-        c"snowflake_id.wal_rmgr_id",
-        c"Custom WAL resource manager id of the reservation records (128-255), 0 for none.",
-        c"Records of this id can only be replayed where snowflake_id is preloaded. Use the same \
-          value on a primary and its standbys.",
-        &WAL_RMGR_ID,
-        0,
-        255,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
+    // SAFETY: as above.
+    unsafe {
+        GucRegistry::define_int_guc_with_hooks(
+            WAL_RMGR_ID_NAME,
+            c"Custom WAL resource manager id of the reservation records (128-255), 0 for none.",
+            c"Records of this id can only be replayed where snowflake_id is preloaded. Use the same \
+              value on a primary and its standbys.",
+            &WAL_RMGR_ID,
+            0,
+            255,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_wal_rmgr_id),
+            None,
+            None,
+        );
+        GucRegistry::define_int_guc_with_hooks(
+            LEGACY_WAL_RMGR_ID_NAME,
+            c"WAL resource manager id of reservation records written by earlier versions (replayed only).",
+            c"Versions up to 0.2.0 wrote under 128. Set 0 once no WAL of theirs is left to replay (after \
+              a checkpoint on every server, and archives past it), or when another extension needs 128.",
+            &LEGACY_WAL_RMGR_ID,
+            0,
+            255,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_wal_rmgr_id),
+            None,
+            None,
+        );
+    }
     for (setting, text) in configured {
         if let Some(text) = text {
             setting.stop_unless_applied(&text);
@@ -196,6 +222,8 @@ const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
 const SHARD_BITS_NAME: &CStr = c"snowflake_id.shard_bits";
 const SHARD_NAME: &CStr = c"snowflake_id.shard";
 const SHARDS_NAME: &CStr = c"snowflake_id.shards";
+const WAL_RMGR_ID_NAME: &CStr = c"snowflake_id.wal_rmgr_id";
+const LEGACY_WAL_RMGR_ID_NAME: &CStr = c"snowflake_id.legacy_wal_rmgr_id";
 
 /// The text a setting was given in the configuration, if any (read before it is defined,
 /// while it is still a placeholder holding the text).
@@ -225,14 +253,18 @@ enum CheckedAtStart {
     ShardBits,
     DefaultShard,
     Fence,
+    WalRmgrId,
+    LegacyWalRmgrId,
 }
 
 impl CheckedAtStart {
-    const ALL: [CheckedAtStart; 4] = [
+    const ALL: [CheckedAtStart; 6] = [
         CheckedAtStart::Epoch,
         CheckedAtStart::ShardBits,
         CheckedAtStart::DefaultShard,
         CheckedAtStart::Fence,
+        CheckedAtStart::WalRmgrId,
+        CheckedAtStart::LegacyWalRmgrId,
     ];
 
     fn name(self) -> &'static CStr {
@@ -241,6 +273,8 @@ impl CheckedAtStart {
             CheckedAtStart::ShardBits => SHARD_BITS_NAME,
             CheckedAtStart::DefaultShard => SHARD_NAME,
             CheckedAtStart::Fence => SHARDS_NAME,
+            CheckedAtStart::WalRmgrId => WAL_RMGR_ID_NAME,
+            CheckedAtStart::LegacyWalRmgrId => LEGACY_WAL_RMGR_ID_NAME,
         }
     }
 
@@ -254,6 +288,8 @@ impl CheckedAtStart {
                 let applied = SHARDS.get().map(|value| value.to_string_lossy().into_owned());
                 applied.as_deref() == Some(text)
             }
+            CheckedAtStart::WalRmgrId => parse_int_as_postgres(text) == Some(WAL_RMGR_ID.get()),
+            CheckedAtStart::LegacyWalRmgrId => parse_int_as_postgres(text) == Some(LEGACY_WAL_RMGR_ID.get()),
         }
     }
 
@@ -334,6 +370,15 @@ pub fn max_clock_skew_ms() -> u64 {
 pub fn wal_rmgr_id() -> Option<u8> {
     match WAL_RMGR_ID.get() {
         0 => None,
+        id => Some(id as u8),
+    }
+}
+
+/// The id of earlier versions' records, to register for replay, unless none (or the same).
+pub fn legacy_wal_rmgr_id() -> Option<u8> {
+    match LEGACY_WAL_RMGR_ID.get() {
+        0 => None,
+        id if id == WAL_RMGR_ID.get() => None,
         id => Some(id as u8),
     }
 }
@@ -446,4 +491,23 @@ unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_
         // SAFETY: leaked by an earlier call of this hook, and no longer published.
         drop(unsafe { Box::from_raw(old) });
     }
+}
+
+/// WAL resource manager ids: PostgreSQL leaves 128 to 255 to extensions (and its own below).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_wal_rmgr_id(
+    newval: *mut i32,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer.
+    let id = unsafe { *newval };
+    if id == 0 || (128..=255).contains(&id) {
+        return true;
+    }
+    refuse_setting(
+        &format!("{id} is not a custom WAL resource manager id: PostgreSQL keeps 0 to 127 for its own."),
+        "Choose an id from 128 to 255 that no other preloaded extension uses (PostgreSQL's wiki page \
+         CustomWALResourceManagers lists the ids in use), or 0 to write no records.",
+    )
 }

@@ -503,6 +503,11 @@ impl Load {
         }
     }
 
+    /// The errors the connections stopped at so far (each stops at its first).
+    pub fn errors(&self) -> Vec<String> {
+        self.errors.lock().unwrap().clone()
+    }
+
     /// Process ids of the load's backends.
     pub fn backends(&self) -> Vec<u32> {
         self.backends.lock().unwrap().clone()

@@ -124,6 +124,48 @@ CREATE VIEW viewed_ids AS SELECT id FROM viewed;
 SELECT snowflake_convert_column('viewed', 'id', 1);
 SELECT * FROM pg_temp.column_of('viewed', 'id');
 
+-- A unique index left invalid (a failed CREATE INDEX CONCURRENTLY, simulated here) is no
+-- key: refused with the REINDEX that fixes it. A deferrable key is checked at commit, which
+-- keeps values unique as well: converted.
+CREATE TABLE half_indexed (id serial NOT NULL);
+CREATE UNIQUE INDEX half_indexed_id ON half_indexed (id);
+UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'half_indexed_id'::regclass;
+SELECT snowflake_convert_column('half_indexed', 'id', 1);
+REINDEX INDEX half_indexed_id;
+SELECT snowflake_convert_column('half_indexed', 'id', 1);
+SELECT * FROM pg_temp.column_of('half_indexed', 'id');
+CREATE TABLE deferred (id serial PRIMARY KEY DEFERRABLE INITIALLY DEFERRED);
+INSERT INTO deferred DEFAULT VALUES;
+SELECT snowflake_convert_column('deferred', 'id', 1);
+INSERT INTO deferred DEFAULT VALUES;
+SELECT count(*) AS rows, bool_and(id > 1) FILTER (WHERE id <> 1) AS new_ids_are_snowflakes FROM deferred;
+
+-- Row-level security: the owner, bypassing it, converts as usual; with FORCE ROW LEVEL
+-- SECURITY the largest value could be hidden from the owner, so reading it fails instead.
+CREATE ROLE converter;
+CREATE TABLE guarded (id serial PRIMARY KEY, owner text);
+INSERT INTO guarded (owner) SELECT CASE WHEN g % 2 = 0 THEN 'them' ELSE 'us' END FROM generate_series(1, 10) g;
+ALTER TABLE guarded OWNER TO converter;
+ALTER SEQUENCE guarded_id_seq OWNER TO converter;
+ALTER TABLE guarded ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+CREATE POLICY only_ours ON guarded USING (owner = 'us');
+GRANT USAGE ON SCHEMA adopt TO converter;
+GRANT EXECUTE ON FUNCTION snowflake_convert_column(regclass, name, integer), snowflake_advance(integer, bigint) TO converter;
+SET ROLE converter;
+SELECT count(*) AS rows_the_owner_sees, max(id) AS largest_it_sees FROM guarded;
+SELECT snowflake_convert_column('guarded', 'id', 1);
+RESET ROLE;
+SELECT * FROM pg_temp.column_of('guarded', 'id');
+ALTER TABLE guarded NO FORCE ROW LEVEL SECURITY;
+SET ROLE converter;
+SELECT snowflake_convert_column('guarded', 'id', 1);
+RESET ROLE;
+SELECT * FROM pg_temp.column_of('guarded', 'id');
+DROP TABLE guarded;
+REVOKE ALL ON FUNCTION snowflake_convert_column(regclass, name, integer), snowflake_advance(integer, bigint) FROM converter;
+REVOKE ALL ON SCHEMA adopt FROM converter;
+DROP ROLE converter;
+
 -- Not for PUBLIC: it rewrites tables and advances shards.
 SELECT has_function_privilege('public', 'snowflake_convert_column(regclass, name, integer)', 'EXECUTE') AS public_may_convert;
 

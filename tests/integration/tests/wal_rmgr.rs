@@ -1,0 +1,54 @@
+//! The WAL resource manager ids. Records are written under `snowflake_id.wal_rmgr_id`
+//! (default 213, not PostgreSQL's experimental 128); records that versions up to 0.2.0 wrote
+//! under 128 still replay after the update (`snowflake_id.legacy_wal_rmgr_id`, default 128).
+//! Ids PostgreSQL keeps for itself are refused at start.
+
+use snowflake_id_integration::Cluster;
+
+#[test]
+fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
+    // As 0.2.0 ran: records under 128, nothing registered besides.
+    let mut cluster = Cluster::start(
+        "wal-rmgr",
+        &["snowflake_id.wal_rmgr_id = 128", "snowflake_id.legacy_wal_rmgr_id = 0", "checkpoint_timeout = 1h"],
+    );
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id; CHECKPOINT").unwrap();
+    // Records after the checkpoint: crash recovery must replay them.
+    for _ in 0..5 {
+        client
+            .query_one("SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '1 s', 0, 0))", &[])
+            .unwrap();
+    }
+    let highest: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    drop(client);
+    cluster.kill_postmaster();
+
+    // The update: the new defaults (written here as lines, later lines win).
+    cluster.configure(&["snowflake_id.wal_rmgr_id = 213", "snowflake_id.legacy_wal_rmgr_id = 128"]);
+    cluster.start_with(&[]);
+    let mut client = cluster.wait_until_accepting();
+    let log = cluster.log();
+    assert!(log.contains("registered custom resource manager \"snowflake_id\" with ID 213"), "{log}");
+    assert!(log.contains("registered custom resource manager \"snowflake_id_0.2\" with ID 128"), "{log}");
+    assert!(log.contains("redo done at"), "crash recovery replayed nothing:\n{log}");
+    let next: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    assert!(next > highest, "after recovery shard 1 issued {next}, not above {highest}");
+    // New records go under 213 and replay as well.
+    client.batch_execute("CHECKPOINT").unwrap();
+    client.query_one("SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '1 s', 0, 0))", &[]).unwrap();
+    let highest: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    drop(client);
+    cluster.kill_postmaster();
+    cluster.start_with(&[]);
+    let next: i64 = cluster.wait_until_accepting().query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    assert!(next > highest);
+}
+
+#[test]
+fn an_id_postgresql_keeps_for_itself_stops_the_server() {
+    let mut cluster = Cluster::create("wal-rmgr-bad", &["snowflake_id.wal_rmgr_id = 100"]);
+    let log = cluster.try_start_with(&[]).expect_err("the server started with wal_rmgr_id = 100");
+    assert!(log.contains("FATAL:  invalid value for parameter \"snowflake_id.wal_rmgr_id\": \"100\""), "{log}");
+    assert!(log.contains("100 is not a custom WAL resource manager id"), "{log}");
+}

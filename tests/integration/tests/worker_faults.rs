@@ -1,0 +1,89 @@
+//! Faults of the reservation worker under load: terminated (twice), and its fsync slowed by
+//! strace fault injection. Calls go on under the current reservation while the worker is
+//! away; a worker that cannot record in time makes calls fail with 55000 and a hint, never hang.
+
+use snowflake_id_integration::{assert_no_duplicates, Cluster, Load, LOAD_TABLE};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WRITERS: [i32; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
+
+#[test]
+fn terminating_the_worker_twice_under_eight_writers_fails_no_insert() {
+    let cluster = Cluster::start("worker-terminated", &[]);
+    cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
+    let load = Load::start(&cluster, &WRITERS, 0);
+    load.wait_for(20_000);
+    let first = cluster.reservation_worker_pid().unwrap();
+    let second = cluster.restart_reservation_worker();
+    load.wait_for(load.inserted() + 20_000);
+    let third = cluster.restart_reservation_worker();
+    load.wait_for(load.inserted() + 20_000);
+    assert!(first != second && second != third);
+    let errors = load.errors();
+    let acknowledged = load.finish();
+    assert!(errors.is_empty(), "INSERTs failed while the worker was restarted: {errors:?}");
+    let rows = assert_no_duplicates(&mut cluster.connect());
+    assert_eq!(rows as usize, acknowledged.len());
+    println!("worker faults: terminated twice under 8 writers: {rows} rows, 0 failed, 0 duplicates");
+}
+
+/// Delays every fsync of `pid` by `delay` (strace fault injection), until dropped.
+struct SlowFsync(Child);
+
+impl SlowFsync {
+    fn attach(pid: u32, delay: Duration) -> SlowFsync {
+        let child = Command::new("strace")
+            .args(["-qq", "-f", "-p", &pid.to_string(), "-o", "/dev/null", "-e"])
+            .arg(format!("inject=fsync,fdatasync:delay_enter={}", delay.as_micros()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run strace");
+        // strace attaches within a moment; give it one.
+        std::thread::sleep(Duration::from_millis(300));
+        SlowFsync(child)
+    }
+}
+
+impl Drop for SlowFsync {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_worker_whose_fsync_takes_5_s_makes_calls_fail_with_a_hint_not_hang() {
+    let cluster = Cluster::start("worker-slow-fsync", &[]);
+    cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
+    let load = Load::start(&cluster, &WRITERS, 0);
+    load.wait_for(10_000);
+    let slow = SlowFsync::attach(cluster.reservation_worker_pid().unwrap(), Duration::from_secs(5));
+    // Every writer meets the end of the reservation within a few seconds and stops at its
+    // first error; none may hang.
+    let started = Instant::now();
+    while load.errors().len() < WRITERS.len() {
+        assert!(started.elapsed() < Duration::from_secs(60), "writers hang: {:?}", load.errors());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let waited = started.elapsed();
+    drop(slow);
+    let errors = load.errors();
+    load.finish();
+    for error in &errors {
+        assert!(error.contains("E55000"), "{error}");
+        assert!(error.contains("has used up the durable reservation of IDs"), "{error}");
+        assert!(error.contains("Check the server log for the snowflake_id reservation worker"), "{error}");
+    }
+    println!("worker faults: fsync delayed 5 s: all 8 writers failed with 55000 within {} ms", waited.as_millis());
+    // Once the disk is fast again, IDs are issued again (the worker may first finish the
+    // fsyncs it was delayed in).
+    let mut client = cluster.connect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client.query_one("SELECT snowflake_nextval(1)", &[]).is_err() {
+        assert!(Instant::now() < deadline, "no ID 60 s after the disk was fast again");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_no_duplicates(&mut client);
+}
