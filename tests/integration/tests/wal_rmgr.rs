@@ -17,7 +17,10 @@ fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
     // Records after the checkpoint: crash recovery must replay them.
     for _ in 0..5 {
         client
-            .query_one("SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '1 s', 0, 0))", &[])
+            .query_one(
+                "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '1 s', 0, 0))",
+                &[],
+            )
             .unwrap();
     }
     let highest: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
@@ -36,12 +39,18 @@ fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
     assert!(next > highest, "after recovery shard 1 issued {next}, not above {highest}");
     // New records go under 213 and replay as well.
     client.batch_execute("CHECKPOINT").unwrap();
-    client.query_one("SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '1 s', 0, 0))", &[]).unwrap();
+    client
+        .query_one(
+            "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '1 s', 0, 0))",
+            &[],
+        )
+        .unwrap();
     let highest: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
     drop(client);
     cluster.kill_postmaster();
     cluster.start_with(&[]);
-    let next: i64 = cluster.wait_until_accepting().query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    let next: i64 =
+        cluster.wait_until_accepting().query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
     assert!(next > highest);
 }
 
@@ -49,6 +58,9 @@ fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
 fn an_id_postgresql_keeps_for_itself_stops_the_server() {
     let mut cluster = Cluster::create("wal-rmgr-bad", &["snowflake_id.wal_rmgr_id = 100"]);
     let log = cluster.try_start_with(&[]).expect_err("the server started with wal_rmgr_id = 100");
-    assert!(log.contains("FATAL:  invalid value for parameter \"snowflake_id.wal_rmgr_id\": \"100\""), "{log}");
+    assert!(
+        log.contains("FATAL:  invalid value for parameter \"snowflake_id.wal_rmgr_id\": \"100\""),
+        "{log}"
+    );
     assert!(log.contains("100 is not a custom WAL resource manager id"), "{log}");
 }

@@ -76,7 +76,10 @@ fn a_worker_whose_fsync_takes_5_s_makes_calls_fail_with_a_hint_not_hang() {
         assert!(error.contains("has used up the durable reservation of IDs"), "{error}");
         assert!(error.contains("Check the server log for the snowflake_id reservation worker"), "{error}");
     }
-    println!("worker faults: fsync delayed 5 s: all 8 writers failed with 55000 within {} ms", waited.as_millis());
+    println!(
+        "worker faults: fsync delayed 5 s: all 8 writers failed with 55000 within {} ms",
+        waited.as_millis()
+    );
     // Once the disk is fast again, IDs are issued again (the worker may first finish the
     // fsyncs it was delayed in).
     let mut client = cluster.connect();
