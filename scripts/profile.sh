@@ -19,7 +19,8 @@ install_extension
 PROFILE_DIR=$(cluster_temp_dir profile)
 stop_profile_server() {
   cluster_stop "$PROFILE_DIR"
-  rm -rf "$PROFILE_DIR"
+  # Processes under callgrind may still be writing their counts after the postmaster is gone.
+  rm -rf "$PROFILE_DIR" 2>/dev/null || { sleep 3; rm -rf "$PROFILE_DIR"; }
 }
 trap stop_profile_server EXIT
 mkdir "$PROFILE_DIR/callgrind"
