@@ -86,3 +86,37 @@ fn one_shard_drained_as_fast_as_possible_stays_within_the_lead_bound() {
     assert_eq!(bad_shard, 0);
     println!("exhaustion: {total} IDs from shard 9 (alone, then 4 backends at once), 0 duplicates, lead within 2000 ms, {waits} waits");
 }
+
+/// The end of the 41-bit range: an epoch 2^41 ms minus a minute ago leaves a minute of IDs.
+/// A batch that would pass the last millisecond is refused with 2200H, as a sequence at its
+/// MAXVALUE is, and nothing is issued.
+#[test]
+fn passing_the_last_millisecond_raises_2200h() {
+    let now_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let epoch_ms = now_ms - (1_i64 << 41) + 60_000;
+    // Before 1970: whole seconds (rounded down) from `date`, milliseconds appended.
+    let (seconds, millis) = (epoch_ms.div_euclid(1000), epoch_ms.rem_euclid(1000));
+    let date = std::process::Command::new("date")
+        .args(["-u", "-d", &format!("@{seconds}"), "+%Y-%m-%dT%H:%M:%S"])
+        .output()
+        .unwrap();
+    let epoch = format!("{}.{millis:03}Z", String::from_utf8(date.stdout).unwrap().trim());
+    let cluster = Cluster::start(
+        "exhausted",
+        &[&format!("snowflake_id.epoch = '{}'", epoch.trim()), "snowflake_id.max_lead_ms = 24h"],
+    );
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap();
+    // 2 minutes of IDs at 4,096 per ms: past the end.
+    let error = snowflake_id_integration::db_error(
+        &mut client,
+        "SELECT count(*) FROM snowflake_nextvals(1, 491520000)",
+    );
+    assert_eq!(error.code().code(), "2200H", "{error:?}");
+    assert_eq!(error.message(), "snowflake IDs have run out");
+    let issued: i64 =
+        client.query_one("SELECT issued FROM snowflake_stats() WHERE shard = 1", &[]).unwrap().get(0);
+    assert_eq!(issued, 1, "the refused batch issued IDs");
+}

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 /// clock, as after a burst that borrowed ahead, or after `snowflake_advance`.
 const LEAD: &str = "snowflake_id.max_lead_ms = 1min";
 const RESERVATION_FILE: &str = "snowflake_id.reservation";
+const LAYOUT_FILE: &str = "snowflake_id.layout";
 
 /// Every old ID with its decoded parts, hashed: the same on both majors or the decoders differ.
 const DECODED: &str = "SELECT count(*), md5(string_agg(format('%s %s %s %s', id, (d).ts AT TIME ZONE 'UTC', \
@@ -63,13 +64,18 @@ fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
     drop(client);
     old.stop("fast");
 
-    // The documented step: pg_upgrade, then the old server's reservation file copied into the
-    // new data directory before the new server first starts.
+    // The documented step: pg_upgrade, then the old server's reservation and layout files
+    // copied into the new data directory before the new server first starts.
     let mut copied = upgraded(&old, &new_bin, "upgrade-copied");
-    let file =
-        std::fs::read(old.data_dir().join(RESERVATION_FILE)).expect("the old server's reservation file");
-    std::fs::write(copied.data_dir().join(RESERVATION_FILE), file).unwrap();
+    for name in [RESERVATION_FILE, LAYOUT_FILE] {
+        let file = std::fs::read(old.data_dir().join(name)).expect("the old server's file");
+        std::fs::write(copied.data_dir().join(name), file).unwrap();
+    }
     check_upgraded(&mut copied, old_max, &decoded_before);
+    assert_eq!(
+        std::fs::read_to_string(copied.data_dir().join(LAYOUT_FILE)).unwrap(),
+        std::fs::read_to_string(old.data_dir().join(LAYOUT_FILE)).unwrap()
+    );
     drop(copied);
 
     // Without that step the guard holds: the first start under pg_upgrade recorded a ceiling
@@ -113,6 +119,8 @@ fn upgraded(old: &Cluster, new_bin: &Path, name: &str) -> Cluster {
         "the new cluster's first start under pg_upgrade recorded no guard ceiling"
     );
     assert!(new.data_dir().join(RESERVATION_FILE).exists(), "no reservation file after pg_upgrade");
+    // The layout is recorded (or checked) by the first real start, not by pg_upgrade's.
+    assert!(!new.data_dir().join(LAYOUT_FILE).exists(), "pg_upgrade's start recorded a layout");
     new
 }
 
