@@ -90,7 +90,7 @@ pub fn in_binary_upgrade() -> bool {
 /// than these. Copying the old server's file over this one (the documented upgrade step) is
 /// exact, and needs no such assumption.
 fn record_upgrade_guard() -> u64 {
-    let bound_ms = settings::clock_policy().max_lead_ms + settings::reserve_ms() + 1;
+    let bound_ms = old_server_lead_bound_ms();
     let ceiling_unix_ms = clock::wall_clock_unix_ms().saturating_add(bound_ms as i64);
     if let Err(error) = write_durably(ceiling_unix_ms) {
         pgrx::error!(
@@ -105,6 +105,13 @@ fn record_upgrade_guard() -> u64 {
     time_part_of_ceiling(ceiling_unix_ms)
 }
 
+/// How far ahead of its own clock a server with this server's lead settings can have issued
+/// IDs: a call borrows up to `max_lead_ms` (+1 for the millisecond it is in), and the worker
+/// reserves `reserve_ms` beyond what calls wait for. Both guards resume this far ahead.
+fn old_server_lead_bound_ms() -> u64 {
+    settings::clock_policy().max_lead_ms + settings::reserve_ms() + 1
+}
+
 /// The end of recovery on a standby (promotion) or after archive recovery. The WAL this
 /// server replayed may stop short of what the old primary wrote: with asynchronous
 /// replication it never received the latest records, ceilings included, nor the rows with
@@ -116,8 +123,7 @@ fn record_upgrade_guard() -> u64 {
 /// `max_wait_ms`) until the clock is within `max_lead_ms` of the resumed position, at most
 /// `reserve_ms + max_clock_skew_ms`.
 fn record_promotion_guard(reservation: &Reservation) {
-    let bound_ms =
-        settings::clock_policy().max_lead_ms + settings::reserve_ms() + settings::max_clock_skew_ms() + 1;
+    let bound_ms = old_server_lead_bound_ms() + settings::max_clock_skew_ms();
     let ceiling_unix_ms = clock::wall_clock_unix_ms().saturating_add(bound_ms as i64);
     let ceiling = time_part_of_ceiling(ceiling_unix_ms);
     if ceiling <= reservation.floor.load(Relaxed) {

@@ -284,10 +284,7 @@ impl CheckedAtStart {
             CheckedAtStart::Epoch => utc::parse_utc_ms(text).ok() == Some(EPOCH_UNIX_MS.load(Relaxed)),
             CheckedAtStart::ShardBits => parse_int_as_postgres(text) == Some(SHARD_BITS.get()),
             CheckedAtStart::DefaultShard => parse_int_as_postgres(text) == Some(SHARD.get()),
-            CheckedAtStart::Fence => {
-                let applied = SHARDS.get().map(|value| value.to_string_lossy().into_owned());
-                applied.as_deref() == Some(text)
-            }
+            CheckedAtStart::Fence => fence_text() == text,
             CheckedAtStart::WalRmgrId => parse_int_as_postgres(text) == Some(WAL_RMGR_ID.get()),
             CheckedAtStart::LegacyWalRmgrId => parse_int_as_postgres(text) == Some(LEGACY_WAL_RMGR_ID.get()),
         }
@@ -397,6 +394,15 @@ fn refuse_setting(detail: &str, hint: &str) -> bool {
     false
 }
 
+/// A string setting's value as hooks receive it; NULL (never set) reads as empty.
+///
+/// # Safety
+/// `value` is NULL or points to a NUL-terminated string that outlives the returned text.
+unsafe fn guc_text<'a>(value: *const c_char) -> std::borrow::Cow<'a, str> {
+    // SAFETY: as the caller promises.
+    unsafe { value.as_ref().map_or("".into(), |p| CStr::from_ptr(p).to_string_lossy()) }
+}
+
 /// The epoch must parse, lie in the past, and leave IDs to issue.
 fn validate_epoch(text: &str) -> Result<i64, String> {
     let epoch = utc::parse_utc_ms(text)?;
@@ -417,9 +423,9 @@ unsafe extern "C-unwind" fn check_epoch(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to a NUL-terminated string or to NULL.
-    let text = unsafe { (*newval).as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
-    match validate_epoch(text.as_deref().unwrap_or("")) {
+    // SAFETY: PostgreSQL passes a valid pointer to a string or to NULL.
+    let text = unsafe { guc_text(*newval) };
+    match validate_epoch(&text) {
         Ok(_) => true,
         Err(reason) => refuse_setting(
             &reason,
@@ -432,8 +438,7 @@ unsafe extern "C-unwind" fn check_epoch(
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn assign_epoch(newval: *const c_char, _extra: *mut c_void) {
     // SAFETY: as in `check_epoch`; the value passed the check just before.
-    let text = unsafe { newval.as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
-    if let Some(Ok(epoch)) = text.map(|t| utc::parse_utc_ms(&t)) {
+    if let Ok(epoch) = utc::parse_utc_ms(&unsafe { guc_text(newval) }) {
         EPOCH_UNIX_MS.store(epoch, Relaxed);
     }
 }
@@ -466,10 +471,9 @@ unsafe extern "C-unwind" fn check_shards(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to a NUL-terminated string or to NULL.
-    let text = unsafe { (*newval).as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
-    let layout = layout();
-    match ShardFence::parse(text.as_deref().unwrap_or(""), layout.max_shard()) {
+    // SAFETY: PostgreSQL passes a valid pointer to a string or to NULL.
+    let text = unsafe { guc_text(*newval) };
+    match ShardFence::parse(&text, layout().max_shard()) {
         Ok(_) => true,
         Err(reason) => refuse_setting(
             &reason,
@@ -481,8 +485,7 @@ unsafe extern "C-unwind" fn check_shards(
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_void) {
     // SAFETY: as in `check_shards`; the value passed the check just before.
-    let text = unsafe { newval.as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
-    let fence = match ShardFence::parse(text.as_deref().unwrap_or(""), layout().max_shard()) {
+    let fence = match ShardFence::parse(&unsafe { guc_text(newval) }, layout().max_shard()) {
         Ok(ShardFence::Open) | Err(_) => std::ptr::null_mut(),
         Ok(fence) => Box::into_raw(Box::new(fence)),
     };

@@ -521,6 +521,14 @@ impl Load {
     }
 }
 
+/// IDs issued for `shard` since the server started, from snowflake_stats() (0 when none).
+pub fn issued(client: &mut Client, shard: i32) -> i64 {
+    client
+        .query_opt("SELECT issued FROM snowflake_stats() WHERE shard = $1", &[&shard])
+        .unwrap()
+        .map_or(0, |row| row.get(0))
+}
+
 /// Asserts that the `ids` table holds no ID twice; returns its row count.
 pub fn assert_no_duplicates(client: &mut Client) -> i64 {
     let row = client.query_one("SELECT count(*), count(DISTINCT id) FROM ids", &[]).unwrap();

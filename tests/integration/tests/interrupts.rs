@@ -3,18 +3,13 @@
 //! was claimed whole before, so a cancelled call leaves the shard past all of it, as a
 //! rolled-back nextval leaves a sequence: nothing half-claimed, nothing issued twice.
 
-use postgres::Client;
-use snowflake_id_integration::{db_error, Cluster};
+use snowflake_id_integration::{db_error, issued, Cluster};
 use std::time::{Duration, Instant};
 
 const BATCH: &str = "SELECT count(*) FROM snowflake_nextvals(7, 100000000)";
 /// Storing 100 million rows takes several seconds here; a cancel honoured at once takes well
 /// under a second. The bound is wide for a loaded machine, and far below the uncancelled time.
 const PROMPTLY: Duration = Duration::from_secs(2);
-
-fn issued(client: &mut Client) -> i64 {
-    client.query_one("SELECT issued FROM snowflake_stats() WHERE shard = 7", &[]).unwrap().get(0)
-}
 
 #[test]
 fn statement_timeout_and_cancel_stop_a_huge_batch_promptly() {
@@ -34,7 +29,7 @@ fn statement_timeout_and_cancel_stop_a_huge_batch_promptly() {
     println!("interrupts: statement_timeout = 100ms stopped a 100M batch after {} ms", elapsed.as_millis());
     assert!(elapsed < PROMPTLY, "statement_timeout took {elapsed:?} to stop the batch");
     // Claimed whole, then abandoned: the shard is past every ID of the batch.
-    assert_eq!(issued(&mut client), 100_000_000);
+    assert_eq!(issued(&mut client, 7), 100_000_000);
     let lead_s: f64 = client
         .query_one(
             "SELECT extract(epoch FROM snowflake_timestamp(snowflake_nextval(7)) - clock_timestamp())::float8",

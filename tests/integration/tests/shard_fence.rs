@@ -3,30 +3,13 @@
 //! a list the server cannot read stops it at start instead of leaving it unfenced.
 
 use postgres::Client;
-use snowflake_id_integration::{db_error, Cluster};
+use snowflake_id_integration::{apply_settings, db_error, issued, Cluster};
 
-/// IDs issued so far for `shard`, from snowflake_stats().
-fn issued(client: &mut Client, shard: i32) -> i64 {
-    client
-        .query_opt("SELECT issued FROM snowflake_stats() WHERE shard = $1", &[&shard])
-        .unwrap()
-        .map_or(0, |row| row.get(0))
-}
-
-/// Sets the fence with ALTER SYSTEM and waits until new sessions have it.
+/// Sets the fence with ALTER SYSTEM and a reload; returns a session that has it.
 fn set_fence(cluster: &Cluster, shards: &str) -> Client {
     let mut client = cluster.connect();
-    client.batch_execute(&format!("ALTER SYSTEM SET snowflake_id.shards = '{shards}'")).unwrap();
-    client.batch_execute("SELECT pg_reload_conf()").unwrap();
-    for _ in 0..600 {
-        let mut fresh = cluster.connect();
-        let now: String = fresh.query_one("SHOW snowflake_id.shards", &[]).unwrap().get(0);
-        if now == shards {
-            return fresh;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("the reload did not apply snowflake_id.shards = '{shards}'");
+    apply_settings(&mut client, &[("snowflake_id.shards", shards)]);
+    client
 }
 
 #[test]
