@@ -106,10 +106,9 @@ fn record_upgrade_guard() -> u64 {
 }
 
 /// How far ahead of its own clock a server with this server's lead settings can have issued
-/// IDs: a call borrows up to `max_lead_ms` (+1 for the millisecond it is in), and the worker
-/// reserves `reserve_ms` beyond what calls wait for. Both guards resume this far ahead.
+/// IDs (`generator::max_ceiling_lead_ms`). Both guards resume this far ahead.
 fn old_server_lead_bound_ms() -> u64 {
-    settings::clock_policy().max_lead_ms + settings::reserve_ms() + 1
+    generator::max_ceiling_lead_ms(settings::reserve_ms(), settings::clock_policy().max_lead_ms)
 }
 
 /// The end of recovery on a standby (promotion) or after archive recovery. The WAL this

@@ -289,6 +289,14 @@ pub fn advance(slot: &AtomicU64, first_allowed: u64) {
     slot.fetch_max(first_allowed.saturating_sub(1), Relaxed);
 }
 
+/// How far ahead of the clock `next_ceiling` can put the ceiling: calls wait for at most
+/// `max_lead_ms + 1` ahead, and the worker adds `reserve_ms` beyond that. So no ID of a
+/// server with these settings lies further ahead of its clock than this: the bound the
+/// resume guards (after pg_upgrade, after a promotion) and `lower_ceiling` rely on.
+pub fn max_ceiling_lead_ms(reserve_ms: u64, max_lead_ms: u64) -> u64 {
+    max_lead_ms + 1 + reserve_ms
+}
+
 /// The reservation worker's rule: the ceiling to make durable next, or `None` while the
 /// current one will do. The ceiling is kept `reserve_ms` ahead of the clock and renewed once
 /// it is half that close, so the disk is written a few times a second; it also covers, with
@@ -321,9 +329,9 @@ pub fn lower_ceiling(
     max_lead_ms: u64,
 ) -> Option<u64> {
     let ceiling = reservation.ceiling.load(SeqCst);
-    // The highest ceiling normal work makes is `now + max_lead_ms + 1 + reserve_ms`
-    // (`next_ceiling`); another `reserve_ms` of slack keeps the two rules from alternating.
-    if ceiling <= now + max_lead_ms + 1 + 2 * reserve_ms {
+    // Up to `max_ceiling_lead_ms` ahead is normal work; another `reserve_ms` of slack keeps
+    // the two rules from alternating.
+    if ceiling <= now + max_ceiling_lead_ms(reserve_ms, max_lead_ms) + reserve_ms {
         return None;
     }
     // Never below the floor: what the server issued before its start is unknown up to there.
