@@ -224,13 +224,14 @@ pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
             format!("shard {shard} has used up the durable reservation of IDs"),
             format!(
                 "IDs are issued only below a reservation already recorded on disk. It ends at {}, the next ID \
-                 needs {}, and it did not move within snowflake_id.max_wait_ms = {} ms. Nothing was issued.",
+                 needs {}, and it did not move within snowflake_id.max_reservation_wait_ms = {} ms. Nothing \
+                 was issued.",
                 format_utc_ms(layout.unix_ms(ceiling)),
                 format_utc_ms(layout.unix_ms(time_part)),
-                policy.max_wait_ms
+                policy.max_reservation_wait_ms
             ),
-            "Check the server log for the snowflake_id reservation worker (a failing disk, or the worker \
-             not running: it needs a free slot in max_worker_processes), then retry."
+            "Check the server log for the snowflake_id reservation worker (a failing or very slow disk, or \
+             the worker not running: it needs a free slot in max_worker_processes), then retry."
                 .into(),
         ),
         // What a sequence raises at its MAXVALUE.

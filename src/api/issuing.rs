@@ -143,7 +143,8 @@ fn nextval_without_waiting(shard: Option<i32>) -> Option<i64> {
     let OpenShard { layout, shard, state, reservation } =
         try_open_shard(shard, || !RECOVERY_FINISHED.load(Relaxed)).ok()?;
     // No time to wait: past a bound, the claim is refused at once instead of sleeping.
-    let policy = generator::ClockPolicy { max_wait_ms: 0, ..settings::clock_policy() };
+    let policy =
+        generator::ClockPolicy { max_wait_ms: 0, max_reservation_wait_ms: 0, ..settings::clock_policy() };
     let mut clock = NoWaitClock(WallClock::default());
     // Waking the worker is a call into PostgreSQL: left to the guarded path, which waits for it.
     let claim = generator::claim(state, reservation, 1, &layout, policy, &mut clock, &mut NoKeeper);

@@ -2,22 +2,25 @@
 //!
 //! Shared memory is lost on any restart, so the generator may hand out a time part only
 //! below a ceiling that is already durable (see `generator.rs`). A background worker keeps
-//! the ceiling `snowflake_id.reserve_ms` ahead of the clock; each time it moves it, it
+//! the ceiling `snowflake_id.reserve_ms` ahead of the clock (further while recording is slow,
+//! see `generator::next_ceiling`); each time it moves it, it
 //!
-//! 1. writes a WAL record carrying the ceiling and flushes it (PostgreSQL 15+, through a
-//!    custom WAL resource manager): a streaming standby replays it, so once promoted it
-//!    resumes above anything the old primary issued in rows the standby has received (those
-//!    rows' WAL follows the record);
-//! 2. writes the ceiling to `snowflake_id.reservation` in the data directory: written to a
-//!    temporary file, fsynced, renamed, and the directory fsynced, so a crash leaves the old
-//!    or the new ceiling, never a torn one. Crash recovery replays only the WAL after the last
-//!    checkpoint; this file is what survives older checkpoints;
+//! 1. writes a WAL record carrying the ceiling (PostgreSQL 15+, through a custom WAL resource
+//!    manager), without waiting for its flush: a streaming standby replays it, so once
+//!    promoted it resumes above anything the old primary issued in rows the standby has
+//!    received. Those rows' WAL follows the record, and their commits flush it;
+//! 2. writes the ceiling to `snowflake_id.reservation` in the data directory, over the old
+//!    one in place, and fdatasyncs it (see `durable_file::overwrite`), so a crash leaves the
+//!    old or the new ceiling, never a torn one. This is what makes the ceiling durable on
+//!    this server: crash recovery replays only the WAL after the last checkpoint, and may
+//!    miss the newest records, which were not flushed;
 //! 3. only then publishes the new ceiling in shared memory.
 //!
-//! On every start (and after a backend crash, when the postmaster re-creates shared memory)
-//! all shards resume at the recorded ceiling. The hot path never touches the disk: about four
-//! reservations a second, each a WAL flush and two fsyncs, are done by the worker alone, or
-//! sooner when a call borrowing time asks for more (it sets `wanted` and the worker's latch).
+//! So a new ceiling costs one fsync. On every start (and after a backend crash, when the
+//! postmaster re-creates shared memory) all shards resume at the recorded ceiling. The hot
+//! path never touches the disk: about four reservations a second are done by the worker
+//! alone, or sooner when a call borrowing time asks for more (it sets `wanted` and the
+//! worker's latch).
 //!
 //! One subsystem with `shmem.rs` (see `postgres/mod.rs`): the postmaster reads the record
 //! here when it creates shared memory, and the worker publishes new ceilings there.
@@ -30,10 +33,10 @@ use snowflake_core::generator::{self, Reservation, ReservationKeeper};
 use snowflake_core::layout::MAX_TIME_PART;
 use snowflake_core::utc;
 use std::sync::atomic::{
-    AtomicBool,
+    AtomicBool, AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
 };
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The record file, relative to the data directory (every server process's working
 /// directory). pg_basebackup copies it, so a new standby starts with a lower bound too.
@@ -43,9 +46,10 @@ const TEMP_FILE: &str = "snowflake_id.reservation.tmp";
 const TICK: Duration = Duration::from_millis(50);
 
 /// The file's one line. The ceiling is kept in Unix milliseconds, not as a time part, so the
-/// record means the same thing whatever the epoch.
+/// record means the same thing whatever the epoch. Zero-padded to 20 characters (any `i64`),
+/// so every record has the same length and is written over the last one in place.
 fn format_record(ceiling_unix_ms: i64) -> String {
-    format!("snowflake_id reservation ceiling_unix_ms={ceiling_unix_ms}\n")
+    format!("snowflake_id reservation ceiling_unix_ms={ceiling_unix_ms:020}\n")
 }
 
 fn parse_record(text: &str) -> Result<i64, String> {
@@ -57,13 +61,23 @@ fn parse_record(text: &str) -> Result<i64, String> {
 
 /// Records a ceiling so that it survives a crash at any moment.
 fn write_durably(ceiling_unix_ms: i64) -> std::io::Result<()> {
-    durable_file::replace(FILE, TEMP_FILE, &format_record(ceiling_unix_ms))
+    durable_file::overwrite(FILE, TEMP_FILE, &format_record(ceiling_unix_ms))
 }
 
 /// The recorded ceiling as a time part (0 on a server that never issued an ID). Read by
 /// the postmaster when it creates shared memory; an unreadable record stops the server,
 /// since guessing could repeat IDs.
 pub fn recorded_ceiling() -> u64 {
+    let ceiling = read_recorded_ceiling();
+    RECORDED_AT_START.store(ceiling, Relaxed);
+    ceiling
+}
+
+/// The ceiling the file held when the postmaster last created shared memory, inherited by
+/// the startup process: crash recovery never resumes below it (see `replay_ceiling`).
+static RECORDED_AT_START: AtomicU64 = AtomicU64::new(0);
+
+fn read_recorded_ceiling() -> u64 {
     let text = match std::fs::read_to_string(FILE) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound && in_binary_upgrade() => {
@@ -285,35 +299,52 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
         );
         return Ok(());
     }
-    let Some(ceiling) = generator::next_ceiling(now, reservation, settings::reserve_ms(), max_lead_ms) else {
+    let recording_ms = LAST_RECORDING_MS.load(Relaxed);
+    let Some(ceiling) =
+        generator::next_ceiling(now, reservation, settings::reserve_ms(), max_lead_ms, recording_ms)
+    else {
         return Ok(());
     };
+    let started = Instant::now();
     let ceiling_unix_ms = layout.unix_ms(ceiling);
     wal::log_ceiling(ceiling_unix_ms);
     write_durably(ceiling_unix_ms)?;
     reservation.ceiling.fetch_max(ceiling, Relaxed);
+    LAST_RECORDING_MS.store(started.elapsed().as_millis() as u64, Relaxed);
     Ok(())
 }
+
+/// How long the worker's last recording of a new ceiling took (ms): the next one is reserved
+/// further ahead when the disk is slow (`generator::next_ceiling`).
+static LAST_RECORDING_MS: AtomicU64 = AtomicU64::new(0);
 
 /// Brings a ceiling read from a primary's WAL (or replayed in crash recovery) into this
 /// server's shared memory, as both bounds: later records come later in WAL, so the last one
 /// replayed holds, lower or higher (see `Reservation::replay`). With floor and ceiling equal,
 /// nothing is issued until the worker has recorded a new ceiling, durably, above them.
 ///
-/// The file is not rewritten and fsynced for every record (replay would wait for two fsyncs
+/// In crash recovery, never below the ceiling the file held at the start: the worker records
+/// each ceiling in the file right after its WAL record and before any ID uses it, without
+/// waiting for the record's flush, so the newest records may be missing from the WAL while
+/// the file has them. Above it, the last record replayed holds: on a server restored from a
+/// base backup the file may be older than the WAL replayed after it.
+///
+/// The file is not rewritten and fsynced for every record (replay would wait for an fsync
 /// per record; a standby catching up replays thousands):
-/// * in crash recovery not at all: the worker recorded each ceiling in the file right after
-///   its WAL record and before any ID used it, so the file already holds what was issued
-///   under, and rewriting it with the older records replayed first could only set it back;
+/// * in crash recovery not at all: the file already holds what was issued under, and
+///   rewriting it with the older records replayed first could only set it back;
 /// * on a standby (or in archive recovery) at most once per `REPLAY_RECORD_INTERVAL`, so
 ///   that a restart of the standby, or a base backup taken from it, starts from a recent
 ///   ceiling; the rest, should the standby restart, is replayed again from WAL, and at
 ///   promotion `record_promotion_guard` covers what the standby never received.
 fn replay_ceiling(ceiling_unix_ms: i64) {
+    let in_crash_recovery = !STARTED_IN_RECOVERY.load(Relaxed);
     if let Some(reservation) = shmem::reservation() {
-        reservation.replay(time_part_of_ceiling(ceiling_unix_ms));
+        let replayed = time_part_of_ceiling(ceiling_unix_ms);
+        let floor = if in_crash_recovery { RECORDED_AT_START.load(Relaxed) } else { 0 };
+        reservation.replay(replayed.max(floor));
     }
-    if !STARTED_IN_RECOVERY.load(Relaxed) {
+    if in_crash_recovery {
         return;
     }
     let now = std::time::Instant::now();
@@ -375,7 +406,9 @@ mod wal {
             pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
             crate::postgres::compat::xlog_register_data(&mut data);
             let lsn = pg_sys::XLogInsert(id, XLOG_CEILING);
-            pg_sys::XLogFlush(lsn);
+            // Flushed by the WAL writer shortly, as an asynchronous commit is: the worker
+            // waits for no WAL fsync (see the top of this file).
+            pg_sys::XLogSetAsyncXactLSN(lsn);
         }
     }
 
@@ -433,9 +466,15 @@ mod tests {
 
     #[test]
     fn the_record_round_trips_and_refuses_anything_else() {
-        for ms in [0, 1_704_067_200_000, -5] {
+        for ms in [0, 1_704_067_200_000, -5, i64::MIN, i64::MAX] {
             assert_eq!(parse_record(&format_record(ms)), Ok(ms));
+            assert_eq!(format_record(ms).len(), format_record(0).len(), "every record is as long");
         }
+        // Records of 0.3.0 and before, unpadded, still read.
+        assert_eq!(
+            parse_record("snowflake_id reservation ceiling_unix_ms=1704067200000\n"),
+            Ok(1_704_067_200_000)
+        );
         for text in [
             "",
             "snowflake_id reservation ceiling_unix_ms=12",

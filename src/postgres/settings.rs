@@ -5,7 +5,7 @@
 //! | `epoch`, `shard_bits` | postmaster | the layout of every ID: changing either on a running fleet would make old and new IDs collide or sort wrongly, so they are fixed at server start |
 //! | `shards` | reload (SIGHUP) | the shard fence: the shards this server may issue; moved with the shards, without a restart |
 //! | `shard` | superuser | the default shard of `snowflake_nextval()`; per database or role with `ALTER ... SET`, never by an unprivileged role for others |
-//! | `max_lead_ms`, `max_wait_ms` | reload (SIGHUP) | the clock policy; operators tune it without a restart |
+//! | `max_lead_ms`, `max_wait_ms`, `max_reservation_wait_ms` | reload (SIGHUP) | the clock policy; operators tune it without a restart |
 //! | `reserve_ms` | reload (SIGHUP) | how far ahead of the clock the durable reservation is kept |
 //! | `max_clock_skew_ms` | reload (SIGHUP) | how far the clocks of a primary and its standbys may disagree: a promoted standby resumes that much further ahead |
 //! | `wal_rmgr_id`, `legacy_wal_rmgr_id` | postmaster | the custom WAL resource manager ids (written; replayed from earlier versions); the same on a primary and its standbys |
@@ -32,6 +32,12 @@ const SHARD_UNSET: i32 = -1;
 /// to 3 s into a short stall instead of an error; longer steps fail at once.
 const DEFAULT_MAX_LEAD_MS: i32 = 2000;
 const DEFAULT_MAX_WAIT_MS: i32 = 1000;
+/// A call waits this long for the worker to record more of the reservation. With a healthy
+/// disk that takes milliseconds. When fsync takes seconds, the worker widens its headroom
+/// (see `generator::next_ceiling`), and the longest wait is the first slow recording's, about
+/// twice the fsync time: 5 s rides out fsyncs of 2 s as a slowdown, and a disk that is stuck
+/// longer fails calls with a hint instead of making them hang.
+const DEFAULT_MAX_RESERVATION_WAIT_MS: i32 = 5000;
 /// The reservation is kept 250 to 500 ms ahead of the clock (renewed about four times a
 /// second): a server restarted at once resumes at most 0.5 s ahead of its clock (plus any
 /// lead that calls borrowing time had taken, up to max_lead_ms). Calls that
@@ -56,6 +62,7 @@ static SHARD: GucSetting<i32> = GucSetting::<i32>::new(SHARD_UNSET);
 static SHARDS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
 static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_LEAD_MS);
 static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_WAIT_MS);
+static MAX_RESERVATION_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_RESERVATION_WAIT_MS);
 static RESERVE_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_RESERVE_MS);
 static MAX_CLOCK_SKEW_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_CLOCK_SKEW_MS);
 static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_WAL_RMGR_ID);
@@ -151,6 +158,16 @@ pub fn init() {
         &MAX_WAIT_MS,
         0,
         60_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.max_reservation_wait_ms",
+        c"How long a call may wait for the reservation worker to record more IDs, before failing.",
+        c"Recording takes one fsync; on a slow or stuck disk calls wait for it up to this long.",
+        &MAX_RESERVATION_WAIT_MS,
+        0,
+        600_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
@@ -350,7 +367,11 @@ pub fn fence_text() -> String {
 /// The reloadable clock policy.
 #[inline]
 pub fn clock_policy() -> ClockPolicy {
-    ClockPolicy { max_lead_ms: read(&MAX_LEAD_MS) as u64, max_wait_ms: read(&MAX_WAIT_MS) as u64 }
+    ClockPolicy {
+        max_lead_ms: read(&MAX_LEAD_MS) as u64,
+        max_wait_ms: read(&MAX_WAIT_MS) as u64,
+        max_reservation_wait_ms: read(&MAX_RESERVATION_WAIT_MS) as u64,
+    }
 }
 
 /// How far ahead of the clock the worker keeps the durable reservation.

@@ -50,7 +50,7 @@ fn main() {
     let layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10);
     // A lead bound wide enough that 20 M IDs of one shard never wait: this measures the
     // instructions of a claim, not the 4,096-per-ms rate cap of a shard.
-    let policy = ClockPolicy { max_lead_ms: 3_600_000, max_wait_ms: 1000 };
+    let policy = ClockPolicy { max_lead_ms: 3_600_000, max_wait_ms: 1000, max_reservation_wait_ms: 3000 };
     let reservation = Reservation::default();
     reservation.ceiling.store(MAX_TIME_PART, Relaxed);
 

@@ -22,9 +22,11 @@
 //! (the extension's `postgres/reservation.rs`) keeps the ceiling a short way ahead of the clock, writing it durably
 //! *before* publishing it here; after a restart both bounds start at the recorded ceiling, so
 //! every shard resumes strictly above anything issued before. A call that would reach the
-//! ceiling (a shard borrowing time) asks the worker for more and waits for it, within the
-//! same `max_wait_ms` as for the clock. The window is kept short because a restart resumes
-//! at its end: the shorter it is, the less IDs lead the clock after a restart.
+//! ceiling (a shard borrowing time, or every call when the disk is slow) asks the worker for
+//! more and waits for it, within `max_reservation_wait_ms`. The window is kept short because
+//! a restart resumes at its end: the shorter it is, the less IDs lead the clock after a
+//! restart. When recording is slow, the worker reserves further ahead (see `next_ceiling`),
+//! up to the same bound that calls borrowing time can reach anyway (`max_ceiling_lead_ms`).
 //!
 //! # Why compare-and-swap and not a lock
 //! One word holds the whole state, so one CAS both checks and claims; no lock is held
@@ -98,13 +100,18 @@ impl Reservation {
     }
 }
 
-/// The two reloadable limits of the clock policy.
+/// The reloadable limits of the clock policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClockPolicy {
     /// How far the time part of an ID may run ahead of the wall clock.
     pub max_lead_ms: u64,
     /// How long one call may sleep waiting for the clock before it gives up.
     pub max_wait_ms: u64,
+    /// How long one call may wait for the reservation worker to record a new ceiling (the
+    /// time of a slow disk's fsync) before it gives up. Separate from `max_wait_ms`: a clock
+    /// step and a slow disk are different faults, and a disk that takes a second or two
+    /// should slow issue down, not fail it.
+    pub max_reservation_wait_ms: u64,
 }
 
 /// Where the generator reads the time, and how it sleeps.
@@ -155,7 +162,7 @@ pub enum Refusal {
     /// More IDs than fit in `max_lead_ms` of borrowed time.
     BatchTooLarge { count: u64, max_count: u64 },
     /// The time part would reach the durable reservation, and the worker did not extend
-    /// it within `max_wait_ms`.
+    /// it within `max_reservation_wait_ms`.
     NotReserved { time_part: u64, ceiling: u64, policy: ClockPolicy },
     /// The time part would pass the last millisecond 41 bits can hold.
     Exhausted,
@@ -212,7 +219,7 @@ pub fn claim(
             }
             if last_time_part >= ceiling {
                 // Ask the worker to reserve this far (it does within a few milliseconds, the
-                // time of a WAL flush and two fsyncs) and look again shortly.
+                // time of one fsync) and look again shortly.
                 reservation.wanted.fetch_max(last_time_part + 1, Relaxed);
                 keeper.extend_soon(reservation, now);
                 break (1, Refusal::NotReserved { time_part: last_time_part, ceiling, policy });
@@ -233,7 +240,11 @@ pub fn claim(
                 Err(newer) => last_issued = newer,
             }
         };
-        if waited_ms + wait_ms > policy.max_wait_ms {
+        let max_wait_ms = match refusal {
+            Refusal::NotReserved { .. } => policy.max_reservation_wait_ms,
+            _ => policy.max_wait_ms,
+        };
+        if waited_ms + wait_ms > max_wait_ms {
             break Err(refusal);
         }
         clock.sleep_ms(wait_ms);
@@ -298,18 +309,35 @@ pub fn max_ceiling_lead_ms(reserve_ms: u64, max_lead_ms: u64) -> u64 {
 }
 
 /// The reservation worker's rule: the ceiling to make durable next, or `None` while the
-/// current one will do. The ceiling is kept `reserve_ms` ahead of the clock and renewed once
+/// current one will do. The ceiling is kept a headroom ahead of the clock and renewed once
 /// it is half that close, so the disk is written a few times a second; it also covers, with
-/// the same headroom, what callers are waiting for, as far as the lead bound lets them issue. The floor plays no part:
-/// after a restart with the clock behind it, no ceiling is written until a call needs one,
-/// so restarts in quick succession do not push the IDs further and further ahead.
-pub fn next_ceiling(now: u64, reservation: &Reservation, reserve_ms: u64, max_lead_ms: u64) -> Option<u64> {
+/// the same headroom, what callers are waiting for, as far as the lead bound lets them issue.
+///
+/// The headroom is `reserve_ms`, plus twice `recording_ms`, the time the worker's last
+/// recording took: a ceiling is published only once recorded, so with a slow disk one
+/// `reserve_ms` ahead would already lie behind the clock when it arrives, and calls would
+/// stall until they fail. Twice, because the next recording starts only when this one ends.
+/// It never passes `max_ceiling_lead_ms`, which calls borrowing time can reach anyway: the
+/// resume guards' bound holds whatever the disk does.
+///
+/// The floor plays no part: after a restart with the clock behind it, no ceiling is written
+/// until a call needs one, so restarts in quick succession do not push the IDs further and
+/// further ahead.
+pub fn next_ceiling(
+    now: u64,
+    reservation: &Reservation,
+    reserve_ms: u64,
+    max_lead_ms: u64,
+    recording_ms: u64,
+) -> Option<u64> {
+    let bound = max_ceiling_lead_ms(reserve_ms, max_lead_ms);
+    let headroom = reserve_ms.saturating_add(recording_ms.saturating_mul(2)).min(bound);
     let ceiling = reservation.ceiling.load(Relaxed);
     let wanted = reservation.wanted.load(Relaxed).min(now + max_lead_ms + 1);
-    let renew_below = (now + reserve_ms / 2).max(now + 1).max(wanted);
+    let renew_below = (now + headroom / 2).max(now + 1).max(wanted);
     // What is wanted gets the same headroom as the clock: a waiting call moves on with
     // the clock while the worker records, and must not find the new ceiling short again.
-    let target = (now.max(wanted) + reserve_ms).min(MAX_TIME_PART + 1);
+    let target = (now.max(wanted) + headroom).min(now + bound).min(MAX_TIME_PART + 1);
     (ceiling < renew_below && ceiling < target).then_some(target)
 }
 
@@ -353,7 +381,8 @@ mod tests {
     use crate::layout::{Parts, DEFAULT_EPOCH_UNIX_MS};
 
     const LAYOUT: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10);
-    const POLICY: ClockPolicy = ClockPolicy { max_lead_ms: 2000, max_wait_ms: 1000 };
+    const POLICY: ClockPolicy =
+        ClockPolicy { max_lead_ms: 2000, max_wait_ms: 1000, max_reservation_wait_ms: 5000 };
     const T0: i64 = DEFAULT_EPOCH_UNIX_MS + 100 * 86_400_000;
 
     /// A clock that stands still until moved, and whose sleeps move it forward.
@@ -380,7 +409,7 @@ mod tests {
     struct InstantWorker;
     impl ReservationKeeper for InstantWorker {
         fn extend_soon(&mut self, reservation: &Reservation, now: u64) {
-            if let Some(ceiling) = next_ceiling(now, reservation, 500, POLICY.max_lead_ms) {
+            if let Some(ceiling) = next_ceiling(now, reservation, 500, POLICY.max_lead_ms, 0) {
                 reservation.ceiling.fetch_max(ceiling, Relaxed);
             }
         }
@@ -585,20 +614,83 @@ mod tests {
     #[test]
     fn the_worker_keeps_the_ceiling_ahead_of_the_clock_and_of_waiting_calls() {
         let reservation = Reservation::default();
-        assert_eq!(next_ceiling(1000, &reservation, 500, 2000), Some(1500));
+        assert_eq!(next_ceiling(1000, &reservation, 500, 2000, 0), Some(1500));
         reservation.ceiling.store(1500, Relaxed);
         // Still more than half the window ahead: no write.
-        assert_eq!(next_ceiling(1200, &reservation, 500, 2000), None);
-        assert_eq!(next_ceiling(1300, &reservation, 500, 2000), Some(1800));
+        assert_eq!(next_ceiling(1200, &reservation, 500, 2000, 0), None);
+        assert_eq!(next_ceiling(1300, &reservation, 500, 2000, 0), Some(1800));
         // A call waits to issue up to 2500: reserved at once with headroom, as far as the
         // lead bound allows.
         reservation.wanted.store(2501, Relaxed);
-        assert_eq!(next_ceiling(1200, &reservation, 500, 2000), Some(3001));
+        assert_eq!(next_ceiling(1200, &reservation, 500, 2000, 0), Some(3001));
         reservation.wanted.store(9000, Relaxed);
-        assert_eq!(next_ceiling(1200, &reservation, 500, 2000), Some(3701));
+        assert_eq!(next_ceiling(1200, &reservation, 500, 2000, 0), Some(3701));
         // Never past the last time part.
         reservation.wanted.store(0, Relaxed);
-        assert_eq!(next_ceiling(MAX_TIME_PART, &reservation, 500, 2000), Some(MAX_TIME_PART + 1));
+        assert_eq!(next_ceiling(MAX_TIME_PART, &reservation, 500, 2000, 0), Some(MAX_TIME_PART + 1));
+    }
+
+    #[test]
+    fn a_slow_recording_widens_the_headroom_up_to_the_lead_bound() {
+        let reservation = Reservation::default();
+        // The last recording took 100 ms: 500 + 2 x 100 ahead, renewed at half of that.
+        assert_eq!(next_ceiling(1000, &reservation, 500, 2000, 100), Some(1700));
+        reservation.ceiling.store(1700, Relaxed);
+        assert_eq!(next_ceiling(1300, &reservation, 500, 2000, 100), None);
+        assert_eq!(next_ceiling(1400, &reservation, 500, 2000, 100), Some(2100));
+        // Seconds: never further than calls borrowing time could reach (2000 + 1 + 500).
+        assert_eq!(next_ceiling(1400, &reservation, 500, 2000, 5000), Some(1400 + 2501));
+        // Nor with a call waiting far ahead.
+        reservation.wanted.store(3401, Relaxed);
+        assert_eq!(next_ceiling(1400, &reservation, 500, 2000, 5000), Some(1400 + 2501));
+    }
+
+    /// The longest time a call waits for the reservation, millisecond by millisecond, while
+    /// every recording of the worker takes `recording_ms` (its renewal rule as above, looked
+    /// at every 50 ms, and calls issuing all the time at the clock).
+    fn longest_wait_with_recordings_of(recording_ms: u64, adapts: bool) -> u64 {
+        let reservation = Reservation::default();
+        reservation.ceiling.store(1500, Relaxed);
+        let (mut recording, mut next_look, mut measured) = (None::<(u64, u64)>, 1000, 0);
+        let (mut waiting_since, mut longest) = (None::<u64>, 0);
+        for now in 1000..60_000 {
+            if let Some((done_at, ceiling)) = recording {
+                if now >= done_at {
+                    reservation.ceiling.fetch_max(ceiling, Relaxed);
+                    (recording, measured, next_look) = (None, recording_ms, now);
+                }
+            }
+            if recording.is_none() && now >= next_look {
+                let slowness = if adapts { measured } else { 0 };
+                match next_ceiling(now, &reservation, 500, 2000, slowness) {
+                    Some(ceiling) => recording = Some((now + recording_ms, ceiling)),
+                    None => next_look = now + 50,
+                }
+            }
+            if now < reservation.ceiling.load(Relaxed) {
+                waiting_since = None;
+            } else {
+                let since = *waiting_since.get_or_insert(now);
+                longest = longest.max(now - since);
+            }
+        }
+        longest
+    }
+
+    #[test]
+    fn with_the_default_settings_a_disk_taking_2_s_slows_calls_and_one_taking_5_s_fails_them() {
+        let defaults = ClockPolicy { max_lead_ms: 2000, max_wait_ms: 1000, max_reservation_wait_ms: 5000 };
+        let fast = longest_wait_with_recordings_of(5, true);
+        assert_eq!(fast, 0, "a fast disk never makes a call wait");
+        let slow = longest_wait_with_recordings_of(2000, true);
+        // The longest wait is the first slow recording's: it was sized for a fast disk, and
+        // the next one starts only when it ends. Then the headroom is wide.
+        assert!(slow + 1000 < defaults.max_reservation_wait_ms, "2 s recordings: calls wait {slow} ms");
+        let stuck = longest_wait_with_recordings_of(5000, true);
+        assert!(stuck > defaults.max_reservation_wait_ms, "5 s recordings: calls wait {stuck} ms");
+        // Without the wider headroom, each new ceiling would be behind the clock on arrival.
+        let fixed = longest_wait_with_recordings_of(2000, false);
+        assert!(fixed > defaults.max_reservation_wait_ms, "fixed headroom: calls wait {fixed} ms");
     }
 
     #[test]
@@ -606,12 +698,12 @@ mod tests {
         let reservation = Reservation::default();
         reservation.resume_at(5000);
         // The clock is behind the recorded ceiling: writing more would only push IDs ahead.
-        assert_eq!(next_ceiling(1000, &reservation, 500, 2000), None);
-        assert_eq!(next_ceiling(4700, &reservation, 500, 2000), None);
-        assert_eq!(next_ceiling(4800, &reservation, 500, 2000), Some(5300));
+        assert_eq!(next_ceiling(1000, &reservation, 500, 2000, 0), None);
+        assert_eq!(next_ceiling(4700, &reservation, 500, 2000, 0), None);
+        assert_eq!(next_ceiling(4800, &reservation, 500, 2000, 0), Some(5300));
         // A call (allowed a long lead) waits to issue at the floor.
         reservation.wanted.store(5001, Relaxed);
-        assert_eq!(next_ceiling(1000, &reservation, 500, 3_600_000), Some(5501));
+        assert_eq!(next_ceiling(1000, &reservation, 500, 3_600_000, 0), Some(5501));
     }
 
     #[test]
@@ -670,6 +762,8 @@ mod tests {
         assert!(matches!(refusal, Refusal::NotReserved { ceiling, .. } if ceiling == now + 1500));
         assert_eq!(slot.last_issued.load(Relaxed), 0);
         // The worker extends the ceiling: IDs resume at the floor, above all earlier ones.
+        // (The refused call waited on the fake clock; the next one starts at the same time.)
+        clock.now = T0;
         reservation.ceiling.store(now + 3000, Relaxed);
         let first = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first;
         assert_eq!(LAYOUT.counter_time_part(first), now + 1500);

@@ -44,3 +44,40 @@ fn crash_recovery_over_many_ceiling_records_resumes_above_every_id() {
     let elapsed = redo.rsplit("elapsed: ").next().unwrap_or("?");
     println!("replay: crash recovery over {records} ceiling records: redo {elapsed}");
 }
+
+/// The worker makes each ceiling durable in the file and does not wait for its WAL record's
+/// flush, so after a crash the file may be ahead of every record crash recovery finds. The
+/// file wins: set here ahead of the records the server wrote, it is where shards resume.
+#[test]
+fn crash_recovery_never_resumes_below_the_recorded_file() {
+    let mut cluster = Cluster::start("replay-file-ahead", &["snowflake_id.max_wait_ms = 10s"]);
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id; CHECKPOINT").unwrap();
+    // Some IDs and a second of reservation records after the checkpoint, for redo to replay.
+    client.query("SELECT snowflake_nextval(1) FROM generate_series(1, 1000)", &[]).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    drop(client);
+    cluster.kill_postmaster();
+
+    let ahead_ms = 1500;
+    let now_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let file_ceiling_ms = now_ms + ahead_ms;
+    std::fs::write(
+        cluster.data_dir().join("snowflake_id.reservation"),
+        format!("snowflake_id reservation ceiling_unix_ms={file_ceiling_ms}\n"),
+    )
+    .unwrap();
+    cluster.start_with(&[]);
+    let mut client = cluster.wait_until_accepting();
+    let log = cluster.log();
+    assert!(log.contains("redo done at"), "no crash recovery replayed records:\n{log}");
+    let next_ms: i64 = client
+        .query_one("SELECT (extract(epoch FROM snowflake_timestamp(snowflake_nextval(1))) * 1000)::int8", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        next_ms >= file_ceiling_ms,
+        "after crash recovery shard 1 issued at {next_ms} ms, below the recorded ceiling {file_ceiling_ms} ms"
+    );
+}
