@@ -84,9 +84,12 @@ mod tests {
     #[pg_test]
     fn the_defaults_are_the_documented_ones() {
         assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.shard_bits"), Ok(Some("10")));
+        assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.seq_bits"), Ok(Some("12")));
+        assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.layout"), Ok(Some("")));
         assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.epoch"), Ok(Some("2024-01-01T00:00:00Z")));
         assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.max_lead_ms"), Ok(Some("2s")));
         assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.max_wait_ms"), Ok(Some("1s")));
+        assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.max_reservation_wait_ms"), Ok(Some("5s")));
         assert_eq!(settings::layout(), snowflake_core::layout::Layout::default());
     }
 }

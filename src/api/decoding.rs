@@ -5,14 +5,17 @@
 //! because the layout is fixed for the life of a fleet (`snowflake_id.epoch` and
 //! `snowflake_id.shard_bits` are set at server start and must never change). They raise
 //! 22023 for a negative ID or a shard/seq out of range, and 22003 for a timestamp outside
-//! the 41-bit range after the epoch.
+//! the range of the time bits after the epoch.
+//!
+//! The decoders with a `layout` argument read IDs made elsewhere (`snowflake_decode(id,
+//! 'discord')`) under a named layout, whatever this server's own is; they need no preloading.
 
 use super::{errors, preloaded_layout};
 use crate::postgres::settings;
 use pgrx::prelude::*;
 use pgrx::JsonB;
 use serde::Serialize;
-use snowflake_core::layout::{Layout, Parts, TIME_BITS};
+use snowflake_core::layout::{self, Layout, Parts};
 use snowflake_core::utc;
 
 /// 2000-01-01T00:00:00Z, PostgreSQL's own epoch, in Unix milliseconds.
@@ -57,6 +60,32 @@ fn snowflake_shard(id: i64) -> i32 {
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_seq(id: i64) -> i32 {
     decode("snowflake_seq", id).1.seq as i32
+}
+
+/// An ID made under the named layout `name`, split into its parts.
+fn decode_named(function: &'static str, id: i64, name: &str) -> (Layout, Parts) {
+    let layout = layout::named_layout(name).unwrap_or_else(|| errors::unknown_layout(function, name));
+    let parts = layout.decode(id).unwrap_or_else(|e| errors::layout_error(function, e));
+    (layout, parts)
+}
+
+/// When an ID made under a named layout was issued: `snowflake_timestamp(id, 'twitter')`.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_timestamp")]
+fn snowflake_timestamp_named(id: i64, layout: &str) -> TimestampWithTimeZone {
+    let (layout, parts) = decode_named("snowflake_timestamp", id, layout);
+    timestamptz_of_unix_ms(layout.unix_ms(parts.time_part))
+}
+
+/// The shard (worker, machine) field of an ID made under a named layout.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_shard")]
+fn snowflake_shard_named(id: i64, layout: &str) -> i32 {
+    decode_named("snowflake_shard", id, layout).1.shard as i32
+}
+
+/// The sequence field of an ID made under a named layout.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_seq")]
+fn snowflake_seq_named(id: i64, layout: &str) -> i32 {
+    decode_named("snowflake_seq", id, layout).1.seq as i32
 }
 
 /// The ID with these parts; the inverse of `snowflake_decode`. `ts` is truncated to the
@@ -127,7 +156,7 @@ fn snowflake_layout() -> TableIterator<
     let layout = preloaded_layout("snowflake_layout");
     TableIterator::once((
         timestamptz_of_unix_ms(layout.epoch_unix_ms()),
-        TIME_BITS as i32,
+        layout.time_bits() as i32,
         layout.shard_bits() as i32,
         layout.seq_bits() as i32,
         layout.max_shard() as i32,
@@ -148,4 +177,17 @@ COMMENT ON FUNCTION snowflake_decode(bigint) IS 'The timestamp, shard and sequen
 "#,
     name = "snowflake_decode",
     requires = [snowflake_timestamp, snowflake_shard, snowflake_seq]
+);
+
+extension_sql!(
+    r#"
+/* The same for an ID made under a named layout: SELECT * FROM snowflake_decode(id, 'discord'). */
+CREATE FUNCTION snowflake_decode(id bigint, layout text, OUT ts timestamptz, OUT shard integer, OUT seq integer)
+RETURNS record
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$ SELECT @extschema@.snowflake_timestamp(id, layout), @extschema@.snowflake_shard(id, layout), @extschema@.snowflake_seq(id, layout) $$;
+COMMENT ON FUNCTION snowflake_decode(bigint, text) IS 'The timestamp, shard and sequence number of an ID made under a named layout (twitter, discord, instagram, mastodon)';
+"#,
+    name = "snowflake_decode_named",
+    requires = [snowflake_timestamp_named, snowflake_shard_named, snowflake_seq_named]
 );

@@ -153,7 +153,8 @@ pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
             function,
             format!("seq {seq} is out of range"),
             format!(
-                "snowflake_id.shard_bits = {bits} leaves sequence numbers 0 to {max_seq} per millisecond."
+                "snowflake_id.seq_bits = {} allows sequence numbers 0 to {max_seq} per millisecond.",
+                settings::layout().seq_bits()
             ),
             format!("Pass a seq from 0 to {max_seq}."),
         ),
@@ -178,7 +179,7 @@ pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
                 "timestamp {} is past the last millisecond a snowflake ID can hold",
                 format_utc_ms(unix_ms)
             ),
-            format!("41 bits of milliseconds after snowflake_id.epoch end at {}.", end_text()),
+            format!("{} bits of milliseconds after snowflake_id.epoch end at {}.", time_bits(), end_text()),
             format!("Pass a timestamp at or before {}.", end_text()),
         ),
     }
@@ -239,7 +240,7 @@ pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
             PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
             function,
             "snowflake IDs have run out".into(),
-            format!("41 bits of milliseconds after snowflake_id.epoch end at {}.", end_text()),
+            format!("{} bits of milliseconds after snowflake_id.epoch end at {}.", time_bits(), end_text()),
             "A new epoch means a new ID space: plan a migration; never change the epoch of a \
              running fleet."
                 .into(),
@@ -296,4 +297,19 @@ fn epoch_text() -> String {
 
 fn end_text() -> String {
     format_utc_ms(settings::layout().last_unix_ms())
+}
+
+fn time_bits() -> u32 {
+    settings::layout().time_bits()
+}
+
+/// A decoder's layout argument that names no layout.
+pub fn unknown_layout(function: &'static str, name: &str) -> ! {
+    raise(
+        INVALID_PARAMETER,
+        function,
+        format!("\"{name}\" is not a named layout"),
+        format!("The named layouts are {}.", snowflake_core::layout::layout_names()),
+        "Pass one of them, in lowercase; for this server's own layout, call the decoder without it.".into(),
+    )
 }

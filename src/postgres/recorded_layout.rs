@@ -1,6 +1,7 @@
 //! The layout this server issues IDs in, recorded in its data directory.
 //!
-//! `snowflake_id.epoch` and `snowflake_id.shard_bits` decide what every ID means. Changed on
+//! `snowflake_id.epoch`, `snowflake_id.shard_bits` and `snowflake_id.seq_bits` (set
+//! themselves or by `snowflake_id.layout`) decide what every ID means. Changed on
 //! a server that has issued IDs, the next IDs would be lower than the last ones (a later
 //! epoch) and come again, or old IDs would decode to other shards. So the first start with
 //! the library preloaded records the layout in `snowflake_id.layout`, beside the reservation,
@@ -21,14 +22,20 @@ pub const FILE: &str = "snowflake_id.layout";
 const TEMP_FILE: &str = "snowflake_id.layout.tmp";
 const PREFIX: &str = "snowflake_id layout";
 
-/// The file's one line, readable by people: `snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10`.
+/// The file's one line, readable by people:
+/// `snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=12`.
 fn format_record(layout: &Layout) -> String {
     format!("{PREFIX} {}\n", describe(layout))
 }
 
 /// A layout as the messages name it.
 fn describe(layout: &Layout) -> String {
-    format!("epoch={} shard_bits={}", utc::format_utc_ms(layout.epoch_unix_ms()), layout.shard_bits())
+    format!(
+        "epoch={} shard_bits={} seq_bits={}",
+        utc::format_utc_ms(layout.epoch_unix_ms()),
+        layout.shard_bits(),
+        layout.seq_bits()
+    )
 }
 
 fn parse_record(text: &str) -> Result<Layout, String> {
@@ -36,23 +43,32 @@ fn parse_record(text: &str) -> Result<Layout, String> {
         .strip_suffix('\n')
         .and_then(|line| line.strip_prefix(PREFIX))
         .ok_or_else(|| format!("unexpected content {text:?}"))?;
-    let (mut epoch, mut shard_bits) = (None, None);
+    let (mut epoch, mut shard_bits, mut seq_bits) = (None, None, None);
     for field in fields.split_whitespace() {
         match field.split_once('=') {
             Some(("epoch", value)) => epoch = utc::parse_utc_ms(value).ok(),
-            Some(("shard_bits", value)) => {
-                shard_bits =
-                    value.parse::<u32>().ok().filter(|bits| *bits <= snowflake_core::layout::MAX_SHARD_BITS)
-            }
+            Some(("shard_bits", value)) => shard_bits = value.parse::<u32>().ok(),
+            Some(("seq_bits", value)) => seq_bits = value.parse::<u32>().ok(),
             // A field of a later version: this one cannot know what the IDs mean.
             _ => return Err(format!("unknown field {field:?}")),
         }
     }
-    match (epoch, shard_bits) {
-        (Some(epoch), Some(shard_bits)) => Ok(Layout::new(epoch, shard_bits)),
-        _ => Err(format!("missing or malformed epoch or shard_bits in {text:?}")),
-    }
+    let (Some(epoch), Some(shard_bits)) = (epoch, shard_bits) else {
+        return Err(format!("missing or malformed epoch or shard_bits in {text:?}"));
+    };
+    // Recorded by 0.3.0, whose split was fixed: 41 bits of time, the sequence below the shard.
+    let seq_bits = match seq_bits {
+        Some(bits) => bits,
+        None if fields.contains("seq_bits=") => return Err(format!("malformed seq_bits in {text:?}")),
+        None => LEGACY_SHARD_AND_SEQ_BITS
+            .checked_sub(shard_bits)
+            .ok_or_else(|| format!("malformed shard_bits in {text:?}"))?,
+    };
+    Layout::try_new(epoch, shard_bits, seq_bits).map_err(|error| format!("{error:?} in {text:?}"))
 }
+
+/// Before seq_bits existed, shard and sequence shared the 22 bits below 41 of time.
+const LEGACY_SHARD_AND_SEQ_BITS: u32 = 22;
 
 /// Records the configured layout on the first start; on every later one, stops the server
 /// unless the configured layout is the recorded one. Called by the postmaster when it
@@ -95,15 +111,17 @@ fn refuse_other_layout(recorded: &Layout, configured: &Layout) -> ! {
         "snowflake_id",
     )
     .set_detail(format!(
-        "The layout is recorded in \"{FILE}\" in the data directory. Under another epoch or shard_bits, \
-         IDs already issued decode to other times and shards, and new IDs can repeat them."
+        "The layout is recorded in \"{FILE}\" in the data directory. Under another epoch or split, IDs \
+         already issued decode to other times and shards, and new IDs can repeat them."
     ))
     .set_hint(format!(
-        "Set snowflake_id.epoch = '{}' and snowflake_id.shard_bits = {} in postgresql.conf again. Only if \
+        "Set snowflake_id.epoch = '{}', snowflake_id.shard_bits = {} and snowflake_id.seq_bits = {} in \
+         postgresql.conf again (snowflake_id.layout sets all three). Only if \
          this server will never meet its old IDs again (no rows, no replicas, no other server with its \
          IDs), remove \"{FILE}\" from the data directory: the next start records the configured layout.",
         utc::format_utc_ms(recorded.epoch_unix_ms()),
-        recorded.shard_bits()
+        recorded.shard_bits(),
+        recorded.seq_bits()
     ))
     .report(PgLogLevel::ERROR);
     unreachable!("an ERROR report returns control to PostgreSQL")
@@ -115,9 +133,10 @@ fn unreadable(reason: &str) -> ! {
         format!("could not read the snowflake_id layout file \"{FILE}\": {reason}"),
         "snowflake_id",
     )
-    .set_detail("The file records the epoch and shard_bits of the IDs this server issued.")
+    .set_detail("The file records the epoch, shard_bits and seq_bits of the IDs this server issued.")
     .set_hint(format!(
-        "Restore the file from a backup, or write the line \"{}\" into it with this server's epoch and shard_bits.",
+        "Restore the file from a backup, or write the line \"{}\" into it with this server's epoch, shard_bits \
+         and seq_bits.",
         format_record(&settings::layout()).trim_end()
     ))
     .report(PgLogLevel::ERROR);
@@ -131,12 +150,19 @@ mod tests {
 
     #[test]
     fn the_record_round_trips_and_refuses_anything_else() {
-        for layout in
-            [Layout::new(DEFAULT_EPOCH_UNIX_MS, 10), Layout::new(1_314_220_021_721, 13), Layout::new(0, 0)]
-        {
+        for layout in [
+            Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12),
+            Layout::new(1_314_220_021_721, 13, 10),
+            Layout::new(0, 0, 16),
+        ] {
             assert_eq!(parse_record(&format_record(&layout)), Ok(layout));
         }
+        // Recorded by 0.3.0: no seq_bits, the sequence had the 22 bits the shard left.
+        let old = "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=13\n";
+        assert_eq!(parse_record(old), Ok(Layout::new(DEFAULT_EPOCH_UNIX_MS, 13, 9)));
         for text in [
+            "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=x\n",
+            "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=16 seq_bits=12\n",
             "",
             "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10",
             "snowflake_id layout epoch=2024-01-01T00:00:00.000Z\n",

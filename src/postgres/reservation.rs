@@ -30,7 +30,6 @@ use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTi
 use pgrx::pg_sys::{self, panic::ErrorReport};
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::generator::{self, Reservation, ReservationKeeper};
-use snowflake_core::layout::MAX_TIME_PART;
 use snowflake_core::utc;
 use std::sync::atomic::{
     AtomicBool, AtomicU64,
@@ -157,13 +156,13 @@ fn record_promotion_guard(reservation: &Reservation) {
 }
 
 /// A recorded ceiling (Unix ms) as a time part: before the epoch it restricts nothing,
-/// past the 41-bit range it means the IDs ran out.
+/// past the range of the time bits it means the IDs ran out.
 fn time_part_of_ceiling(unix_ms: i64) -> u64 {
     let layout = settings::layout();
     match layout.time_part(unix_ms) {
         Ok(time_part) => time_part,
         Err(_) if unix_ms < layout.epoch_unix_ms() => 0,
-        Err(_) => MAX_TIME_PART + 1,
+        Err(_) => layout.max_time_part() + 1,
     }
 }
 
@@ -301,7 +300,7 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
     }
     let recording_ms = LAST_RECORDING_MS.load(Relaxed);
     let Some(ceiling) =
-        generator::next_ceiling(now, reservation, settings::reserve_ms(), max_lead_ms, recording_ms)
+        generator::next_ceiling(now, reservation, &layout, settings::reserve_ms(), max_lead_ms, recording_ms)
     else {
         return Ok(());
     };

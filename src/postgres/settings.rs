@@ -2,7 +2,7 @@
 //!
 //! | setting | context | why |
 //! |---|---|---|
-//! | `epoch`, `shard_bits` | postmaster | the layout of every ID: changing either on a running fleet would make old and new IDs collide or sort wrongly, so they are fixed at server start |
+//! | `layout`, `epoch`, `shard_bits`, `seq_bits` | postmaster | the layout of every ID: changing any on a running fleet would make old and new IDs collide or sort wrongly, so they are fixed at server start. `layout` names a scheme in use elsewhere and sets the other three, unless they are set themselves |
 //! | `shards` | reload (SIGHUP) | the shard fence: the shards this server may issue; moved with the shards, without a restart |
 //! | `shard` | superuser | the default shard of `snowflake_nextval()`; per database or role with `ALTER ... SET`, never by an unprivileged role for others |
 //! | `max_lead_ms`, `max_wait_ms`, `max_reservation_wait_ms` | reload (SIGHUP) | the clock policy; operators tune it without a restart |
@@ -16,7 +16,8 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::fence::ShardFence;
 use snowflake_core::generator::ClockPolicy;
 use snowflake_core::layout::{
-    Layout, DEFAULT_EPOCH_UNIX_MS, DEFAULT_SHARD_BITS, MAX_SHARD_BITS, MIN_SHARD_BITS,
+    self, Layout, SplitError, DEFAULT_EPOCH_UNIX_MS, DEFAULT_SEQ_BITS, DEFAULT_SHARD_BITS, MAX_SEQ_BITS,
+    MAX_SHARD_BITS, MIN_SEQ_BITS, MIN_SHARD_BITS, MIN_TIME_BITS,
 };
 use snowflake_core::utc;
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -58,6 +59,8 @@ const DEFAULT_LEGACY_WAL_RMGR_ID: i32 = 128;
 
 static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
 static SHARD_BITS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_SHARD_BITS as i32);
+static SEQ_BITS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_SEQ_BITS as i32);
+static LAYOUT_NAME: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
 static SHARD: GucSetting<i32> = GucSetting::<i32>::new(SHARD_UNSET);
 static SHARDS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
 static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_LEAD_MS);
@@ -70,6 +73,18 @@ static LEGACY_WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_LEGA
 
 /// The epoch in Unix ms, parsed once by the assign hook so no call parses a string.
 static EPOCH_UNIX_MS: AtomicI64 = AtomicI64::new(DEFAULT_EPOCH_UNIX_MS);
+
+/// The layout, fixed by `check_split` at start from settings that only a restart changes:
+/// every call copies it from here, its shifts and bounds already worked out.
+struct FixedLayout(std::cell::UnsafeCell<Layout>);
+// SAFETY: written once, in `_PG_init`, before this process runs any query or forks a backend;
+// only read afterwards.
+unsafe impl Sync for FixedLayout {}
+static LAYOUT: FixedLayout = FixedLayout(std::cell::UnsafeCell::new(Layout::new(
+    DEFAULT_EPOCH_UNIX_MS,
+    DEFAULT_SHARD_BITS,
+    DEFAULT_SEQ_BITS,
+)));
 
 /// The parsed `snowflake_id.shards` of this process, set by its assign hook; null: no fence.
 /// Read on every call, so it is parsed once per change and not per call.
@@ -89,8 +104,8 @@ pub fn init() {
         GucRegistry::define_string_guc_with_hooks(
             EPOCH_NAME,
             c"Start of the time part of every ID (UTC). Fixed for a fleet: never change it.",
-            c"A UTC timestamp such as 2024-01-01T00:00:00Z. IDs run out 69.7 years later. \
-              Every server of a fleet must use the same value.",
+            c"A UTC timestamp such as 2024-01-01T00:00:00Z. IDs run out 2^time_bits ms later (69.7 \
+              years with the default split). Every server of a fleet must use the same value.",
             &EPOCH,
             GucContext::Postmaster,
             GucFlags::default(),
@@ -101,15 +116,43 @@ pub fn init() {
     }
     GucRegistry::define_int_guc(
         SHARD_BITS_NAME,
-        c"Bits of an ID given to the shard id; the other 22 minus these count IDs per ms.",
-        c"10: 1,024 shards of 4,096 IDs per ms (Twitter). 13: 8,192 shards of 512 per ms \
-          (Instagram's shard count). Fixed for a fleet: never change it.",
+        c"Bits of an ID given to the shard id. Fixed for a fleet: never change it.",
+        c"10: 1,024 shards (Twitter). 13: 8,192 shards (Instagram). The time part gets what \
+          shard_bits and seq_bits leave of 63 bits.",
         &SHARD_BITS,
         MIN_SHARD_BITS as i32,
         MAX_SHARD_BITS as i32,
         GucContext::Postmaster,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        SEQ_BITS_NAME,
+        c"Bits of an ID given to the sequence within a millisecond. Fixed for a fleet: never change it.",
+        c"12: 4,096 IDs per ms and shard (Twitter). 10: 1,024 (Instagram). The time part gets what \
+          shard_bits and seq_bits leave of 63 bits, and must keep at least 38 (8.7 years).",
+        &SEQ_BITS,
+        MIN_SEQ_BITS as i32,
+        MAX_SEQ_BITS as i32,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    // SAFETY: as above.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            LAYOUT_NAME_NAME,
+            c"A named ID scheme: twitter, discord, instagram or mastodon; empty for none.",
+            c"Sets snowflake_id.epoch, shard_bits and seq_bits to that scheme's; any of them set \
+              explicitly wins. Fixed for a fleet: never change it.",
+            &LAYOUT_NAME,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_layout_name),
+            None,
+            None,
+        );
+    }
+    apply_named_layout();
+    check_split();
     // SAFETY: as above.
     unsafe {
         GucRegistry::define_int_guc_with_hooks(
@@ -237,6 +280,8 @@ pub fn init() {
 
 const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
 const SHARD_BITS_NAME: &CStr = c"snowflake_id.shard_bits";
+const SEQ_BITS_NAME: &CStr = c"snowflake_id.seq_bits";
+const LAYOUT_NAME_NAME: &CStr = c"snowflake_id.layout";
 const SHARD_NAME: &CStr = c"snowflake_id.shard";
 const SHARDS_NAME: &CStr = c"snowflake_id.shards";
 const WAL_RMGR_ID_NAME: &CStr = c"snowflake_id.wal_rmgr_id";
@@ -268,6 +313,8 @@ fn parse_int_as_postgres(text: &str) -> Option<i32> {
 enum CheckedAtStart {
     Epoch,
     ShardBits,
+    SeqBits,
+    LayoutName,
     DefaultShard,
     Fence,
     WalRmgrId,
@@ -275,9 +322,11 @@ enum CheckedAtStart {
 }
 
 impl CheckedAtStart {
-    const ALL: [CheckedAtStart; 6] = [
+    const ALL: [CheckedAtStart; 8] = [
         CheckedAtStart::Epoch,
         CheckedAtStart::ShardBits,
+        CheckedAtStart::SeqBits,
+        CheckedAtStart::LayoutName,
         CheckedAtStart::DefaultShard,
         CheckedAtStart::Fence,
         CheckedAtStart::WalRmgrId,
@@ -288,6 +337,8 @@ impl CheckedAtStart {
         match self {
             CheckedAtStart::Epoch => EPOCH_NAME,
             CheckedAtStart::ShardBits => SHARD_BITS_NAME,
+            CheckedAtStart::SeqBits => SEQ_BITS_NAME,
+            CheckedAtStart::LayoutName => LAYOUT_NAME_NAME,
             CheckedAtStart::DefaultShard => SHARD_NAME,
             CheckedAtStart::Fence => SHARDS_NAME,
             CheckedAtStart::WalRmgrId => WAL_RMGR_ID_NAME,
@@ -300,6 +351,8 @@ impl CheckedAtStart {
         match self {
             CheckedAtStart::Epoch => utc::parse_utc_ms(text).ok() == Some(EPOCH_UNIX_MS.load(Relaxed)),
             CheckedAtStart::ShardBits => parse_int_as_postgres(text) == Some(SHARD_BITS.get()),
+            CheckedAtStart::SeqBits => parse_int_as_postgres(text) == Some(SEQ_BITS.get()),
+            CheckedAtStart::LayoutName => layout_name() == text,
             CheckedAtStart::DefaultShard => parse_int_as_postgres(text) == Some(SHARD.get()),
             CheckedAtStart::Fence => fence_text() == text,
             CheckedAtStart::WalRmgrId => parse_int_as_postgres(text) == Some(WAL_RMGR_ID.get()),
@@ -328,10 +381,96 @@ fn refuse_start(name: &str, text: &str) {
     .report(PgLogLevel::ERROR);
 }
 
-/// The layout of this server's IDs.
+/// The layout of this server's IDs, fixed at start (`check_split`).
 #[inline]
 pub fn layout() -> Layout {
-    Layout::new(EPOCH_UNIX_MS.load(Relaxed), read(&SHARD_BITS) as u32)
+    // SAFETY: see `FixedLayout`.
+    unsafe { *LAYOUT.0.get() }
+}
+
+/// `snowflake_id.layout` as configured ('' for none).
+pub fn layout_name() -> String {
+    LAYOUT_NAME.get().map(|value| value.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Gives the epoch and the widths of the named layout to those of the three settings not set
+/// in the configuration: as PostgreSQL's own defaults computed at start are (wal_buffers),
+/// with the lowest priority above the built-in default, so any value set explicitly wins.
+fn apply_named_layout() {
+    let Some(named) = layout::named_layout(&layout_name()) else { return };
+    let values = [
+        (EPOCH_NAME, utc::format_utc_ms(named.epoch_unix_ms())),
+        (SHARD_BITS_NAME, named.shard_bits().to_string()),
+        (SEQ_BITS_NAME, named.seq_bits().to_string()),
+    ];
+    for (name, value) in values {
+        let value = CString::new(value).expect("no NUL in a number or a timestamp");
+        // SAFETY: both strings are NUL-terminated; called while preloading, in the postmaster.
+        unsafe {
+            pg_sys::SetConfigOption(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_POSTMASTER,
+                pg_sys::GucSource::PGC_S_DYNAMIC_DEFAULT,
+            )
+        };
+    }
+}
+
+/// Stops the server unless the epoch, shard_bits and seq_bits together make a usable layout:
+/// at least 8 years of time bits (more than 4,459 would outlast what timestamps show), and
+/// IDs left to issue after now. A usable one becomes the layout every call reads (`layout()`).
+fn check_split() {
+    let (epoch, shard_bits, seq_bits) =
+        (EPOCH_UNIX_MS.load(Relaxed), read(&SHARD_BITS) as u32, read(&SEQ_BITS) as u32);
+    let fail = |message: String, hint: String| {
+        ErrorReport::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message, "_PG_init")
+            .set_detail(format!(
+                "The time part of an ID gets what snowflake_id.shard_bits and snowflake_id.seq_bits leave of \
+                 63 bits: here {}.",
+                layout::ID_BITS as i64 - shard_bits as i64 - seq_bits as i64
+            ))
+            .set_hint(hint)
+            .report(PgLogLevel::ERROR);
+    };
+    match Layout::try_new(epoch, shard_bits, seq_bits) {
+        Err(SplitError::TimeBits { time_bits }) if time_bits < MIN_TIME_BITS as i64 => fail(
+            format!(
+                "snowflake_id.shard_bits = {shard_bits} and snowflake_id.seq_bits = {seq_bits} leave {time_bits} \
+                 bits of time, less than 8 years of IDs"
+            ),
+            format!(
+                "Lower snowflake_id.shard_bits or snowflake_id.seq_bits so that together they are at most {}.",
+                layout::ID_BITS - MIN_TIME_BITS
+            ),
+        ),
+        Err(SplitError::TimeBits { time_bits }) => fail(
+            format!(
+                "snowflake_id.shard_bits = {shard_bits} and snowflake_id.seq_bits = {seq_bits} leave {time_bits} \
+                 bits of time, more than the 47 (4,459 years) that timestamps can show"
+            ),
+            format!(
+                "Raise snowflake_id.shard_bits or snowflake_id.seq_bits so that together they are at least {}.",
+                layout::ID_BITS - layout::MAX_TIME_BITS
+            ),
+        ),
+        // Each width alone was checked against its range when it was set.
+        Err(SplitError::ShardBits { .. } | SplitError::SeqBits { .. }) => {
+            unreachable!("shard_bits and seq_bits are range-checked settings")
+        }
+        Ok(layout) if layout.last_unix_ms() < snowflake_core::clock::wall_clock_unix_ms() => {
+            let ran_out = utc::format_utc_ms(layout.last_unix_ms());
+            ErrorReport::new(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("IDs with snowflake_id.epoch = '{}' and {} bits of time ran out on {ran_out}", utc::format_utc_ms(epoch), layout.time_bits()),
+                "_PG_init",
+            )
+            .set_hint("Choose a later epoch, or a split that leaves more time bits.")
+            .report(PgLogLevel::ERROR);
+        }
+        // SAFETY: see `FixedLayout`: still in `_PG_init`.
+        Ok(layout) => unsafe { *LAYOUT.0.get() = layout },
+    }
 }
 
 /// The current value of an integer setting, read on the hot path. `GucSetting::get` first
@@ -424,18 +563,34 @@ unsafe fn guc_text<'a>(value: *const c_char) -> std::borrow::Cow<'a, str> {
     unsafe { value.as_ref().map_or("".into(), |p| CStr::from_ptr(p).to_string_lossy()) }
 }
 
-/// The epoch must parse, lie in the past, and leave IDs to issue.
+/// The epoch must parse and lie in the past. Whether IDs are left after it depends on the
+/// split too: `check_split` checks that once every width is known.
 fn validate_epoch(text: &str) -> Result<i64, String> {
     let epoch = utc::parse_utc_ms(text)?;
-    let layout = Layout::new(epoch, 0);
-    let now = snowflake_core::clock::wall_clock_unix_ms();
-    if epoch > now {
+    if epoch > snowflake_core::clock::wall_clock_unix_ms() {
         return Err(format!("The epoch {} is in the future.", utc::format_utc_ms(epoch)));
     }
-    if layout.last_unix_ms() < now {
-        return Err(format!("IDs with this epoch ran out on {}.", utc::format_utc_ms(layout.last_unix_ms())));
-    }
     Ok(epoch)
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_layout_name(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer to a string or to NULL.
+    let text = unsafe { guc_text(*newval) };
+    if text.is_empty() || layout::named_layout(&text).is_some() {
+        return true;
+    }
+    refuse_setting(
+        &format!("\"{text}\" is not a named layout."),
+        &format!(
+            "Use one of {} (lowercase), or '' and set snowflake_id.epoch, shard_bits and seq_bits.",
+            layout::layout_names()
+        ),
+    )
 }
 
 #[pgrx::pg_guard]

@@ -6,7 +6,7 @@
 
 use snowflake_core::clock::wall_clock_unix_ms;
 use snowflake_core::generator::{self, Clock, ClockPolicy, NoKeeper, Reservation, ShardState};
-use snowflake_core::layout::{Layout, DEFAULT_EPOCH_UNIX_MS, MAX_TIME_PART};
+use snowflake_core::layout::{Layout, DEFAULT_EPOCH_UNIX_MS};
 use std::hint::black_box;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
@@ -47,12 +47,12 @@ fn median_ns_per_op(mut run: impl FnMut(u64)) -> f64 {
 }
 
 fn main() {
-    let layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10);
+    let layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12);
     // A lead bound wide enough that 20 M IDs of one shard never wait: this measures the
     // instructions of a claim, not the 4,096-per-ms rate cap of a shard.
     let policy = ClockPolicy { max_lead_ms: 3_600_000, max_wait_ms: 1000, max_reservation_wait_ms: 3000 };
     let reservation = Reservation::default();
-    reservation.ceiling.store(MAX_TIME_PART, Relaxed);
+    reservation.ceiling.store(layout.max_time_part(), Relaxed);
 
     let clock_read = median_ns_per_op(|ops| {
         for _ in 0..ops {

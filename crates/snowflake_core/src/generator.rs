@@ -45,7 +45,7 @@
 //! * `Reservation::worker`, the address of the worker's latch, publishes memory: stored
 //!   with Release after the latch is set up, loaded with Acquire before it is used.
 
-use crate::layout::{Layout, LayoutError, MAX_TIME_PART};
+use crate::layout::{Layout, LayoutError};
 use std::sync::atomic::{
     AtomicU64,
     Ordering::{Relaxed, SeqCst},
@@ -210,7 +210,7 @@ pub fn claim(
             let first = (last_issued + 1).max(layout.counter_at(start));
             let last = first + (count - 1);
             let last_time_part = layout.counter_time_part(last);
-            if last_time_part > MAX_TIME_PART {
+            if last_time_part > layout.max_time_part() {
                 break 'claim Err(Refusal::Exhausted);
             }
             // Never negative: `first` is at least the clock's own millisecond.
@@ -294,7 +294,7 @@ pub fn check_advance(
 ) -> Result<u64, Refusal> {
     let now = layout.time_part(now_unix_ms).map_err(Refusal::Clock)?;
     let time_part = layout.counter_time_part(first_allowed);
-    if time_part > MAX_TIME_PART {
+    if time_part > layout.max_time_part() {
         return Err(Refusal::Exhausted);
     }
     let lead_ms = time_part.saturating_sub(now);
@@ -336,6 +336,7 @@ pub fn max_ceiling_lead_ms(reserve_ms: u64, max_lead_ms: u64) -> u64 {
 pub fn next_ceiling(
     now: u64,
     reservation: &Reservation,
+    layout: &Layout,
     reserve_ms: u64,
     max_lead_ms: u64,
     recording_ms: u64,
@@ -347,7 +348,7 @@ pub fn next_ceiling(
     let renew_below = (now + headroom / 2).max(now + 1).max(wanted);
     // What is wanted gets the same headroom as the clock: a waiting call moves on with
     // the clock while the worker records, and must not find the new ceiling short again.
-    let target = (now.max(wanted) + headroom).min(now + bound).min(MAX_TIME_PART + 1);
+    let target = (now.max(wanted) + headroom).min(now + bound).min(layout.max_time_part() + 1);
     (ceiling < renew_below && ceiling < target).then_some(target)
 }
 
@@ -390,7 +391,7 @@ mod tests {
     use super::*;
     use crate::layout::{Parts, DEFAULT_EPOCH_UNIX_MS};
 
-    const LAYOUT: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10);
+    const LAYOUT: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12);
     const POLICY: ClockPolicy =
         ClockPolicy { max_lead_ms: 2000, max_wait_ms: 1000, max_reservation_wait_ms: 5000 };
     const T0: i64 = DEFAULT_EPOCH_UNIX_MS + 100 * 86_400_000;
@@ -419,7 +420,7 @@ mod tests {
     struct InstantWorker;
     impl ReservationKeeper for InstantWorker {
         fn extend_soon(&mut self, reservation: &Reservation, now: u64) {
-            if let Some(ceiling) = next_ceiling(now, reservation, 500, POLICY.max_lead_ms, 0) {
+            if let Some(ceiling) = next_ceiling(now, reservation, &LAYOUT, 500, POLICY.max_lead_ms, 0) {
                 reservation.ceiling.fetch_max(ceiling, Relaxed);
             }
         }
@@ -556,7 +557,7 @@ mod tests {
     #[test]
     fn the_end_of_the_41_bit_range_is_refused() {
         let slot = ShardState::default();
-        slot.last_issued.store(LAYOUT.counter_at(MAX_TIME_PART) + LAYOUT.max_seq() as u64, Relaxed);
+        slot.last_issued.store(LAYOUT.counter_at(LAYOUT.max_time_part()) + LAYOUT.max_seq() as u64, Relaxed);
         let mut clock = FakeClock::at(LAYOUT.last_unix_ms());
         assert_eq!(one(&slot, &mut clock), Err(Refusal::Exhausted));
     }
@@ -624,35 +625,38 @@ mod tests {
     #[test]
     fn the_worker_keeps_the_ceiling_ahead_of_the_clock_and_of_waiting_calls() {
         let reservation = Reservation::default();
-        assert_eq!(next_ceiling(1000, &reservation, 500, 2000, 0), Some(1500));
+        assert_eq!(next_ceiling(1000, &reservation, &LAYOUT, 500, 2000, 0), Some(1500));
         reservation.ceiling.store(1500, Relaxed);
         // Still more than half the window ahead: no write.
-        assert_eq!(next_ceiling(1200, &reservation, 500, 2000, 0), None);
-        assert_eq!(next_ceiling(1300, &reservation, 500, 2000, 0), Some(1800));
+        assert_eq!(next_ceiling(1200, &reservation, &LAYOUT, 500, 2000, 0), None);
+        assert_eq!(next_ceiling(1300, &reservation, &LAYOUT, 500, 2000, 0), Some(1800));
         // A call waits to issue up to 2500: reserved at once with headroom, as far as the
         // lead bound allows.
         reservation.wanted.store(2501, Relaxed);
-        assert_eq!(next_ceiling(1200, &reservation, 500, 2000, 0), Some(3001));
+        assert_eq!(next_ceiling(1200, &reservation, &LAYOUT, 500, 2000, 0), Some(3001));
         reservation.wanted.store(9000, Relaxed);
-        assert_eq!(next_ceiling(1200, &reservation, 500, 2000, 0), Some(3701));
+        assert_eq!(next_ceiling(1200, &reservation, &LAYOUT, 500, 2000, 0), Some(3701));
         // Never past the last time part.
         reservation.wanted.store(0, Relaxed);
-        assert_eq!(next_ceiling(MAX_TIME_PART, &reservation, 500, 2000, 0), Some(MAX_TIME_PART + 1));
+        assert_eq!(
+            next_ceiling(LAYOUT.max_time_part(), &reservation, &LAYOUT, 500, 2000, 0),
+            Some(LAYOUT.max_time_part() + 1)
+        );
     }
 
     #[test]
     fn a_slow_recording_widens_the_headroom_up_to_the_lead_bound() {
         let reservation = Reservation::default();
         // The last recording took 100 ms: 500 + 2 x 100 ahead, renewed at half of that.
-        assert_eq!(next_ceiling(1000, &reservation, 500, 2000, 100), Some(1700));
+        assert_eq!(next_ceiling(1000, &reservation, &LAYOUT, 500, 2000, 100), Some(1700));
         reservation.ceiling.store(1700, Relaxed);
-        assert_eq!(next_ceiling(1300, &reservation, 500, 2000, 100), None);
-        assert_eq!(next_ceiling(1400, &reservation, 500, 2000, 100), Some(2100));
+        assert_eq!(next_ceiling(1300, &reservation, &LAYOUT, 500, 2000, 100), None);
+        assert_eq!(next_ceiling(1400, &reservation, &LAYOUT, 500, 2000, 100), Some(2100));
         // Seconds: never further than calls borrowing time could reach (2000 + 1 + 500).
-        assert_eq!(next_ceiling(1400, &reservation, 500, 2000, 5000), Some(1400 + 2501));
+        assert_eq!(next_ceiling(1400, &reservation, &LAYOUT, 500, 2000, 5000), Some(1400 + 2501));
         // Nor with a call waiting far ahead.
         reservation.wanted.store(3401, Relaxed);
-        assert_eq!(next_ceiling(1400, &reservation, 500, 2000, 5000), Some(1400 + 2501));
+        assert_eq!(next_ceiling(1400, &reservation, &LAYOUT, 500, 2000, 5000), Some(1400 + 2501));
     }
 
     /// The longest time a call waits for the reservation, millisecond by millisecond, while
@@ -672,7 +676,7 @@ mod tests {
             }
             if recording.is_none() && now >= next_look {
                 let slowness = if adapts { measured } else { 0 };
-                match next_ceiling(now, &reservation, 500, 2000, slowness) {
+                match next_ceiling(now, &reservation, &LAYOUT, 500, 2000, slowness) {
                     Some(ceiling) => recording = Some((now + recording_ms, ceiling)),
                     None => next_look = now + 50,
                 }
@@ -708,12 +712,12 @@ mod tests {
         let reservation = Reservation::default();
         reservation.resume_at(5000);
         // The clock is behind the recorded ceiling: writing more would only push IDs ahead.
-        assert_eq!(next_ceiling(1000, &reservation, 500, 2000, 0), None);
-        assert_eq!(next_ceiling(4700, &reservation, 500, 2000, 0), None);
-        assert_eq!(next_ceiling(4800, &reservation, 500, 2000, 0), Some(5300));
+        assert_eq!(next_ceiling(1000, &reservation, &LAYOUT, 500, 2000, 0), None);
+        assert_eq!(next_ceiling(4700, &reservation, &LAYOUT, 500, 2000, 0), None);
+        assert_eq!(next_ceiling(4800, &reservation, &LAYOUT, 500, 2000, 0), Some(5300));
         // A call (allowed a long lead) waits to issue at the floor.
         reservation.wanted.store(5001, Relaxed);
-        assert_eq!(next_ceiling(1000, &reservation, 500, 3_600_000, 0), Some(5501));
+        assert_eq!(next_ceiling(1000, &reservation, &LAYOUT, 500, 3_600_000, 0), Some(5501));
     }
 
     #[test]

@@ -1,9 +1,13 @@
 //! The bit layout of an ID: the one place that knows the widths, shifts and masks.
 //!
 //! ```text
-//!  63  62                      22 21           22-S  22-S-1        0
-//! [ 0 ][ 41 bits: ms since epoch ][ S bits: shard ][ 22-S bits: seq ]
+//!  63  62                       S+Q  S+Q-1         Q  Q-1          0
+//! [ 0 ][ T bits: ms since epoch ][ S bits: shard ][ Q bits: seq ]      T = 63 - S - Q
 //! ```
+//!
+//! The split is configured (`snowflake_id.shard_bits` S, `snowflake_id.seq_bits` Q); the time
+//! part gets what they leave of the 63 positive bits. The default, 10 and 12, leaves 41 bits
+//! of time: Twitter's layout. `NAMED_LAYOUTS` gives the splits and epochs of schemes in use.
 //!
 //! Pure Rust in a crate without pgrx, so every rule here is tested by plain `#[test]`s.
 //! Every method is `#[inline]`: they are a few instructions each, called on the extension's
@@ -15,18 +19,24 @@
 //! sequence is used up the carry moves into the time part, which is how the generator
 //! "borrows" the next millisecond without a branch.
 
-/// Bits of the time part. 2^41 ms is 69.7 years after the epoch.
-pub const TIME_BITS: u32 = 41;
-/// Bits shared by the shard id and the sequence; `shard_bits` decides the split.
-pub const SHARD_AND_SEQ_BITS: u32 = 22;
-/// The largest time part, in milliseconds after the epoch.
-pub const MAX_TIME_PART: u64 = (1 << TIME_BITS) - 1;
+/// The bits of a positive `bigint`: time, shard and sequence share them.
+pub const ID_BITS: u32 = 63;
+/// The fewest time bits a split may leave: 2^38 ms is 8.7 years after the epoch.
+pub const MIN_TIME_BITS: u32 = 38;
+/// The most: 2^47 ms is 4,459 years, Mastodon's layout (Unix ms, 16 low bits). More would
+/// only carry the IDs past the years a timestamp can show.
+pub const MAX_TIME_BITS: u32 = 47;
 /// Narrowest and widest shard fields `snowflake_id.shard_bits` accepts. The upper bound keeps
-/// at least 64 IDs per millisecond per shard and the shared state at 2^16 slots (4 MiB).
+/// the shared state at 2^16 slots (4 MiB).
 pub const MIN_SHARD_BITS: u32 = 0;
 pub const MAX_SHARD_BITS: u32 = 16;
-/// The default: Twitter's split, 1,024 shards of 4,096 IDs per millisecond.
+/// Narrowest and widest sequence fields `snowflake_id.seq_bits` accepts (the split must also
+/// leave `MIN_TIME_BITS..=MAX_TIME_BITS` of time).
+pub const MIN_SEQ_BITS: u32 = 0;
+pub const MAX_SEQ_BITS: u32 = ID_BITS - MIN_TIME_BITS;
+/// The default split: Twitter's, 1,024 shards of 4,096 IDs per millisecond, 41 bits of time.
 pub const DEFAULT_SHARD_BITS: u32 = 10;
+pub const DEFAULT_SEQ_BITS: u32 = 12;
 /// The default epoch, 2024-01-01T00:00:00Z, in Unix milliseconds.
 pub const DEFAULT_EPOCH_UNIX_MS: i64 = 1_704_067_200_000;
 
@@ -35,6 +45,59 @@ pub const DEFAULT_EPOCH_UNIX_MS: i64 = 1_704_067_200_000;
 pub struct Layout {
     epoch_unix_ms: i64,
     shard_bits: u32,
+    seq_bits: u32,
+    /// Worked out once from the widths, so that composing an ID and checking its time part
+    /// cost the hot path no more than with fixed widths.
+    time_shift: u32,
+    max_time_part: u64,
+}
+
+/// Why a split of the 63 bits cannot be used. The extension turns each into a startup error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitError {
+    ShardBits {
+        shard_bits: u32,
+    },
+    SeqBits {
+        seq_bits: u32,
+    },
+    /// The time part would be narrower than `MIN_TIME_BITS` or wider than `MAX_TIME_BITS`.
+    TimeBits {
+        time_bits: i64,
+    },
+}
+
+/// A layout in use elsewhere, by name (`snowflake_id.layout`, and the decoders' layout
+/// argument). Sources of the figures: docs/adopting.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamedLayout {
+    pub name: &'static str,
+    pub layout: Layout,
+}
+
+/// The schemes the extension can take over or decode, with their own epochs and splits.
+pub const NAMED_LAYOUTS: [NamedLayout; 4] = [
+    // Twitter's snowflake (IdWorker.scala: twepoch = 1288834974657L; 5 bits of datacenter and
+    // 5 of worker, 12 of sequence).
+    NamedLayout { name: "twitter", layout: Layout::new(1_288_834_974_657, 10, 12) },
+    // Discord (developer docs, "Snowflakes": DISCORD_EPOCH 1420070400000, 2015-01-01; 5 bits
+    // of worker and 5 of process, 12 of increment).
+    NamedLayout { name: "discord", layout: Layout::new(1_420_070_400_000, 10, 12) },
+    // Instagram ("Sharding & IDs at Instagram": 41 bits of time, 13 of shard, 10 of sequence;
+    // its example epoch 1314220021721). Within 63 positive bits the time part has 40.
+    NamedLayout { name: "instagram", layout: Layout::new(1_314_220_021_721, 13, 10) },
+    // Mastodon (lib/mastodon/snowflake.rb, timestamp_id: Unix ms << 16, 16 low bits).
+    NamedLayout { name: "mastodon", layout: Layout::new(0, 0, 16) },
+];
+
+/// A named layout; `None` for a name not in `NAMED_LAYOUTS` (names are lowercase).
+pub fn named_layout(name: &str) -> Option<Layout> {
+    NAMED_LAYOUTS.iter().find(|named| named.name == name).map(|named| named.layout)
+}
+
+/// The names of `NAMED_LAYOUTS`, for messages: `twitter, discord, instagram, mastodon`.
+pub fn layout_names() -> String {
+    NAMED_LAYOUTS.map(|named| named.name).join(", ")
 }
 
 /// The three fields of an ID.
@@ -65,7 +128,7 @@ pub enum LayoutError {
         unix_ms: i64,
         epoch_unix_ms: i64,
     },
-    /// A moment past the last millisecond 41 bits can hold (Unix ms given).
+    /// A moment past the last millisecond the time bits can hold (Unix ms given).
     PastEnd {
         unix_ms: i64,
         last_unix_ms: i64,
@@ -73,11 +136,43 @@ pub enum LayoutError {
 }
 
 impl Layout {
-    /// A layout; `shard_bits` must lie in `MIN_SHARD_BITS..=MAX_SHARD_BITS` (the GUC enforces it).
+    /// A layout whose split is known to be valid (a constant, or checked by `try_new`).
     #[inline]
-    pub const fn new(epoch_unix_ms: i64, shard_bits: u32) -> Self {
-        assert!(shard_bits <= MAX_SHARD_BITS);
-        Layout { epoch_unix_ms, shard_bits }
+    pub const fn new(epoch_unix_ms: i64, shard_bits: u32, seq_bits: u32) -> Self {
+        match Layout::try_new(epoch_unix_ms, shard_bits, seq_bits) {
+            Ok(layout) => layout,
+            Err(_) => panic!("a split of the 63 bits outside the accepted ranges"),
+        }
+    }
+
+    /// A layout whose split was checked by `try_new` when it was configured: the extension's
+    /// settings check it once at server start, and the hot path builds it without checking.
+    #[inline]
+    pub const fn new_unchecked(epoch_unix_ms: i64, shard_bits: u32, seq_bits: u32) -> Self {
+        debug_assert!(Layout::try_new(epoch_unix_ms, shard_bits, seq_bits).is_ok());
+        Layout::with_widths(epoch_unix_ms, shard_bits, seq_bits)
+    }
+
+    #[inline]
+    const fn with_widths(epoch_unix_ms: i64, shard_bits: u32, seq_bits: u32) -> Self {
+        let time_shift = shard_bits + seq_bits;
+        let max_time_part = (1 << (ID_BITS - time_shift)) - 1;
+        Layout { epoch_unix_ms, shard_bits, seq_bits, time_shift, max_time_part }
+    }
+
+    /// A layout, or why its split cannot be used.
+    #[inline]
+    pub const fn try_new(epoch_unix_ms: i64, shard_bits: u32, seq_bits: u32) -> Result<Self, SplitError> {
+        let time_bits = ID_BITS as i64 - shard_bits as i64 - seq_bits as i64;
+        if shard_bits > MAX_SHARD_BITS {
+            Err(SplitError::ShardBits { shard_bits })
+        } else if seq_bits > MAX_SEQ_BITS {
+            Err(SplitError::SeqBits { seq_bits })
+        } else if time_bits < MIN_TIME_BITS as i64 || time_bits > MAX_TIME_BITS as i64 {
+            Err(SplitError::TimeBits { time_bits })
+        } else {
+            Ok(Layout::with_widths(epoch_unix_ms, shard_bits, seq_bits))
+        }
     }
 
     #[inline]
@@ -90,7 +185,21 @@ impl Layout {
     }
     #[inline]
     pub const fn seq_bits(&self) -> u32 {
-        SHARD_AND_SEQ_BITS - self.shard_bits
+        self.seq_bits
+    }
+    #[inline]
+    pub const fn time_bits(&self) -> u32 {
+        ID_BITS - self.time_shift
+    }
+    /// Where the time part starts: the bits below it are the shard's and the sequence's.
+    #[inline]
+    const fn time_shift(&self) -> u32 {
+        self.time_shift
+    }
+    /// The largest time part, in milliseconds after the epoch.
+    #[inline]
+    pub const fn max_time_part(&self) -> u64 {
+        self.max_time_part
     }
     #[inline]
     pub const fn shard_count(&self) -> u32 {
@@ -111,7 +220,7 @@ impl Layout {
     /// The last Unix millisecond an ID can carry.
     #[inline]
     pub const fn last_unix_ms(&self) -> i64 {
-        self.epoch_unix_ms + MAX_TIME_PART as i64
+        self.epoch_unix_ms + self.max_time_part() as i64
     }
 
     /// Checks a shard id given by a caller.
@@ -134,7 +243,7 @@ impl Layout {
         }
     }
 
-    /// The time part of a Unix millisecond, refused outside the 41-bit range.
+    /// The time part of a Unix millisecond, refused outside the range of the time bits.
     #[inline]
     pub fn time_part(&self, unix_ms: i64) -> Result<u64, LayoutError> {
         if unix_ms < self.epoch_unix_ms {
@@ -156,8 +265,8 @@ impl Layout {
     /// not is a broken invariant, caught here rather than turned into a negative ID.
     #[inline]
     pub const fn compose(&self, parts: Parts) -> i64 {
-        assert!(parts.time_part <= MAX_TIME_PART);
-        ((parts.time_part << SHARD_AND_SEQ_BITS)
+        assert!(parts.time_part <= self.max_time_part());
+        ((parts.time_part << self.time_shift())
             | ((parts.shard as u64) << self.seq_bits())
             | parts.seq as u64) as i64
     }
@@ -170,7 +279,7 @@ impl Layout {
         }
         let id = id as u64;
         Ok(Parts {
-            time_part: id >> SHARD_AND_SEQ_BITS,
+            time_part: id >> self.time_shift(),
             shard: ((id >> self.seq_bits()) & self.max_shard() as u64) as u32,
             seq: (id & self.max_seq() as u64) as u32,
         })
@@ -229,7 +338,7 @@ impl Layout {
 impl Default for Layout {
     #[inline]
     fn default() -> Self {
-        Layout::new(DEFAULT_EPOCH_UNIX_MS, DEFAULT_SHARD_BITS)
+        Layout::new(DEFAULT_EPOCH_UNIX_MS, DEFAULT_SHARD_BITS, DEFAULT_SEQ_BITS)
     }
 }
 
@@ -237,21 +346,55 @@ impl Default for Layout {
 mod tests {
     use super::*;
 
-    const TWITTER: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10);
-    const INSTAGRAM: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 13);
+    const TWITTER: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12);
+    const INSTAGRAM: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 13, 10);
+    const MASTODON: Layout = Layout::new(0, 0, 16);
 
     #[test]
     fn widths_of_the_published_layouts() {
-        assert_eq!((TWITTER.max_shard(), TWITTER.ids_per_ms()), (1023, 4096));
-        assert_eq!((INSTAGRAM.max_shard(), INSTAGRAM.ids_per_ms()), (8191, 512));
-        let one_shard = Layout::new(0, 0);
-        assert_eq!((one_shard.max_shard(), one_shard.ids_per_ms()), (0, 1 << 22));
+        assert_eq!((TWITTER.max_shard(), TWITTER.ids_per_ms(), TWITTER.time_bits()), (1023, 4096, 41));
+        assert_eq!((INSTAGRAM.max_shard(), INSTAGRAM.ids_per_ms(), INSTAGRAM.time_bits()), (8191, 1024, 40));
+        assert_eq!((MASTODON.max_shard(), MASTODON.ids_per_ms(), MASTODON.time_bits()), (0, 65536, 47));
+        assert_eq!(Layout::default(), TWITTER);
+    }
+
+    #[test]
+    fn a_split_must_leave_8_years_of_time_and_fit_shared_memory() {
+        assert_eq!(Layout::try_new(0, 13, 12), Ok(Layout::new(0, 13, 12)));
+        assert_eq!(Layout::try_new(0, 14, 12), Err(SplitError::TimeBits { time_bits: 37 }));
+        assert_eq!(Layout::try_new(0, 0, 15), Err(SplitError::TimeBits { time_bits: 48 }));
+        assert_eq!(Layout::try_new(0, 17, 8), Err(SplitError::ShardBits { shard_bits: 17 }));
+        assert_eq!(Layout::try_new(0, 0, 26), Err(SplitError::SeqBits { seq_bits: 26 }));
+        // 2^38 ms is 8.7 years; 2^47 ms 4,459 years.
+        let shortest = Layout::new(0, 13, 12);
+        assert!(shortest.last_unix_ms() > 8 * 365 * 86_400_000);
+        assert!(MASTODON.last_unix_ms() > 4_000 * 365 * 86_400_000);
+    }
+
+    #[test]
+    fn the_named_layouts_follow_their_formulas() {
+        assert_eq!(named_layout("instagram"), Some(Layout::new(1_314_220_021_721, 13, 10)));
+        assert_eq!(named_layout("Instagram"), None);
+        assert_eq!(layout_names(), "twitter, discord, instagram, mastodon");
+        // Instagram: ((ms - epoch) << 23) | (shard << 10) | (seq % 1024).
+        let instagram = named_layout("instagram").unwrap();
+        let id = (1234_i64 << 23) | (5 << 10) | 1000;
+        assert_eq!(instagram.decode(id), Ok(Parts { time_part: 1234, shard: 5, seq: 1000 }));
+        // Mastodon: (unix_ms << 16) | tail.
+        let unix_ms = 1_700_000_000_123_i64;
+        let id = (unix_ms << 16) | 0xbeef;
+        let parts = MASTODON.decode(id).unwrap();
+        assert_eq!((MASTODON.unix_ms(parts.time_part), parts.seq), (unix_ms, 0xbeef));
+        // Twitter's first tweet ID of 2010-11-04 era: time part 1 ms after twepoch is 1 << 22.
+        let twitter = named_layout("twitter").unwrap();
+        assert_eq!(twitter.decode(1 << 22), Ok(Parts { time_part: 1, shard: 0, seq: 0 }));
     }
 
     #[test]
     fn compose_and_decode_are_inverse_at_the_edges() {
-        for layout in [TWITTER, INSTAGRAM, Layout::new(0, 0), Layout::new(0, MAX_SHARD_BITS)] {
-            for time_part in [0, 1, 12_345_678_901, MAX_TIME_PART] {
+        for layout in [TWITTER, INSTAGRAM, MASTODON, Layout::new(0, 0, 22), Layout::new(0, MAX_SHARD_BITS, 6)]
+        {
+            for time_part in [0, 1, 12_345_678_901, layout.max_time_part()] {
                 for shard in [0, layout.max_shard() / 2, layout.max_shard()] {
                     for seq in [0, 1, layout.max_seq()] {
                         let parts = Parts { time_part, shard, seq };
@@ -266,7 +409,9 @@ mod tests {
 
     #[test]
     fn the_largest_id_is_the_largest_bigint() {
-        assert_eq!(TWITTER.max_id(MAX_TIME_PART), i64::MAX);
+        for layout in [TWITTER, INSTAGRAM, MASTODON] {
+            assert_eq!(layout.max_id(layout.max_time_part()), i64::MAX);
+        }
         assert_eq!(TWITTER.min_id(0), 0);
     }
 
@@ -291,18 +436,18 @@ mod tests {
         );
         assert!(TWITTER.check_shard(-1).is_err());
         assert_eq!(INSTAGRAM.check_shard(8191), Ok(8191));
-        assert_eq!(INSTAGRAM.check_seq(511), Ok(511));
-        assert!(INSTAGRAM.check_seq(512).is_err());
+        assert_eq!(INSTAGRAM.check_seq(1023), Ok(1023));
+        assert!(INSTAGRAM.check_seq(1024).is_err());
         assert!(TWITTER.check_seq(-5).is_err());
     }
 
     #[test]
-    fn time_part_is_refused_outside_41_bits() {
+    fn time_part_is_refused_outside_the_time_bits() {
         let epoch = TWITTER.epoch_unix_ms();
         assert_eq!(TWITTER.time_part(epoch), Ok(0));
         assert_eq!(TWITTER.time_part(epoch + 1500), Ok(1500));
         assert!(matches!(TWITTER.time_part(epoch - 1), Err(LayoutError::BeforeEpoch { .. })));
-        assert_eq!(TWITTER.time_part(TWITTER.last_unix_ms()), Ok(MAX_TIME_PART));
+        assert_eq!(TWITTER.time_part(TWITTER.last_unix_ms()), Ok((1 << 41) - 1));
         assert!(matches!(TWITTER.time_part(TWITTER.last_unix_ms() + 1), Err(LayoutError::PastEnd { .. })));
     }
 

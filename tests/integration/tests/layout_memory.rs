@@ -1,6 +1,7 @@
-//! The layout is remembered: a server that recorded one epoch and shard_bits refuses to start
-//! with others, naming both, until its settings are put back (or its record is deliberately
-//! removed). Without the record the server starts and its next ID is lower than its last.
+//! The layout is remembered: a server that recorded one epoch and split refuses to start with
+//! others (set one by one or by a named layout), naming both, until its settings are put back
+//! (or its record is deliberately removed). Records written before seq_bits existed are read
+//! with the split of their time.
 
 use snowflake_id_integration::Cluster;
 
@@ -23,20 +24,22 @@ fn another_epoch_or_shard_bits_stops_the_server_naming_both_layouts() {
         client.query_one("SELECT snowflake_nextval(5)", &[]).unwrap().get(0)
     };
     let record = std::fs::read_to_string(cluster.data_dir().join("snowflake_id.layout")).unwrap();
-    assert_eq!(record, "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10\n");
+    assert_eq!(record, "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=12\n");
 
     // A later epoch: the next IDs would be lower than the last (and would come again).
     let log = refused_restart(&mut cluster, "snowflake_id.epoch = '2024-06-01'");
     assert!(
         log.contains(
             "FATAL:  snowflake_id is configured with another layout than the one this server issued IDs in: \
-             configured epoch=2024-06-01T00:00:00.000Z shard_bits=10, recorded epoch=2024-01-01T00:00:00.000Z shard_bits=10"
+             configured epoch=2024-06-01T00:00:00.000Z shard_bits=10 seq_bits=12, recorded \
+             epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=12"
         ),
         "{log}"
     );
     assert!(
         log.contains(
-            "HINT:  Set snowflake_id.epoch = '2024-01-01T00:00:00.000Z' and snowflake_id.shard_bits = 10"
+            "HINT:  Set snowflake_id.epoch = '2024-01-01T00:00:00.000Z', snowflake_id.shard_bits = 10 and \
+             snowflake_id.seq_bits = 12"
         ),
         "{log}"
     );
@@ -45,7 +48,19 @@ fn another_epoch_or_shard_bits_stops_the_server_naming_both_layouts() {
     // Other shard bits with the right epoch: old IDs would decode to other shards.
     let log =
         refused_restart(&mut cluster, "snowflake_id.epoch = '2024-01-01'\nsnowflake_id.shard_bits = 13");
-    assert!(log.contains("configured epoch=2024-01-01T00:00:00.000Z shard_bits=13, recorded"), "{log}");
+    assert!(
+        log.contains("configured epoch=2024-01-01T00:00:00.000Z shard_bits=13 seq_bits=12, recorded"),
+        "{log}"
+    );
+
+    // Another split by a named layout: Instagram's widths and epoch.
+    let log =
+        refused_restart(&mut cluster, "snowflake_id.shard_bits = 10\nsnowflake_id.layout = 'instagram'");
+    assert!(
+        log.contains("configured epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=10, recorded"),
+        "{log}"
+    );
+    cluster.configure(&["snowflake_id.layout = ''"]);
 
     // Put back, it starts and goes on above the last ID.
     cluster.configure(&["snowflake_id.shard_bits = 10"]);
@@ -62,7 +77,35 @@ fn another_epoch_or_shard_bits_stops_the_server_naming_both_layouts() {
         cluster.connect().query_one("SELECT snowflake_shard(snowflake_nextval(5000))", &[]).unwrap().get(0);
     assert_eq!(shard, 5000);
     let record = std::fs::read_to_string(cluster.data_dir().join("snowflake_id.layout")).unwrap();
-    assert!(record.ends_with("shard_bits=13\n"), "{record}");
+    assert!(record.ends_with("shard_bits=13 seq_bits=12\n"), "{record}");
+}
+
+#[test]
+fn a_record_of_0_3_0_is_read_with_its_fixed_split() {
+    // 0.3.0 recorded no seq_bits: shard and sequence shared 22 bits, so 13 shard bits left 9.
+    let mut cluster = Cluster::start("layout-0-3-0", &["snowflake_id.shard_bits = 13"]);
+    cluster.stop("fast");
+    std::fs::write(
+        cluster.data_dir().join("snowflake_id.layout"),
+        "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=13\n",
+    )
+    .unwrap();
+    let log = match cluster.try_start_with(&[]) {
+        Ok(()) => panic!("the server started with seq_bits = 12 over a record of 9"),
+        Err(log) => log,
+    };
+    assert!(log.contains("recorded epoch=2024-01-01T00:00:00.000Z shard_bits=13 seq_bits=9"), "{log}");
+    assert!(log.contains("snowflake_id.seq_bits = 9"), "{log}");
+    cluster.configure(&["snowflake_id.seq_bits = 9"]);
+    cluster.start_with(&[]);
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    let widths: (i32, i32, i32) = {
+        let row =
+            client.query_one("SELECT time_bits, shard_bits, seq_bits FROM snowflake_layout()", &[]).unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    assert_eq!(widths, (41, 13, 9));
 }
 
 #[test]
@@ -74,7 +117,7 @@ fn the_record_survives_a_crash_and_reaches_a_standby_by_base_backup() {
     primary.wait_until_accepting();
     let standby = Cluster::start_standby_of(&primary, "layout-standby", &[]);
     let copied = std::fs::read_to_string(standby.data_dir().join("snowflake_id.layout")).unwrap();
-    assert!(copied.ends_with("shard_bits=13\n"), "{copied}");
+    assert!(copied.ends_with("shard_bits=13 seq_bits=12\n"), "{copied}");
     // The standby knows the layout before it ever issues an ID (on promotion).
     assert_eq!(copied, std::fs::read_to_string(primary.data_dir().join("snowflake_id.layout")).unwrap());
 }

@@ -5,17 +5,22 @@ use snowflake_id_integration::{db_error, Cluster};
 
 /// Starts a server that must refuse to start; returns its log, checked for the fatal line.
 fn refused_start(name: &str, setting: &str) -> String {
-    let mut cluster = Cluster::create(name, &[setting]);
-    let log = match cluster.try_start_with(&[]) {
-        Ok(()) => panic!("the server started with {setting}"),
-        Err(log) => log,
-    };
+    let log = log_of_refused_start(name, &[setting]);
     let (parameter, value) = setting.split_once(" = ").unwrap();
     let fatal =
         format!("FATAL:  invalid value for parameter \"{parameter}\": \"{}\"", value.trim_matches('\''));
     assert!(log.contains(&fatal), "no line {fatal} in\n{log}");
     assert!(log.contains("HINT:  Correct"), "{log}");
     log
+}
+
+/// The log of a start with `settings` that must fail.
+fn log_of_refused_start(name: &str, settings: &[&str]) -> String {
+    let mut cluster = Cluster::create(name, settings);
+    match cluster.try_start_with(&[]) {
+        Ok(()) => panic!("the server started with {settings:?}"),
+        Err(log) => log,
+    }
 }
 
 #[test]
@@ -90,32 +95,88 @@ fn without_preloading_every_function_refuses_naming_the_fix() {
 
 #[test]
 fn the_instagram_layout_with_its_own_epoch() {
+    // The named layout gives the split; the epoch set explicitly wins over Instagram's own.
     let cluster = Cluster::start(
         "instagram",
-        &["snowflake_id.shard_bits = 13", "snowflake_id.epoch = '2011-08-24 21:07:01.721Z'"],
+        &["snowflake_id.layout = 'instagram'", "snowflake_id.epoch = '2019-01-01'"],
     );
     let mut client = cluster.connect();
-    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    client.batch_execute("CREATE EXTENSION snowflake_id; SET TimeZone = 'UTC'").unwrap();
     let row = client
         .query_one(
-            "SELECT shard_bits, seq_bits, max_shard, ids_per_ms, epoch::text FROM snowflake_layout()",
+            "SELECT time_bits, shard_bits, seq_bits, max_shard, ids_per_ms, epoch::text, \
+             current_setting('snowflake_id.shard_bits') FROM snowflake_layout()",
             &[],
         )
         .unwrap();
     assert_eq!(
-        (row.get::<_, i32>(0), row.get::<_, i32>(1), row.get::<_, i32>(2), row.get::<_, i32>(3)),
-        (13, 9, 8191, 512)
+        (
+            row.get::<_, i32>(0),
+            row.get::<_, i32>(1),
+            row.get::<_, i32>(2),
+            row.get::<_, i32>(3),
+            row.get::<_, i32>(4)
+        ),
+        (40, 13, 10, 8191, 1024)
     );
-    // The epoch is read as UTC whatever the session's time zone.
-    client.batch_execute("SET TimeZone = 'UTC'").unwrap();
-    let epoch: String = client.query_one("SELECT epoch::text FROM snowflake_layout()", &[]).unwrap().get(0);
-    assert_eq!(epoch, "2011-08-24 21:07:01.721+00");
+    assert_eq!(row.get::<_, String>(5), "2019-01-01 00:00:00+00");
+    assert_eq!(row.get::<_, String>(6), "13", "SHOW gives the width the layout set");
+    // Instagram's formula: ((ms - epoch) << 23) | (shard << 10) | seq.
     let row = client
-        .query_one("SELECT snowflake_shard(id), snowflake_seq(id), abs(extract(epoch FROM snowflake_timestamp(id) - now())) < 5 FROM snowflake_nextval(8191) id", &[])
+        .query_one(
+            "SELECT snowflake_shard(id), snowflake_seq(id), abs(extract(epoch FROM snowflake_timestamp(id) - now())) < 5, \
+             (id >> 23) = (extract(epoch FROM snowflake_timestamp(id)) * 1000)::int8 - 1546300800000, \
+             (id >> 10) & 8191 FROM snowflake_nextval(8191) id",
+            &[],
+        )
         .unwrap();
-    assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1), row.get::<_, bool>(2)), (8191, 0, true));
+    assert_eq!(
+        (
+            row.get::<_, i32>(0),
+            row.get::<_, i32>(1),
+            row.get::<_, bool>(2),
+            row.get::<_, bool>(3),
+            row.get::<_, i64>(4)
+        ),
+        (8191, 0, true, true, 8191)
+    );
     let db = db_error(&mut client, "SELECT snowflake_nextval(8192)");
     assert_eq!(db.code().code(), "22023");
+}
+
+#[test]
+fn the_mastodon_layout_issues_unix_milliseconds_shifted_by_16() {
+    let cluster = Cluster::start("mastodon", &["snowflake_id.layout = 'mastodon'"]);
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    let row = client
+        .query_one(
+            "SELECT abs((id >> 16) - (extract(epoch FROM clock_timestamp()) * 1000)::int8) < 5000, \
+             (SELECT (time_bits, shard_bits, seq_bits)::text FROM snowflake_layout()) FROM snowflake_nextval(0) id",
+            &[],
+        )
+        .unwrap();
+    assert_eq!((row.get::<_, bool>(0), row.get::<_, String>(1)), (true, "(47,0,16)".to_string()));
+}
+
+#[test]
+fn a_split_without_8_years_of_time_or_an_unknown_layout_stops_the_server() {
+    let log =
+        log_of_refused_start("split-short", &["snowflake_id.shard_bits = 16", "snowflake_id.seq_bits = 12"]);
+    assert!(
+        log.contains(
+            "FATAL:  snowflake_id.shard_bits = 16 and snowflake_id.seq_bits = 12 leave 35 bits of time, less than 8 \
+             years of IDs"
+        ),
+        "{log}"
+    );
+    assert!(log.contains("so that together they are at most 25"), "{log}");
+    let log =
+        log_of_refused_start("split-long", &["snowflake_id.shard_bits = 0", "snowflake_id.seq_bits = 8"]);
+    assert!(log.contains("leave 55 bits of time, more than the 47"), "{log}");
+    let log = refused_start("layout-unknown", "snowflake_id.layout = 'instagramm'");
+    assert!(log.contains("\"instagramm\" is not a named layout"), "{log}");
+    assert!(log.contains("twitter, discord, instagram, mastodon"), "{log}");
 }
 
 #[test]

@@ -59,3 +59,12 @@ FROM regress.error_of('SELECT snowflake_advance(1, snowflake_compose(clock_times
 -- As psql shows an error by default.
 SELECT snowflake_nextval(5000);
 SELECT snowflake_nextvals(1, 0);
+
+-- Decoders of a named layout: a name that names no layout (22023, with the names), a negative ID.
+\x on
+SELECT call, e.* FROM (VALUES
+    ('SELECT snowflake_decode(1, ''Discord'')'),
+    ('SELECT snowflake_timestamp(1, ''snowflake'')'),
+    ('SELECT snowflake_shard(-1, ''twitter'')')
+) AS calls(call), regress.error_of(call) e;
+\x off

@@ -54,3 +54,19 @@ CREATE INDEX decoded_by_time ON decoded (snowflake_timestamp(id));
 INSERT INTO decoded (id) VALUES (:id);
 SELECT * FROM decoded;
 DROP TABLE decoded;
+
+-- IDs made elsewhere, decoded under named layouts whatever this server's own layout is.
+-- Discord's developer docs ("Snowflakes") break 175928847299117063 down as 2016-04-30
+-- 11:18:25.796 UTC, worker 1, process 0, increment 7: shard (worker << 5 | process) 32, seq 7.
+SELECT * FROM snowflake_decode(175928847299117063, 'discord');
+SELECT snowflake_timestamp(175928847299117063, 'discord') AS ts,
+       snowflake_shard(175928847299117063, 'discord') AS shard,
+       snowflake_seq(175928847299117063, 'discord') AS seq;
+-- The same bits under the other layouts, and under this server's.
+SELECT layout, (snowflake_decode(175928847299117063, layout)).*
+FROM unnest(ARRAY['twitter', 'discord', 'instagram', 'mastodon']) layout;
+SELECT * FROM snowflake_decode(175928847299117063);
+-- Instagram's formula ((ms - epoch) << 23) | (shard << 10) | seq, and Mastodon's
+-- (unix_ms << 16) | tail.
+SELECT * FROM snowflake_decode((1387263000::int8 << 23) | (1341 << 10) | 7, 'instagram');
+SELECT * FROM snowflake_decode((1700000000123::int8 << 16) | 48879, 'mastodon');
