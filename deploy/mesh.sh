@@ -202,7 +202,7 @@ up() {
   wait_streaming
   check_fences
   trap - EXIT
-  echo "mesh up: $count nodes (PostgreSQL $major), each subscribed to the ${PUBLICATIONS[*]} publications of every other, in $MESH_DIR"
+  echo "mesh up: $count nodes (PostgreSQL $major), each subscribed to the publications of every other (${PUBLICATIONS[*]}), in $MESH_DIR"
   if [ "${SNOWFLAKE_MESH_EXAMPLE:-1}" = 1 ]; then
     example "$count"
   fi
@@ -333,8 +333,7 @@ status() {
       continue
     fi
     echo "== $node: port $(node_port "$node"), $(node_sql "$node" -c \
-      "SELECT 'shard ' || current_setting('snowflake_id.shard') || ', fence ' || current_setting('snowflake_id.shards')
-         || ', ' || (SELECT count(*) FROM app.orders) || ' app.orders rows'")"
+      "SELECT 'shard ' || current_setting('snowflake_id.shard') || ', fence ' || current_setting('snowflake_id.shards')")"
     lags=
     for sub in $(node_sql "$node" -c "SELECT subname FROM pg_subscription ORDER BY subname"); do
       lags+="${lags:+,}('$sub', '$(lag_of "$sub" "$(sed -E 's/^[a-z]+_(.*)_to_.*$/\1/' <<<"$sub")")')"
