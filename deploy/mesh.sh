@@ -76,7 +76,7 @@ connstr_of() { echo "host=${LISTEN:-$MESH_DIR/$1} port=$(node_port "$1") dbname=
 # failed_to_start NAME: says why, with the end of the node's log, and stops.
 failed_to_start() {
   local dir=$MESH_DIR/$1
-  echo "mesh: node $1 (port ${2:-$(node_port "$1")}) did not start; the end of its log, $dir/server.log:" >&2
+  echo "mesh: node $1 (port ${2:-$(node_port "$1")}) did not start; the end of its log:" >&2
   as_pg_owner tail -n 8 "$dir/server.log" >&2 || true
   exit 1
 }
@@ -123,19 +123,21 @@ subscribe() {
 
 # wait_streaming: until every enabled subscription of every running node has its apply worker.
 wait_streaming() {
-  local node missing i
+  local node missing without i
   for ((i = 0; i < 600; i++)); do
     missing=
     for node in $(nodes); do
       running "$node" || continue
-      missing+=$(node_sql "$node" -c "SELECT string_agg(s.subname, ' ') FROM pg_subscription s
+      without=$(node_sql "$node" -c "SELECT string_agg(s.subname, ' ') FROM pg_subscription s
         WHERE s.subenabled AND NOT EXISTS (SELECT FROM pg_stat_subscription w
           WHERE w.subid = s.oid AND w.relid IS NULL AND w.pid IS NOT NULL)")
+      [ -z "$without" ] || missing+=" $without"
     done
     [ -z "$missing" ] && return 0
     sleep 0.1
   done
-  die "subscriptions without a running apply worker after 60 s: $missing"
+  status >&2 || true
+  die "subscriptions without a running apply worker after 60 s (their apply workers fail: see the counters above and the subscribers' logs):$missing"
 }
 
 # Every node issues exactly its own shard: snowflake_id.shard and the fence snowflake_id.shards.
