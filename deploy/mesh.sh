@@ -177,7 +177,7 @@ up() {
   [[ $FIRST_PORT =~ ^[1-9][0-9]*$ && $((FIRST_PORT + count - 1)) -le 65535 ]] ||
     die "SNOWFLAKE_MESH_PORT must be a port number with room for $count nodes: '$FIRST_PORT'"
   major=$(server_major)
-  [ "$major" -ge 16 ] || die "a mesh needs PostgreSQL 16 or later (subscriptions with origin = none); PG_MAJOR=$PG_MAJOR is $major"
+  [ "$major" -ge 16 ] || die "a mesh needs PostgreSQL 16 or later (subscriptions with origin = none), not $major (PG_MAJOR=$PG_MAJOR)"
   if [ "${SNOWFLAKE_MESH_SKIP_INSTALL:-}" != 1 ]; then
     ./scripts/setup.sh
     echo "building and installing snowflake_id (release) into PostgreSQL $PG_MAJOR..."
