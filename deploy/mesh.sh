@@ -81,10 +81,11 @@ failed_to_start() {
   exit 1
 }
 
-# start_node NAME PORT: a new PostgreSQL with snowflake_id preloaded, issuing only its own
-# shard, ready to publish and subscribe, and its database `mesh`.
+# start_node NAME PORT NODES: a new PostgreSQL with snowflake_id preloaded, issuing only its
+# own shard, ready to publish to and subscribe from the other NODES - 1 nodes (each of them
+# a slot here and an apply worker there per publication), and its database `mesh`.
 start_node() {
-  local name=$1 port=$2 shard dir=$MESH_DIR/$1 listen=()
+  local name=$1 port=$2 links=$(( ${#PUBLICATIONS[@]} * ($3 - 1) )) shard dir=$MESH_DIR/$1 listen=()
   shard=$(shard_of "$name")
   [ -e "$dir/data" ] && die "node $name already exists in $dir"
   mkdir -p "$dir"
@@ -96,10 +97,10 @@ start_node() {
     "snowflake_id.shards = '$shard'" \
     "wal_level = logical" \
     "track_commit_timestamp = on" \
-    "max_worker_processes = 16" \
-    "max_logical_replication_workers = 8" \
-    "max_replication_slots = 16" \
-    "max_wal_senders = 16" \
+    "max_worker_processes = $((links + 10))" \
+    "max_logical_replication_workers = $((links + 2))" \
+    "max_replication_slots = $((links + 4))" \
+    "max_wal_senders = $((links + 4))" \
     "wal_retrieve_retry_interval = '1s'" \
     "${listen[@]}" || die "initdb of node $name failed: $dir/initdb.log"
   cluster_start "$dir" || failed_to_start "$name" "$port"
@@ -187,7 +188,7 @@ up() {
   MESH_DIR=$(mesh_dir)
   trap abandon_up EXIT
   for ((i = 1; i <= count; i++)); do
-    start_node "node$i" $((FIRST_PORT + i - 1))
+    start_node "node$i" $((FIRST_PORT + i - 1)) "$count"
   done
   for ((i = 1; i <= count; i++)); do
     node_sql "node$i" -f "$SQL_DIR/mesh.sql"
