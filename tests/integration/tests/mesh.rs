@@ -180,10 +180,40 @@ struct Written {
 
 struct Shared {
     stop: AtomicBool,
+    /// Set by a writer that failed (its panic message says why), so that the test stops at once.
+    writer_failed: AtomicBool,
     /// 0 until the killed node is down, then 1: the round stored in the rows.
     round: AtomicI32,
     /// Transactions committed per node.
     committed: Vec<AtomicUsize>,
+}
+
+/// Sets `writer_failed` when its writer panics.
+struct FailureFlag<'a>(&'a Shared);
+
+impl Drop for FailureFlag<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.writer_failed.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Tells the writers to stop when dropped: at the end, or when the test fails (before the
+/// mesh goes down under them).
+struct StopWriters(Arc<Shared>);
+
+impl Drop for StopWriters {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Shared {
+    /// Fails the test if a writer failed.
+    fn check(&self) {
+        assert!(!self.writer_failed.load(Ordering::SeqCst), "a writer failed (its message is above)");
+    }
 }
 
 /// A small deterministic generator for picking rows (no dependency for it).
@@ -201,6 +231,7 @@ impl Pick {
 /// A writer on `node` until told to stop. Its node may be killed under it: it then reconnects
 /// until the node is back. Any error elsewhere fails the test.
 fn writer(config: Config, node: usize, writer: i32, shared: &Shared) -> Written {
+    let _flag = FailureFlag(shared);
     let mut written = Written::default();
     let mut live: Vec<i64> = Vec::new();
     let mut pick = Pick(0x9E37_79B9_7F4A_7C15 ^ (writer as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
@@ -458,9 +489,11 @@ fn three_nodes_active_active_with_a_node_killed() {
 
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
+        writer_failed: AtomicBool::new(false),
         round: AtomicI32::new(0),
         committed: (0..NODES).map(|_| AtomicUsize::new(0)).collect(),
     });
+    let stop_writers = StopWriters(shared.clone());
     let started = Instant::now();
     let workers: Vec<_> = (0..NODES * WRITERS_PER_NODE)
         .map(|index| {
@@ -473,6 +506,7 @@ fn three_nodes_active_active_with_a_node_killed() {
 
     // The crash, in the middle of the load (once every node has committed some).
     std::thread::sleep(KILL_AFTER);
+    shared.check();
     let deadline = Instant::now() + Duration::from_secs(60);
     while (1..=NODES).any(|node| committed(node) < 20) {
         assert!(
@@ -480,6 +514,7 @@ fn three_nodes_active_active_with_a_node_killed() {
             "the writers did not get going: {:?}",
             (1..=NODES).map(committed).collect::<Vec<_>>()
         );
+        shared.check();
         std::thread::sleep(Duration::from_millis(20));
     }
     // A crash discards the node's statistics, its conflict counters with them: those before
@@ -494,6 +529,7 @@ fn three_nodes_active_active_with_a_node_killed() {
     let deadline = Instant::now() + Duration::from_secs(60);
     while (1..=NODES).any(|node| node != KILLED && committed(node) < at_kill[node - 1] + 20) {
         assert!(Instant::now() < deadline, "the surviving nodes stopped writing while node{KILLED} was down");
+        shared.check();
         std::thread::sleep(Duration::from_millis(20));
     }
     let during_outage: Vec<usize> = (1..=NODES).map(|node| committed(node) - at_kill[node - 1]).collect();
@@ -507,13 +543,15 @@ fn three_nodes_active_active_with_a_node_killed() {
             Instant::now() < deadline,
             "the writers of node{KILLED} did not write again after its restart"
         );
+        shared.check();
         std::thread::sleep(Duration::from_millis(20));
     }
     let restarted_at = Instant::now();
     while started.elapsed() < LOAD || restarted_at.elapsed() < AFTER_RESTART {
+        shared.check();
         std::thread::sleep(Duration::from_millis(50));
     }
-    shared.stop.store(true, Ordering::Relaxed);
+    drop(stop_writers);
     let written: Vec<Written> = workers.into_iter().map(|worker| worker.join().unwrap()).collect();
     let seconds = started.elapsed().as_secs_f64();
 
