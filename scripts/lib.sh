@@ -101,15 +101,21 @@ cluster_postmaster_pid() {
   as_pg_owner head -n 1 "$1/data/postmaster.pid"
 }
 
-# cluster_stop DIR: stops the cluster if it runs (fast shutdown). Only a postmaster working in
-# DIR/data is signalled: the postmaster.pid of a server that died names a process id the
-# system may since have given to another process, another cluster's postmaster say, and
-# pg_ctl would signal it all the same.
-cluster_stop() {
+# cluster_running DIR: true when a postmaster works in DIR/data. The postmaster.pid of a
+# server that died names a process id the system may since have given to another process,
+# another cluster's postmaster say, or that lingers as an unreaped zombie (pg_ctl status takes
+# both for the server): only a process whose working directory is DIR/data counts.
+cluster_running() {
   local pid
-  [ -f "$1/data/postmaster.pid" ] || return 0
+  [ -f "$1/data/postmaster.pid" ] || return 1
   pid=$(cluster_postmaster_pid "$1")
-  if [ "/proc/$pid/cwd" -ef "$1/data" ]; then
+  [ -n "$pid" ] && [ "/proc/$pid/cwd" -ef "$1/data" ]
+}
+
+# cluster_stop DIR: stops the cluster if it runs (fast shutdown). Only a postmaster working in
+# DIR/data is signalled (cluster_running), never the process another one's pid now names.
+cluster_stop() {
+  if cluster_running "$1"; then
     as_pg_owner "$PG_BIN/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null || true
   fi
 }

@@ -17,8 +17,11 @@
 #                            connections at once, startup settings, standby, clock policy;
 #                            kill -9, immediate stop, faked clocks, failover, dump/restore;
 #                            converting a key under concurrent inserts, upgrade from 0.1.0;
-#                            deploy/fleet.sh: shard servers behind a PL/Proxy router; on the
-#                            last major, pg_upgrade from the first one)
+#                            deploy/fleet.sh: shard servers behind a PL/Proxy router;
+#                            deploy/mesh.sh: three active-active nodes on logical replication
+#                            under 12 writers, one node killed -9 and restarted, converging with
+#                            no conflict on snowflake keys where a bigserial control conflicts;
+#                            on the last major, pg_upgrade from the first one)
 #   6. package               scripts/package-test.sh: the Debian package installed (dpkg on 15,
 #                            unpacked into the tree on 18), used by a fresh cluster, removed
 #   7. benchmark smoke       scripts/bench.sh --smoke: every contender of the benchmark runs
@@ -29,6 +32,8 @@
 #
 # PL/Proxy and pg_partman come from Debian's packages, for PostgreSQL 15 only: the layers that
 # need them (the fleet test, the partman regress file) run on 15 and are reported as skipped on 18.
+# The mesh test needs subscriptions with origin = none (PostgreSQL 16 or later): it runs on 18
+# and is reported as skipped on 15.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTED_MAJOR=${PG_MAJOR:-}
@@ -111,6 +116,8 @@ for major in "${MAJORS[@]}"; do
     name=$(basename "$file" .rs)
     if [ "$name" = fleet ] && [ "$major" != 15 ]; then
       skipped "integration test 'fleet' (PL/Proxy is packaged by Debian for PostgreSQL 15 only)"
+    elif [ "$name" = mesh ] && [ "$major" -lt 16 ]; then
+      skipped "integration test 'mesh' (active-active needs subscriptions with origin = none, PostgreSQL 16 or later)"
     elif [ "$name" = major_upgrade ] && [ "$major" = "${MAJORS[0]}" ]; then
       skipped "integration test 'major_upgrade' (it moves a cluster of the first major tested to a later one)"
     else

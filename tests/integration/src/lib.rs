@@ -354,7 +354,7 @@ impl Cluster {
 }
 
 /// The processes whose parent is `pid` (from /proc).
-fn children_of(pid: u32) -> Vec<u32> {
+pub fn children_of(pid: u32) -> Vec<u32> {
     let Ok(entries) = fs::read_dir("/proc") else { return vec![] };
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())

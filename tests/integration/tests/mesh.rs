@@ -1,0 +1,683 @@
+//! The active-active kit (deploy/mesh.sh) for real: three PostgreSQL nodes that all take
+//! writes to the same table and replicate them to each other by logical replication, in a full
+//! mesh (`origin = none`, PostgreSQL 16 or later), each node issuing the keys of its own shard.
+//!
+//! Twelve writers, four per node, run for 12 s: each transaction inserts rows, updates and
+//! deletes rows its writer inserted earlier (so always rows of its own node), and, apart, one
+//! row into a bigserial control table that is published on subscriptions of its own. In the
+//! middle, one node's postmaster is killed with SIGKILL, the survivors' writers keep writing,
+//! and the node is started again with `mesh.sh start`; its writers reconnect. Then:
+//!
+//! - every node converges to the same rows (count and checksum of every key and value);
+//! - no key was acknowledged twice, across all nodes;
+//! - every key decodes to the shard of the node that wrote it (stored in the row);
+//! - on each node, a key is above every key of an insert that had returned before it was sent
+//!   (IDs of one shard increase in the order they are issued), across the crash too;
+//! - the killed node's keys after the restart are above every key it committed before the crash;
+//! - the snowflake table's subscriptions count no conflict (`pg_stat_subscription_stats`, 18),
+//!   while the bigserial control's count some: the test sees what it guards against.
+//!
+//! Rows, rates and conflict counts are printed for the notes, never asserted as speeds.
+
+use postgres::{Client, Config, NoTls};
+use snowflake_id_integration::{children_of, kill_9, major_of, pg_bin_dir, server_owned_temp_dir};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const NODES: usize = 3;
+const WRITERS_PER_NODE: usize = 4;
+/// The load runs at least this long in all.
+const LOAD: Duration = Duration::from_secs(12);
+/// When the node is killed, after the load started.
+const KILL_AFTER: Duration = Duration::from_secs(4);
+/// The load goes on at least this long after the killed node is back.
+const AFTER_RESTART: Duration = Duration::from_secs(3);
+/// The node killed in the middle of the load (node<i> issues shard i).
+const KILLED: usize = 2;
+/// Rows inserted by one statement; then UPDATES rows updated and one deleted, in one transaction.
+const ROWS_PER_INSERT: i32 = 20;
+const UPDATES: usize = 3;
+/// The first node's port; the kit's sockets are in the test's own folder.
+const FIRST_PORT: u16 = 5461;
+/// Generous bounds, for a loaded machine: replication catching up, a node coming back.
+const CONVERGE_WITHIN: Duration = Duration::from_secs(150);
+const BACK_WITHIN: Duration = Duration::from_secs(90);
+
+/// The test's tables, created with `mesh.sh ddl` (logical replication does not carry DDL): in
+/// schema app, replicated over the mesh, and in schema control, on the control's subscriptions.
+const SCHEMA: &str = "
+CREATE TABLE app.load (
+    id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+    node text NOT NULL DEFAULT current_setting('cluster_name'),
+    writer int NOT NULL,
+    round int NOT NULL,
+    n int NOT NULL,
+    updates int NOT NULL DEFAULT 0,
+    payload text NOT NULL
+);
+CREATE TABLE control.load (
+    id bigserial PRIMARY KEY,
+    node text NOT NULL DEFAULT current_setting('cluster_name'),
+    writer int NOT NULL,
+    n int NOT NULL
+);
+";
+
+fn mesh_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/mesh.sh")
+}
+
+fn node_name(node: usize) -> String {
+    format!("node{node}")
+}
+
+/// A mesh started by `deploy/mesh.sh up` in a temporary folder; `mesh.sh down` stops and
+/// removes it when dropped, also when the test fails.
+struct Mesh {
+    dir: PathBuf,
+    major: u32,
+}
+
+impl Mesh {
+    fn up(major: u32) -> Mesh {
+        let mesh = Mesh { dir: server_owned_temp_dir("mesh"), major };
+        mesh.run(&["up", &NODES.to_string()]);
+        mesh
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(mesh_script());
+        // The extension is installed by the test command's earlier step; the kit runs the
+        // PostgreSQL under test.
+        command
+            .args(args)
+            .env("SNOWFLAKE_MESH_DIR", &self.dir)
+            .env("SNOWFLAKE_MESH_PORT", FIRST_PORT.to_string())
+            .env("SNOWFLAKE_MESH_SKIP_INSTALL", "1")
+            .env("SNOWFLAKE_MESH_EXAMPLE", "0")
+            .env("PG_MAJOR", self.major.to_string());
+        command
+    }
+
+    /// Runs `mesh.sh args`, which must succeed; returns what it printed.
+    fn run(&self, args: &[&str]) -> String {
+        let out = self.command(args).output().expect("run deploy/mesh.sh");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "mesh.sh {args:?} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+
+    fn config(&self, node: usize) -> Config {
+        let mut config = Config::new();
+        config
+            .host_path(self.dir.join(node_name(node)))
+            .port(FIRST_PORT + node as u16 - 1)
+            .user("postgres")
+            .dbname("mesh")
+            .options("-c statement_timeout=120s")
+            .connect_timeout(Duration::from_secs(10));
+        config
+    }
+
+    fn connect(&self, node: usize) -> Client {
+        self.config(node).connect(NoTls).unwrap_or_else(|e| panic!("connect to {}: {e}", node_name(node)))
+    }
+
+    fn data_dir(&self, node: usize) -> PathBuf {
+        self.dir.join(node_name(node)).join("data")
+    }
+}
+
+impl Drop for Mesh {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for node in 1..=NODES {
+                let log = self.dir.join(node_name(node)).join("server.log");
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                eprintln!("--- last lines of the log of {} ---", node_name(node));
+                tail.iter().rev().for_each(|line| eprintln!("{line}"));
+            }
+        }
+        let _ = self.command(&["down"]).output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One acknowledged insert statement: when it was sent and when it returned, and its keys
+/// in the order the rows were inserted.
+struct Insert {
+    node: usize,
+    sent: Instant,
+    done: Instant,
+    ids: Vec<i64>,
+}
+
+/// What one writer did.
+#[derive(Default)]
+struct Written {
+    inserts: Vec<Insert>,
+    /// Acknowledged deletes.
+    deleted: Vec<i64>,
+    /// Rows a transaction whose outcome is unknown (cut off by the crash) meant to delete.
+    maybe_deleted: Vec<i64>,
+    updates: usize,
+    transactions: usize,
+    control_rows: usize,
+    /// Control inserts refused on their own node: its sequence issued a key a row replicated
+    /// from another node already holds.
+    control_refused: usize,
+    reconnects: usize,
+}
+
+struct Shared {
+    stop: AtomicBool,
+    /// Set by a writer that failed (its panic message says why), so that the test stops at once.
+    writer_failed: AtomicBool,
+    /// 0 until the killed node is down, then 1: the round stored in the rows.
+    round: AtomicI32,
+    /// Transactions committed per node.
+    committed: Vec<AtomicUsize>,
+}
+
+/// Sets `writer_failed` when its writer panics.
+struct FailureFlag<'a>(&'a Shared);
+
+impl Drop for FailureFlag<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.writer_failed.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Tells the writers to stop when dropped: at the end, or when the test fails (before the
+/// mesh goes down under them).
+struct StopWriters(Arc<Shared>);
+
+impl Drop for StopWriters {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Shared {
+    /// Fails the test if a writer failed.
+    fn check(&self) {
+        assert!(!self.writer_failed.load(Ordering::SeqCst), "a writer failed (its message is above)");
+    }
+}
+
+/// A small deterministic generator for picking rows (no dependency for it).
+struct Pick(u64);
+
+impl Pick {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// A writer on `node` until told to stop. Its node may be killed under it: it then reconnects
+/// until the node is back. Any error elsewhere fails the test.
+fn writer(config: Config, node: usize, writer: i32, shared: &Shared) -> Written {
+    let _flag = FailureFlag(shared);
+    let mut written = Written::default();
+    let mut live: Vec<i64> = Vec::new();
+    let mut pick = Pick(0x9E37_79B9_7F4A_7C15 ^ (writer as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
+    let mut n = 0i32;
+    let mut client: Option<Client> = None;
+    let mut lost_since: Option<Instant> = None;
+    while !shared.stop.load(Ordering::Relaxed) {
+        let Some(conn) = client.as_mut() else {
+            match config.connect(NoTls) {
+                Ok(new) => {
+                    if lost_since.take().is_some() {
+                        written.reconnects += 1;
+                    }
+                    client = Some(new);
+                }
+                Err(error) => {
+                    let since = *lost_since.get_or_insert_with(Instant::now);
+                    assert!(node == KILLED, "writer {writer} could not connect to node{node}: {error}");
+                    assert!(since.elapsed() < BACK_WITHIN, "node{node} did not come back: {error}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            continue;
+        };
+        let round = shared.round.load(Ordering::SeqCst);
+        let updated: Vec<i64> = (0..UPDATES.min(live.len())).map(|_| live[pick.below(live.len())]).collect();
+        let deleted = if live.len() > 50 { Some(live.swap_remove(pick.below(live.len()))) } else { None };
+        let first = n;
+        n += ROWS_PER_INSERT;
+        let sent = Instant::now();
+        let result = transaction(conn, writer, round, first, &updated, deleted);
+        match result {
+            Ok((ids, done)) => {
+                live.extend(&ids);
+                written.inserts.push(Insert { node, sent, done, ids });
+                written.deleted.extend(deleted);
+                written.updates += updated.len();
+                written.transactions += 1;
+                shared.committed[node - 1].fetch_add(1, Ordering::Relaxed);
+            }
+            Err(error) => {
+                // Only the killed node's writers may lose their connection; the outcome of
+                // their last transaction is then unknown.
+                assert!(node == KILLED && round == 0, "writer {writer} on node{node}: {error:?}");
+                written.maybe_deleted.extend(deleted);
+                client = None;
+                lost_since = Some(Instant::now());
+                continue;
+            }
+        }
+        // The control: one row, on its own (a refusal must not undo the rows above).
+        match conn.execute("INSERT INTO control.load (writer, n) VALUES ($1, $2)", &[&writer, &first]) {
+            Ok(_) => written.control_rows += 1,
+            Err(error) if error.code().is_some_and(|code| code.code() == "23505") => {
+                written.control_refused += 1
+            }
+            Err(error) => {
+                assert!(
+                    node == KILLED && round == 0,
+                    "writer {writer}'s control insert on node{node}: {error:?}"
+                );
+                client = None;
+                lost_since = Some(Instant::now());
+            }
+        }
+    }
+    written
+}
+
+/// One transaction of a writer: ROWS_PER_INSERT rows inserted (numbered from `first`), the
+/// rows `updated` updated and the row `deleted` deleted, all written by this writer before.
+/// Returns the new keys in insert order, and when the insert returned.
+fn transaction(
+    conn: &mut Client,
+    writer: i32,
+    round: i32,
+    first: i32,
+    updated: &[i64],
+    deleted: Option<i64>,
+) -> Result<(Vec<i64>, Instant), postgres::Error> {
+    let mut tx = conn.transaction()?;
+    let rows = tx.query(
+        "INSERT INTO app.load (writer, round, n, payload)
+         SELECT $1, $2, n, md5(random()::text) FROM generate_series($3::int, $4::int) n ORDER BY n
+         RETURNING id",
+        &[&writer, &round, &first, &(first + ROWS_PER_INSERT - 1)],
+    )?;
+    let done = Instant::now();
+    tx.execute(
+        "UPDATE app.load SET updates = updates + 1, payload = md5(payload) WHERE id = ANY($1)",
+        &[&updated],
+    )?;
+    if let Some(id) = deleted {
+        let count = tx.execute("DELETE FROM app.load WHERE id = $1", &[&id])?;
+        assert_eq!(count, 1, "writer {writer} deleted its row {id}, which is gone");
+    }
+    tx.commit()?;
+    Ok((rows.iter().map(|row| row.get(0)).collect(), done))
+}
+
+/// The conflicts counted on `node` by the subscriptions of a publication (`app`, `control`).
+fn conflicts(client: &mut Client, publication: &str) -> i64 {
+    client
+        .query_one(
+            "SELECT coalesce(sum(confl_insert_exists + confl_update_origin_differs + confl_update_exists
+                    + confl_update_missing + confl_delete_origin_differs + confl_delete_missing
+                    + confl_multiple_unique_conflicts), 0)::bigint
+             FROM pg_stat_subscription_stats WHERE subname LIKE $1 || '\\_%'",
+            &[&publication],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// Apply errors of the `app` subscriptions on a node (the lost connections of the crash).
+fn apply_errors(client: &mut Client) -> i64 {
+    client
+        .query_one(
+            "SELECT coalesce(sum(apply_error_count), 0)::bigint FROM pg_stat_subscription_stats
+             WHERE subname LIKE 'app\\_%'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// Kills the node's postmaster with SIGKILL, as a crash would; its children, left without
+/// it, exit by themselves (any still there after 30 s are killed too). Waits until all are gone.
+fn kill_node(mesh: &Mesh, node: usize) -> usize {
+    let pid_file = std::fs::read_to_string(mesh.data_dir(node).join("postmaster.pid")).unwrap();
+    let postmaster: u32 = pid_file.lines().next().unwrap().trim().parse().unwrap();
+    let children = children_of(postmaster);
+    kill_9(postmaster);
+    let alive = |pid: &u32| {
+        // A process that exited but is not reaped yet is a zombie ('Z'): gone for us.
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while children.iter().any(alive) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stragglers: Vec<u32> = children.iter().copied().filter(alive).collect();
+    for &child in &stragglers {
+        let _ = Command::new("kill").args(["-9", &child.to_string()]).output();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while children.iter().chain([&postmaster]).any(alive) {
+        assert!(Instant::now() < deadline, "the killed node's processes did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stragglers.len()
+}
+
+/// Count and checksum of every row of app.load on a node.
+fn fingerprint(client: &mut Client) -> (i64, String) {
+    let row = client
+        .query_one(
+            "SELECT count(*), coalesce(md5(string_agg(t::text, ',' ORDER BY t.id)), '') FROM app.load t",
+            &[],
+        )
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+/// Waits until every node holds the same rows, failing at once if a snowflake subscription
+/// counts a conflict (it would never converge). Returns the row count and the seconds it took.
+fn wait_converged(mesh: &Mesh, conflicts_counted: bool) -> (i64, f64) {
+    let started = Instant::now();
+    let mut clients: Vec<Client> = (1..=NODES).map(|node| mesh.connect(node)).collect();
+    loop {
+        let prints: Vec<(i64, String)> = clients.iter_mut().map(fingerprint).collect();
+        if prints.iter().all(|print| *print == prints[0]) {
+            return (prints[0].0, started.elapsed().as_secs_f64());
+        }
+        if conflicts_counted {
+            for (node, client) in clients.iter_mut().enumerate() {
+                let count = conflicts(client, "app");
+                assert_eq!(
+                    count,
+                    0,
+                    "node{} counts {count} conflicts on snowflake keys:\n{}",
+                    node + 1,
+                    status(mesh)
+                );
+            }
+        }
+        let counts: Vec<i64> = prints.iter().map(|print| print.0).collect();
+        assert!(
+            started.elapsed() < CONVERGE_WITHIN,
+            "the nodes did not converge within {CONVERGE_WITHIN:?}: rows {counts:?}\n{}",
+            status(mesh)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// What `mesh.sh status` prints, whether or not it finds the mesh healthy.
+fn status(mesh: &Mesh) -> String {
+    let out = mesh.command(&["status"]).output().expect("run mesh.sh status");
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// On each node, a key is above every key of the inserts on that node that had returned
+/// before its own was sent: the node's IDs increase in the order it issues them.
+fn assert_issue_order(inserts: &[&Insert]) {
+    for node in 1..=NODES {
+        let mut by_done: Vec<&Insert> =
+            inserts.iter().copied().filter(|insert| insert.node == node).collect();
+        by_done.sort_by_key(|insert| insert.done);
+        // The largest key of the inserts up to each one (by return time).
+        let mut highest = Vec::with_capacity(by_done.len());
+        let mut max = i64::MIN;
+        for insert in &by_done {
+            assert!(
+                insert.ids.windows(2).all(|pair| pair[0] < pair[1]),
+                "one statement's keys do not increase"
+            );
+            max = max.max(*insert.ids.last().unwrap());
+            highest.push(max);
+        }
+        for insert in &by_done {
+            let before = by_done.partition_point(|earlier| earlier.done < insert.sent);
+            if before > 0 {
+                let lowest = insert.ids[0];
+                assert!(
+                    highest[before - 1] < lowest,
+                    "node{node} issued {lowest} after an insert that had returned {}",
+                    highest[before - 1]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn three_nodes_active_active_with_a_node_killed() {
+    let major = major_of(pg_bin_dir());
+    if major < 16 {
+        println!("skipped: the mesh needs PostgreSQL 16 or later (subscriptions with origin = none); this is {major}");
+        return;
+    }
+    // Conflict counters came in 18; before, a conflict shows only as a halted subscription.
+    let conflicts_counted = major >= 18;
+
+    let mesh = Mesh::up(major);
+    let schema = mesh.dir.join("load.sql");
+    std::fs::write(&schema, SCHEMA).unwrap();
+    mesh.run(&["ddl", schema.to_str().unwrap()]);
+    for node in 1..=NODES {
+        let fence: String = mesh.connect(node).query_one("SHOW snowflake_id.shards", &[]).unwrap().get(0);
+        assert_eq!(fence, node.to_string(), "the fence of node{node}");
+    }
+
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        writer_failed: AtomicBool::new(false),
+        round: AtomicI32::new(0),
+        committed: (0..NODES).map(|_| AtomicUsize::new(0)).collect(),
+    });
+    let stop_writers = StopWriters(shared.clone());
+    let started = Instant::now();
+    let workers: Vec<_> = (0..NODES * WRITERS_PER_NODE)
+        .map(|index| {
+            let node = index % NODES + 1;
+            let (config, shared) = (mesh.config(node), shared.clone());
+            std::thread::spawn(move || writer(config, node, index as i32, &shared))
+        })
+        .collect();
+    let committed = |node: usize| shared.committed[node - 1].load(Ordering::Relaxed);
+
+    // The crash, in the middle of the load (once every node has committed some).
+    std::thread::sleep(KILL_AFTER);
+    shared.check();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (1..=NODES).any(|node| committed(node) < 20) {
+        assert!(
+            Instant::now() < deadline,
+            "the writers did not get going: {:?}",
+            (1..=NODES).map(committed).collect::<Vec<_>>()
+        );
+        shared.check();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A crash discards the node's statistics, its conflict counters with them: those before
+    // it are read now (and every node's log is searched for conflicts at the end).
+    let conflicts_before_crash =
+        if conflicts_counted { conflicts(&mut mesh.connect(KILLED), "app") } else { 0 };
+    let killed_at = Instant::now();
+    let stragglers = kill_node(&mesh, KILLED);
+    shared.round.store(1, Ordering::SeqCst);
+    let at_kill: Vec<usize> = (1..=NODES).map(committed).collect();
+    // The survivors keep writing while the node is down.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (1..=NODES).any(|node| node != KILLED && committed(node) < at_kill[node - 1] + 20) {
+        assert!(Instant::now() < deadline, "the surviving nodes stopped writing while node{KILLED} was down");
+        shared.check();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let during_outage: Vec<usize> = (1..=NODES).map(|node| committed(node) - at_kill[node - 1]).collect();
+    mesh.run(&["start"]);
+    let down_for = killed_at.elapsed();
+    // Its writers reconnect and write again.
+    let back = committed(KILLED);
+    let deadline = Instant::now() + BACK_WITHIN;
+    while committed(KILLED) < back + WRITERS_PER_NODE * 5 {
+        assert!(
+            Instant::now() < deadline,
+            "the writers of node{KILLED} did not write again after its restart"
+        );
+        shared.check();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let restarted_at = Instant::now();
+    while started.elapsed() < LOAD || restarted_at.elapsed() < AFTER_RESTART {
+        shared.check();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(stop_writers);
+    let written: Vec<Written> = workers.into_iter().map(|worker| worker.join().unwrap()).collect();
+    let seconds = started.elapsed().as_secs_f64();
+
+    // No key acknowledged twice, over all nodes; on each node, keys in issue order.
+    let inserts: Vec<&Insert> = written.iter().flat_map(|w| &w.inserts).collect();
+    let mut seen = HashSet::new();
+    let duplicates = inserts.iter().flat_map(|insert| &insert.ids).filter(|id| !seen.insert(**id)).count();
+    assert_eq!(duplicates, 0, "{duplicates} keys acknowledged twice across the nodes");
+    assert_issue_order(&inserts);
+
+    let (rows, converge_seconds) = wait_converged(&mesh, conflicts_counted);
+
+    // Every node holds every acknowledged row that was not deleted, with the node that wrote
+    // it; beyond them, only rows of the killed node's transactions cut off by the crash.
+    let deleted: HashSet<i64> = written.iter().flat_map(|w| w.deleted.iter().copied()).collect();
+    let maybe_deleted: HashSet<i64> = written.iter().flat_map(|w| w.maybe_deleted.iter().copied()).collect();
+    let expected: HashMap<i64, usize> = inserts
+        .iter()
+        .flat_map(|insert| insert.ids.iter().map(move |id| (*id, insert.node)))
+        .filter(|(id, _)| !deleted.contains(id))
+        .collect();
+    for node in 1..=NODES {
+        let mut client = mesh.connect(node);
+        let stored: HashMap<i64, (String, i32)> = client
+            .query("SELECT id, node, round FROM app.load", &[])
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), (row.get(1), row.get(2))))
+            .collect();
+        for (id, writer_node) in &expected {
+            match stored.get(id) {
+                Some((stored_node, _)) => {
+                    assert_eq!(*stored_node, node_name(*writer_node), "the node of row {id}")
+                }
+                None => assert!(
+                    maybe_deleted.contains(id),
+                    "node{node} lacks row {id}, written on node{writer_node}"
+                ),
+            }
+        }
+        for (id, (stored_node, round)) in &stored {
+            assert!(
+                expected.contains_key(id) || (*stored_node == node_name(KILLED) && *round == 0),
+                "node{node} holds row {id} of {stored_node}, round {round}, which no writer acknowledged"
+            );
+        }
+        // Every key decodes to the shard of the node that wrote it (node<i> issues shard i).
+        let wrong: i64 = client
+            .query_one("SELECT count(*) FROM app.load WHERE snowflake_shard(id) <> substr(node, 5)::int", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(wrong, 0, "node{node} holds {wrong} rows whose key is not of their writer's shard");
+        // The killed node's keys after the restart are above every key it committed before.
+        let row = client
+            .query_one(
+                "SELECT max(id) FILTER (WHERE round = 0), min(id) FILTER (WHERE round = 1),
+                        count(*) FILTER (WHERE round = 1)
+                 FROM app.load WHERE node = $1",
+                &[&node_name(KILLED)],
+            )
+            .unwrap();
+        let (before, after, after_rows): (Option<i64>, Option<i64>, i64) =
+            (row.get(0), row.get(1), row.get(2));
+        assert!(after_rows > 0, "no row of node{KILLED} after its restart");
+        assert!(
+            after > before,
+            "node{KILLED} issued {after:?} after the crash, not above {before:?} from before it"
+        );
+    }
+
+    // Conflicts: none on the snowflake table, some on the bigserial control.
+    let (mut snowflake_conflicts, mut control_conflicts, mut errors) = (conflicts_before_crash, 0, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for node in 1..=NODES {
+        let mut client = mesh.connect(node);
+        if conflicts_counted {
+            snowflake_conflicts += conflicts(&mut client, "app");
+        }
+        errors += apply_errors(&mut client);
+    }
+    assert_eq!(snowflake_conflicts, 0, "conflicts on snowflake keys:\n{}", status(&mesh));
+    // The apply workers log every conflict they detect (PostgreSQL 18), whatever the counters.
+    for node in 1..=NODES {
+        let log = std::fs::read_to_string(mesh.dir.join(node_name(node)).join("server.log")).unwrap();
+        let logged: Vec<&str> =
+            log.lines().filter(|line| line.contains("conflict detected on relation \"app.")).collect();
+        assert!(logged.is_empty(), "node{node} logged conflicts on snowflake keys: {logged:?}");
+    }
+    if conflicts_counted {
+        // The control's conflicts are counted as its apply workers reach them.
+        while control_conflicts == 0 {
+            control_conflicts = (1..=NODES).map(|node| conflicts(&mut mesh.connect(node), "control")).sum();
+            assert!(Instant::now() < deadline, "the bigserial control shows no conflict:\n{}", status(&mesh));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    } else {
+        println!("PostgreSQL {major} counts no conflicts (pg_stat_subscription_stats has confl_* from 18)");
+    }
+    let report = mesh.run(&["status"]);
+    println!("{report}");
+
+    let sum = |f: fn(&Written) -> usize| written.iter().map(f).sum::<usize>();
+    let inserted: usize = inserts.iter().map(|insert| insert.ids.len()).sum();
+    println!(
+        "{} writers ({WRITERS_PER_NODE} per node) for {seconds:.1} s: {} transactions, {inserted} rows inserted \
+         ({:.0} rows/s), {} updated, {} deleted; {rows} rows on every node after {converge_seconds:.1} s of \
+         catching up",
+        written.len(),
+        sum(|w| w.transactions),
+        inserted as f64 / seconds,
+        sum(|w| w.updates),
+        sum(|w| w.deleted.len()),
+    );
+    println!(
+        "node{KILLED} killed (SIGKILL to its postmaster, {stragglers} children left to kill) after {:.1} s, back after \
+         {:.1} s; transactions committed while it was down, per node: {during_outage:?}; its writers reconnected \
+         {} times",
+        KILL_AFTER.as_secs_f64(),
+        down_for.as_secs_f64(),
+        sum(|w| w.reconnects),
+    );
+    println!(
+        "conflicts: {snowflake_conflicts} on snowflake keys, {control_conflicts} on the bigserial control \
+         ({} control rows inserted, {} refused on their own node by a key replicated there first); \
+         {errors} apply errors of the snowflake subscriptions (connections lost in the crash)",
+        sum(|w| w.control_rows),
+        sum(|w| w.control_refused),
+    );
+}
