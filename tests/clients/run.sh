@@ -51,7 +51,8 @@ if wants django-6.1; then
   [ -n "$PYTHON312" ] || fail "Django 6.1 needs Python 3.12 or later and none was found (python3.12 or later on PATH, or a pyenv version); Debian 12's python3 is 3.11, so ./scripts/setup.sh cannot install it"
 fi
 if wants pg || wants knex; then
-  command -v node >/dev/null && command -v npm >/dev/null || missing "Node.js with npm" "Debian packages nodejs and npm"
+  command -v node >/dev/null || missing "Node.js" "Debian package nodejs"
+  command -v npm >/dev/null || missing npm "Debian package npm"
 fi
 if wants tokio-postgres || wants sqlx; then command -v cargo >/dev/null || fail "cargo is missing: install Rust (rustup), as for building the extension"; fi
 if wants pgx; then
@@ -59,7 +60,7 @@ if wants pgx; then
   [ -d "$PGX_SOURCE" ] || missing "pgx v4" "Debian package golang-github-jackc-pgx-v4-dev"
 fi
 if wants jdbc; then
-  command -v java >/dev/null && command -v javac >/dev/null || missing "a JDK" "Debian package default-jdk-headless"
+  command -v javac >/dev/null || missing "a JDK (javac)" "Debian package default-jdk-headless"
   [ -f "$JDBC_JAR" ] || missing pgjdbc "Debian package libpostgresql-jdbc-java"
 fi
 if wants activerecord; then
@@ -124,7 +125,8 @@ run_client() {
     echo "clients: $name: ok ($((SECONDS - start)) s): $(tail -n 1 <<<"$output")"
     passed=$((passed + 1))
   else
-    echo "clients: $name: FAILED"; echo "$output" | sed 's/^/    /'
+    echo "clients: $name: FAILED"
+    printf '    %s\n' "${output//$'\n'/$'\n'    }"
     failed+=("$name")
   fi
 }

@@ -7,10 +7,7 @@ use crate::{customers, increasing, same, Result};
 
 pub async fn run() -> Result<String> {
     // PGHOST, PGPORT, PGUSER, PGDATABASE from the environment
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(PgConnectOptions::new())
-        .await?;
+    let pool = PgPoolOptions::new().max_connections(1).connect_with(PgConnectOptions::new()).await?;
     let customers = customers();
 
     // region: schema
@@ -30,9 +27,8 @@ pub async fn run() -> Result<String> {
         .fetch_one(&pool)
         .await?;
     // endregion
-    let stored: i64 = sqlx::query_scalar("SELECT id FROM orders WHERE customer = 'ada'")
-        .fetch_one(&pool)
-        .await?;
+    let stored: i64 =
+        sqlx::query_scalar("SELECT id FROM orders WHERE customer = 'ada'").fetch_one(&pool).await?;
     same(id, stored, "key read back vs stored")?;
 
     // region: batch
@@ -43,10 +39,9 @@ pub async fn run() -> Result<String> {
             .await?;
     // endregion
     increasing(&ids, customers.len(), "INSERT ... SELECT unnest($1) RETURNING id")?;
-    let stored: Vec<i64> =
-        sqlx::query_scalar("SELECT id FROM orders WHERE customer <> 'ada' ORDER BY id")
-            .fetch_all(&pool)
-            .await?;
+    let stored: Vec<i64> = sqlx::query_scalar("SELECT id FROM orders WHERE customer <> 'ada' ORDER BY id")
+        .fetch_all(&pool)
+        .await?;
     same(&ids, &stored, "batch keys vs stored")?;
 
     // region: decode

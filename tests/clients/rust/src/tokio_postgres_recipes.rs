@@ -31,23 +31,15 @@ pub async fn run() -> Result<String> {
     // endregion
 
     // region: insert
-    let id: i64 = client
-        .query_one("INSERT INTO orders (customer) VALUES ($1) RETURNING id", &[&"ada"])
-        .await?
-        .get(0);
+    let id: i64 =
+        client.query_one("INSERT INTO orders (customer) VALUES ($1) RETURNING id", &[&"ada"]).await?.get(0);
     // endregion
-    let stored: i64 = client
-        .query_one("SELECT id FROM orders WHERE customer = 'ada'", &[])
-        .await?
-        .get(0);
+    let stored: i64 = client.query_one("SELECT id FROM orders WHERE customer = 'ada'", &[]).await?.get(0);
     same(id, stored, "key read back vs stored")?;
 
     // region: batch
     let ids: Vec<i64> = client
-        .query(
-            "INSERT INTO orders (customer) SELECT unnest($1::text[]) RETURNING id",
-            &[&customers],
-        )
+        .query("INSERT INTO orders (customer) SELECT unnest($1::text[]) RETURNING id", &[&customers])
         .await?
         .iter()
         .map(|row| row.get(0))
@@ -63,16 +55,11 @@ pub async fn run() -> Result<String> {
     same(&ids, &stored, "batch keys vs stored")?;
 
     // region: decode
-    let row = client
-        .query_one("SELECT (snowflake_decode(id)).* FROM orders WHERE id = $1", &[&id])
-        .await?;
+    let row = client.query_one("SELECT (snowflake_decode(id)).* FROM orders WHERE id = $1", &[&id]).await?;
     let (ts, shard, seq): (SystemTime, i32, i32) = (row.get("ts"), row.get("shard"), row.get("seq"));
     // endregion
     let sql = client
-        .query_one(
-            "SELECT snowflake_timestamp($1), snowflake_shard($1), snowflake_seq($1)",
-            &[&id],
-        )
+        .query_one("SELECT snowflake_timestamp($1), snowflake_shard($1), snowflake_seq($1)", &[&id])
         .await?;
     same((ts, shard, seq), (sql.get(0), sql.get(1), sql.get(2)), "decoded parts")?;
     same(shard, 4, "decoded shard")?;
