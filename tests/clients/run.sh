@@ -108,7 +108,7 @@ PG_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0
 DIR=$(cluster_temp_dir clients)
 trap 'cluster_stop "$DIR"; rm -rf "$DIR"' EXIT
 cluster_init "$DIR" "listen_addresses = '127.0.0.1'" "timezone = 'UTC'"
-cluster_start "$DIR"
+cluster_start "$DIR" || { tail -n 20 "$DIR/server.log" >&2; fail "the server did not start"; }
 # Every database created below has the extension.
 cluster_psql "$DIR" -q -d template1 -c "CREATE EXTENSION snowflake_id"
 export PGHOST=$DIR PGPORT=$PG_PORT PGUSER=postgres
