@@ -14,10 +14,12 @@ function increasing(ids, n, what) {
 function numberTraps(ids) {
   const byNumber = ids.filter((id) => BigInt(Number(id)) !== BigInt(id)).length;
   const byJson = ids.filter((id) => BigInt(JSON.parse(`{"id": ${id}}`).id) !== BigInt(id)).length;
+  const distinct = new Set(ids.map(Number)).size; // IDs a few apart become the same number
   assert.ok(byNumber > 0, 'Number() changed no ID: the trap the docs state did not show');
   assert.ok(byJson > 0, 'JSON.parse changed no ID: the trap the docs state did not show');
+  assert.ok(distinct < ids.length, 'Number() kept every ID distinct: the trap did not show');
   assert.throws(() => JSON.stringify({ id: BigInt(ids[0]) }), TypeError);
-  return { byNumber, byJson };
+  return { byNumber, byJson, distinct };
 }
 
 module.exports = { assert, increasing, numberTraps };

@@ -53,7 +53,7 @@ async function main() {
   const traps = numberTraps(all.map((row) => row.id));
   console.log(`knex ${require('knex/package.json').version}: 1 key and ${ids.length} batch keys ` +
     `read back as stored, increasing; decoded shard 4; snowflake_json gives the ID as text; ` +
-    `Number(id) changes ${traps.byNumber} of ${ids.length} IDs`);
+    `Number(id) changes ${traps.byNumber} of ${ids.length} IDs (${traps.distinct} distinct numbers left)`);
 }
 
 main().catch((err) => { console.error(err); process.exit(1); });

@@ -61,7 +61,7 @@ async function main() {
   const traps = numberTraps(all.rows.map((row) => String(row.id)));
   console.log(`pg ${require('pg/package.json').version}: 1 key and ${ids.length} batch keys read ` +
     `back as stored, increasing; decoded shard 4; JSON as text keeps every digit; ` +
-    `Number(id) changes ${traps.byNumber} of ${ids.length} IDs, JSON.parse of the number ` +
+    `Number(id) changes ${traps.byNumber} of ${ids.length} IDs (${traps.distinct} distinct numbers left), JSON.parse of the number ` +
     `${traps.byJson}; JSON.stringify throws on a BigInt`);
 }
 
