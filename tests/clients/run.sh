@@ -31,6 +31,8 @@ for name in "${SELECTED[@]}"; do
   [[ " ${CLIENTS[*]} " == *" $name "* ]] || { echo "clients: no client '$name' (${CLIENTS[*]})" >&2; exit 2; }
 done
 wants() { [[ " ${SELECTED[*]} " == *" $1 "* ]]; }
+STARTED=$SECONDS
+took() { echo "clients: $1 ($((SECONDS - STARTED)) s into the layer)"; }
 fail() { echo "clients: FAILED: $*" >&2; exit 1; }
 
 # ---- The page shows what runs ----------------------------------------------------------------
@@ -78,6 +80,7 @@ venv() {
   "$python" -m venv "$dir"
   "$dir/bin/pip" install -q --disable-pip-version-check -r "$requirements"
   cp "$requirements" "$dir/installed-requirements.txt"
+  took "installed $(basename "$requirements")"
 }
 if wants psycopg || wants asyncpg || wants sqlalchemy || wants django-5.2; then
   venv "$HERE/python/.venv" python3 "$HERE/python/requirements.txt"
@@ -90,17 +93,20 @@ if wants pg || wants knex; then
     echo "clients: installing node_modules (npm ci, pinned by package-lock.json)"
     (cd "$HERE/node" && npm ci --no-audit --no-fund --loglevel=error)
     cp "$HERE/node/package-lock.json" "$HERE/node/node_modules/.installed-package-lock.json"
+    took "installed node_modules"
   fi
 fi
 if wants tokio-postgres || wants sqlx; then
   echo "clients: building the Rust recipes (cargo, pinned by Cargo.lock)"
   CARGO_TARGET_DIR="$HERE/rust/target" cargo build --locked --quiet --manifest-path "$HERE/rust/Cargo.toml"
+  took "built the Rust recipes"
 fi
 mkdir -p "$HERE/.build"
 if wants pgx; then
   # GOPATH mode: the Debian packages' sources, no module download.
   (cd "$HERE/go" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$HERE/.build/go-cache" \
     go build -o "$HERE/.build/pgx" main.go)
+  took "built the Go recipes"
 fi
 
 # ---- One server for every client: a Unix socket, and 127.0.0.1 for JDBC -----------------------
@@ -145,4 +151,4 @@ run_client jdbc java -cp "$JDBC_JAR" "$HERE/java/Jdbc.java" "jdbc:postgresql://1
 run_client activerecord ruby "$HERE/ruby/activerecord.rb"
 
 [ ${#failed[@]} -eq 0 ] || fail "${failed[*]} (of ${#SELECTED[@]} clients)"
-echo "clients: $passed clients: ok"
+echo "clients: $passed clients: ok ($((SECONDS - STARTED)) s)"

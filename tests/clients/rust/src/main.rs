@@ -34,14 +34,17 @@ fn customers() -> Vec<String> {
     (0..1000).map(|i| format!("customer {i}")).collect()
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+fn main() {
     let which = std::env::args().nth(1).unwrap_or_default();
-    let result = match which.as_str() {
-        "tokio-postgres" => tokio_postgres_recipes::run().await,
-        "sqlx" => sqlx_recipes::run().await,
-        _ => Err("usage: snowflake_id_clients tokio-postgres|sqlx".into()),
-    };
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    let result = runtime.block_on(async {
+        match which.as_str() {
+            "tokio-postgres" => tokio_postgres_recipes::run().await,
+            "sqlx" => sqlx_recipes::run().await,
+            _ => Err("usage: snowflake_id_clients tokio-postgres|sqlx".into()),
+        }
+    });
     match result {
         Ok(line) => println!("{line}"),
         Err(err) => {
