@@ -3,6 +3,7 @@
 # Exits 1 on the first claim that does not hold; prints one line of what it checked.
 require "active_record"
 require "json"
+require "stringio"
 
 def check(ok, what)
   return if ok
@@ -82,7 +83,11 @@ sql_ts, sql_shard = conn.select_rows(
   "SELECT snowflake_timestamp(#{order.id}), snowflake_shard(#{order.id})").first
 check(decoded.shard == 4 && sql_shard == 4, "decoded shard #{decoded.shard}")
 check(decoded.ts == sql_ts, "decoded ts #{decoded.ts.inspect}, snowflake_timestamp #{sql_ts.inspect}")
+warnings = StringIO.new
+$stderr = warnings
 record = conn.select_value("SELECT snowflake_decode(#{order.id})")
+$stderr = STDERR
+check(warnings.string.include?("unknown OID 2249"), "no warning for the record: #{warnings.string.inspect}")
 check(record.is_a?(String) && record.end_with?(",4,#{conn.select_value("SELECT snowflake_seq(#{order.id})")})"),
       "the unexpanded record: #{record.inspect}")
 
