@@ -36,8 +36,10 @@ fn customers() -> Vec<String> {
 
 fn main() {
     let which = std::env::args().nth(1).unwrap_or_default();
-    let runtime =
-        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
     let result = runtime.block_on(async {
         match which.as_str() {
             "tokio-postgres" => tokio_postgres_recipes::run().await,

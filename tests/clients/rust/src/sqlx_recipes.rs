@@ -7,7 +7,10 @@ use crate::{customers, increasing, same, Result};
 
 pub async fn run() -> Result<String> {
     // PGHOST, PGPORT, PGUSER, PGDATABASE from the environment
-    let pool = PgPoolOptions::new().max_connections(1).connect_with(PgConnectOptions::new()).await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(PgConnectOptions::new())
+        .await?;
     let customers = customers();
 
     // region: schema
@@ -27,8 +30,9 @@ pub async fn run() -> Result<String> {
         .fetch_one(&pool)
         .await?;
     // endregion
-    let stored: i64 =
-        sqlx::query_scalar("SELECT id FROM orders WHERE customer = 'ada'").fetch_one(&pool).await?;
+    let stored: i64 = sqlx::query_scalar("SELECT id FROM orders WHERE customer = 'ada'")
+        .fetch_one(&pool)
+        .await?;
     same(id, stored, "key read back vs stored")?;
 
     // region: batch
@@ -38,10 +42,15 @@ pub async fn run() -> Result<String> {
             .fetch_all(&pool)
             .await?;
     // endregion
-    increasing(&ids, customers.len(), "INSERT ... SELECT unnest($1) RETURNING id")?;
-    let stored: Vec<i64> = sqlx::query_scalar("SELECT id FROM orders WHERE customer <> 'ada' ORDER BY id")
-        .fetch_all(&pool)
-        .await?;
+    increasing(
+        &ids,
+        customers.len(),
+        "INSERT ... SELECT unnest($1) RETURNING id",
+    )?;
+    let stored: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM orders WHERE customer <> 'ada' ORDER BY id")
+            .fetch_all(&pool)
+            .await?;
     same(&ids, &stored, "batch keys vs stored")?;
 
     // region: decode
@@ -63,7 +72,11 @@ pub async fn run() -> Result<String> {
     let body = serde_json::json!({ "id": id.to_string(), "customer": "ada" }).to_string();
     // endregion
     let back: serde_json::Value = serde_json::from_str(&body)?;
-    same(back["id"].as_str(), Some(id.to_string().as_str()), "ID through JSON as text")?;
+    same(
+        back["id"].as_str(),
+        Some(id.to_string().as_str()),
+        "ID through JSON as text",
+    )?;
     pool.close().await;
 
     Ok(format!(
