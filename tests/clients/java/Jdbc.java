@@ -1,0 +1,145 @@
+// JDBC (pgjdbc, Debian's libpostgresql-jdbc-java): the recipes of docs/clients.md, run against a
+// server with the extension over TCP (pgjdbc has no Unix-socket transport):
+// java -cp postgresql.jar Jdbc.java JDBC_URL. Exits 1 on the first claim that does not hold.
+
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.List;
+import org.postgresql.util.PGobject;
+
+public class Jdbc {
+    static void check(boolean ok, String what) {
+        if (!ok) {
+            System.err.println("jdbc: FAILED: " + what);
+            System.exit(1);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        List<String> customers = new ArrayList<>();
+        for (int i = 0; i < 1000; i++) customers.add("customer " + i);
+        try (Connection conn = DriverManager.getConnection(args[0])) {
+            run(conn, customers);
+        }
+    }
+
+    static void run(Connection conn, List<String> customers) throws Exception {
+        // region: schema
+        try (Statement st = conn.createStatement()) {
+            st.execute("CREATE TABLE orders ("
+                    + " id bigint PRIMARY KEY DEFAULT snowflake_nextval(4),"
+                    + " customer text NOT NULL)");
+        }
+        // endregion
+
+        // region: insert
+        long id;
+        try (PreparedStatement ps = conn.prepareStatement(
+                "INSERT INTO orders (customer) VALUES (?)", new String[] {"id"})) {
+            ps.setString(1, "ada");
+            ps.executeUpdate();
+            try (ResultSet keys = ps.getGeneratedKeys()) {  // RETURNING id
+                keys.next();
+                id = keys.getLong("id");
+            }
+        }
+        // endregion
+        try (Statement st = conn.createStatement();
+                ResultSet rs = st.executeQuery("SELECT id FROM orders WHERE customer = 'ada'")) {
+            rs.next();
+            check(rs.getLong(1) == id, "key read back " + id + ", stored " + rs.getLong(1));
+        }
+
+        // region: batch
+        List<Long> ids = new ArrayList<>();
+        try (PreparedStatement ps = conn.prepareStatement(
+                "INSERT INTO orders (customer) VALUES (?)", new String[] {"id"})) {
+            for (String customer : customers) {
+                ps.setString(1, customer);
+                ps.addBatch();
+            }
+            ps.executeBatch();
+            try (ResultSet keys = ps.getGeneratedKeys()) {  // one row per row inserted
+                while (keys.next()) ids.add(keys.getLong("id"));
+            }
+        }
+        // endregion
+        check(ids.size() == customers.size(), ids.size() + " batch keys");
+        for (int i = 1; i < ids.size(); i++) {
+            check(ids.get(i - 1) < ids.get(i), "batch keys not increasing at " + i);
+        }
+        List<Long> stored = new ArrayList<>();
+        try (Statement st = conn.createStatement();
+                ResultSet rs = st.executeQuery(
+                        "SELECT id FROM orders WHERE customer <> 'ada' ORDER BY id")) {
+            while (rs.next()) stored.add(rs.getLong(1));
+        }
+        check(ids.equals(stored), "batch keys differ from the stored ones");
+
+        // The trap: RETURN_GENERATED_KEYS appends RETURNING *, every column comes back.
+        try (PreparedStatement ps = conn.prepareStatement(
+                "INSERT INTO orders (customer) VALUES ('grace')", Statement.RETURN_GENERATED_KEYS)) {
+            ps.executeUpdate();
+            try (ResultSet keys = ps.getGeneratedKeys()) {
+                check(keys.getMetaData().getColumnCount() == 2,
+                        "RETURN_GENERATED_KEYS returned " + keys.getMetaData().getColumnCount()
+                                + " columns, the docs say every column (2)");
+            }
+        }
+
+        // region: decode
+        OffsetDateTime ts;
+        int shard;
+        int seq;
+        try (PreparedStatement ps = conn.prepareStatement(
+                "SELECT (snowflake_decode(id)).* FROM orders WHERE id = ?")) {
+            ps.setLong(1, id);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                ts = rs.getObject("ts", OffsetDateTime.class);
+                shard = rs.getInt("shard");
+                seq = rs.getInt("seq");
+            }
+        }
+        // endregion
+        try (PreparedStatement ps = conn.prepareStatement(
+                "SELECT snowflake_timestamp(?), snowflake_shard(?), snowflake_seq(?), snowflake_decode(?)")) {
+            for (int i = 1; i <= 4; i++) ps.setLong(i, id);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                check(ts.isEqual(rs.getObject(1, OffsetDateTime.class)), "decoded ts " + ts);
+                check(shard == rs.getInt(2) && seq == rs.getInt(3) && shard == 4,
+                        "decoded shard " + shard + ", seq " + seq);
+                // The trap: the unexpanded record is an untyped PGobject of type "record".
+                Object record = rs.getObject(4);
+                check(record instanceof PGobject && ((PGobject) record).getType().equals("record"),
+                        "unexpanded record: " + record.getClass());
+            }
+        }
+
+        // region: json
+        String json;
+        try (PreparedStatement ps = conn.prepareStatement("SELECT snowflake_json(?)::text")) {
+            ps.setLong(1, id);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                json = rs.getString(1);  // {"id": "3827...", "ts": ..., "shard": 4, ...}: the ID as text
+            }
+        }
+        // endregion
+        check(json.contains("\"id\": \"" + id + "\""), "snowflake_json: " + json);
+        long changed = ids.stream().filter(i -> (long) (double) i != i).count();
+        check(changed > 0, "no ID changed as a double: the trap the docs state did not show");
+
+        System.out.println("pgjdbc " + conn.getMetaData().getDriverVersion() + ": 1 key and " + ids.size()
+                + " batch keys read back as stored, increasing; RETURN_GENERATED_KEYS returns every"
+                + " column; decoded shard " + shard + "; the unexpanded record is a PGobject;"
+                + " snowflake_json gives the ID as text; as doubles " + changed + " of " + ids.size()
+                + " IDs change");
+    }
+}

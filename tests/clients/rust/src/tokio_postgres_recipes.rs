@@ -1,0 +1,129 @@
+//! tokio-postgres: the recipes of docs/clients.md.
+
+use std::env::var;
+use std::time::SystemTime;
+
+use tokio_postgres::NoTls;
+
+use crate::{customers, increasing, same, Result};
+
+pub async fn run() -> Result<String> {
+    let config = format!(
+        "host={} port={} user={} dbname={}",
+        var("PGHOST")?,
+        var("PGPORT")?,
+        var("PGUSER")?,
+        var("PGDATABASE")?
+    );
+    let (client, connection) = tokio_postgres::connect(&config, NoTls).await?;
+    tokio::spawn(connection);
+    let customers = customers();
+
+    // region: schema
+    client
+        .batch_execute(
+            "CREATE TABLE orders (
+                 id bigint PRIMARY KEY DEFAULT snowflake_nextval(4),
+                 customer text NOT NULL
+             )",
+        )
+        .await?;
+    // endregion
+
+    // region: insert
+    let id: i64 = client
+        .query_one(
+            "INSERT INTO orders (customer) VALUES ($1) RETURNING id",
+            &[&"ada"],
+        )
+        .await?
+        .get(0);
+    // endregion
+    let stored: i64 = client
+        .query_one("SELECT id FROM orders WHERE customer = 'ada'", &[])
+        .await?
+        .get(0);
+    same(id, stored, "key read back vs stored")?;
+
+    // region: batch
+    let ids: Vec<i64> = client
+        .query(
+            "INSERT INTO orders (customer) SELECT unnest($1::text[]) RETURNING id",
+            &[&customers],
+        )
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    // endregion
+    increasing(
+        &ids,
+        customers.len(),
+        "INSERT ... SELECT unnest($1) RETURNING id",
+    )?;
+    let stored: Vec<i64> = client
+        .query(
+            "SELECT id FROM orders WHERE customer <> 'ada' ORDER BY id",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    same(&ids, &stored, "batch keys vs stored")?;
+
+    // region: decode
+    let row = client
+        .query_one(
+            "SELECT (snowflake_decode(id)).* FROM orders WHERE id = $1",
+            &[&id],
+        )
+        .await?;
+    let (ts, shard, seq): (SystemTime, i32, i32) =
+        (row.get("ts"), row.get("shard"), row.get("seq"));
+    // endregion
+    let sql = client
+        .query_one(
+            "SELECT snowflake_timestamp($1), snowflake_shard($1), snowflake_seq($1)",
+            &[&id],
+        )
+        .await?;
+    same(
+        (ts, shard, seq),
+        (sql.get(0), sql.get(1), sql.get(2)),
+        "decoded parts",
+    )?;
+    same(shard, 4, "decoded shard")?;
+
+    // region: decode-trap
+    let record = client
+        .query_one("SELECT snowflake_decode($1)", &[&id])
+        .await?;
+    let err = record.try_get::<_, String>(0).unwrap_err();
+    // err: "error deserializing column 0", caused by "cannot convert between the Rust type
+    // `alloc::string::String` and the Postgres type `record`": expand it, or use the
+    // scalar decoders
+    // endregion
+    let cause = std::error::Error::source(&err)
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    if !cause.contains("Postgres type `record`") {
+        return Err(format!("unexpanded record: unexpected error {err}: {cause}").into());
+    }
+
+    // region: json
+    let body = serde_json::json!({ "id": id.to_string(), "customer": "ada" }).to_string();
+    // endregion
+    let back: serde_json::Value = serde_json::from_str(&body)?;
+    same(
+        back["id"].as_str(),
+        Some(id.to_string().as_str()),
+        "ID through JSON as text",
+    )?;
+
+    Ok(format!(
+        "tokio-postgres 0.7: 1 key and {} batch keys read back as stored, increasing; decoded \
+         shard {shard}; the unexpanded record fails to convert; JSON as text",
+        ids.len()
+    ))
+}
