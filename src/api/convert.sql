@@ -132,9 +132,15 @@ BEGIN
     END IF;
 
     -- New IDs must sort after every existing value, and the generator never issues an ID
-    -- below the current millisecond's: existing values at or above it (keys that are not
-    -- sequence numbers, or snowflake IDs from a clock ahead of this one) are refused.
+    -- below the current millisecond's. Keys of the current millisecond, or up to a second
+    -- ahead of this clock (another generator's, which ran until this transaction locked the
+    -- table), are waited out; values further ahead (keys that are not sequence numbers, or
+    -- snowflake IDs from a clock far ahead of this one) are refused.
     EXECUTE format('SELECT max(%I)::bigint FROM %s', col, tbl) INTO top;
+    WHILE top >= @extschema@.snowflake_min_id(clock_timestamp())
+          AND top <= @extschema@.snowflake_max_id(clock_timestamp() + interval '1 second') LOOP
+        PERFORM pg_sleep(0.001);
+    END LOOP;
     first_new := @extschema@.snowflake_min_id(clock_timestamp());
     IF top >= first_new THEN
         RAISE EXCEPTION 'existing values of column "%" of relation % are too large to convert', col, tbl

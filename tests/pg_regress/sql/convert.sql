@@ -171,3 +171,15 @@ SELECT has_function_privilege('public', 'snowflake_convert_column(regclass, name
 
 SET client_min_messages = warning;
 DROP SCHEMA "Legacy", adopt CASCADE;
+
+-- Keys another generator made in the current millisecond, or up to a second ahead of this
+-- clock, are waited out, and the new keys sort above them; keys further ahead are refused.
+CREATE TABLE just_made (id bigint PRIMARY KEY);
+INSERT INTO just_made VALUES (snowflake_max_id(clock_timestamp() + interval '300 milliseconds'));
+SELECT snowflake_convert_column('just_made', 'id', 2);
+INSERT INTO just_made DEFAULT VALUES;
+SELECT count(*) AS keys, max(id) = (SELECT id FROM just_made WHERE snowflake_shard(id) = 2) AS new_key_is_highest
+FROM just_made;
+CREATE TABLE far_ahead (id bigint PRIMARY KEY);
+INSERT INTO far_ahead VALUES (snowflake_min_id(clock_timestamp() + interval '5 seconds'));
+SELECT code, message FROM regress.error_of('SELECT snowflake_convert_column(''far_ahead'', ''id'', 2)');
