@@ -232,7 +232,8 @@ pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
                 policy.max_reservation_wait_ms
             ),
             "Check the server log for the snowflake_id reservation worker (a failing or very slow disk, or \
-             the worker not running: it needs a free slot in max_worker_processes), then retry."
+             the worker not running: it needs a free slot in max_worker_processes), then retry. A disk \
+             whose fsync takes longer than snowflake_id.max_lead_ms + reserve_ms needs those raised."
                 .into(),
         ),
         // What a sequence raises at its MAXVALUE.

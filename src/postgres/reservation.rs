@@ -48,11 +48,13 @@ const TICK: Duration = Duration::from_millis(50);
 /// record means the same thing whatever the epoch. Zero-padded to 20 characters (any `i64`),
 /// so every record has the same length and is written over the last one in place.
 fn format_record(ceiling_unix_ms: i64) -> String {
-    format!("snowflake_id reservation ceiling_unix_ms={ceiling_unix_ms:020}\n")
+    format!("{RECORD_PREFIX}{ceiling_unix_ms:020}\n")
 }
 
+const RECORD_PREFIX: &str = "snowflake_id reservation ceiling_unix_ms=";
+
 fn parse_record(text: &str) -> Result<i64, String> {
-    text.strip_prefix("snowflake_id reservation ceiling_unix_ms=")
+    text.strip_prefix(RECORD_PREFIX)
         .and_then(|rest| rest.strip_suffix('\n'))
         .and_then(|number| number.parse().ok())
         .ok_or_else(|| format!("unexpected content {text:?}"))
@@ -175,8 +177,7 @@ fn corrupt_record(reason: &str) -> ! {
     .set_detail("The file records how far this server issued IDs; without it shards could repeat IDs.")
     .set_hint(format!(
         "Restore the file from a backup. Or, knowing the highest ID this server issued, write the line \
-         \"{}\" into it, with a Unix time in ms after that ID's time.",
-        format_record(0).trim_end().replace("=0", "=<ms>")
+         \"{RECORD_PREFIX}<ms>\" into it, with a Unix time in ms after that ID's time."
     ))
     .report(PgLogLevel::ERROR);
     unreachable!("an ERROR report returns control to PostgreSQL")
@@ -337,7 +338,11 @@ static LAST_RECORDING_MS: AtomicU64 = AtomicU64::new(0);
 ///   ceiling; the rest, should the standby restart, is replayed again from WAL, and at
 ///   promotion `record_promotion_guard` covers what the standby never received.
 fn replay_ceiling(ceiling_unix_ms: i64) {
-    let in_crash_recovery = !STARTED_IN_RECOVERY.load(Relaxed);
+    // Asked of PostgreSQL for this recovery, not taken from how the postmaster started: a
+    // server that started as a standby and was promoted runs crash recovery after a later
+    // backend crash, with the postmaster (and `STARTED_IN_RECOVERY`) still the same.
+    // SAFETY: a PostgreSQL global, set by the startup process before it replays anything.
+    let in_crash_recovery = !unsafe { pg_sys::ArchiveRecoveryRequested };
     if let Some(reservation) = shmem::reservation() {
         let replayed = time_part_of_ceiling(ceiling_unix_ms);
         let floor = if in_crash_recovery { RECORDED_AT_START.load(Relaxed) } else { 0 };

@@ -35,9 +35,10 @@ const DEFAULT_MAX_LEAD_MS: i32 = 2000;
 const DEFAULT_MAX_WAIT_MS: i32 = 1000;
 /// A call waits this long for the worker to record more of the reservation. With a healthy
 /// disk that takes milliseconds. When fsync takes seconds, the worker widens its headroom
-/// (see `generator::next_ceiling`), and the longest wait is the first slow recording's, about
-/// twice the fsync time: 5 s rides out fsyncs of 2 s as a slowdown, and a disk that is stuck
-/// longer fails calls with a hint instead of making them hang.
+/// (see `generator::next_ceiling`), up to `max_lead_ms + reserve_ms`, and the longest wait is
+/// the first slow recording's, about twice the fsync time: 5 s rides out fsyncs of 2 s as a
+/// slowdown. Fsyncs longer than the widest headroom (2.5 s by default) outrun the clock, and
+/// calls fail after this wait with a hint instead of hanging.
 const DEFAULT_MAX_RESERVATION_WAIT_MS: i32 = 5000;
 /// The reservation is kept 250 to 500 ms ahead of the clock (renewed about four times a
 /// second): a server restarted at once resumes at most 0.5 s ahead of its clock (plus any

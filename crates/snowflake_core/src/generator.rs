@@ -702,6 +702,10 @@ mod tests {
         assert!(slow + 1000 < defaults.max_reservation_wait_ms, "2 s recordings: calls wait {slow} ms");
         let stuck = longest_wait_with_recordings_of(5000, true);
         assert!(stuck > defaults.max_reservation_wait_ms, "5 s recordings: calls wait {stuck} ms");
+        // Past max_lead_ms + reserve_ms (2.5 s), the widest headroom: each new ceiling is
+        // behind the clock when it is published, and no wait is long enough.
+        let past_headroom = longest_wait_with_recordings_of(2600, true);
+        assert!(past_headroom > 50_000, "2.6 s recordings: calls wait {past_headroom} ms");
         // Without the wider headroom, each new ceiling would be behind the clock on arrival.
         let fixed = longest_wait_with_recordings_of(2000, false);
         assert!(fixed > defaults.max_reservation_wait_ms, "fixed headroom: calls wait {fixed} ms");

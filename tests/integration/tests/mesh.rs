@@ -363,24 +363,30 @@ fn apply_errors(client: &mut Client) -> i64 {
 fn kill_node(mesh: &Mesh, node: usize) -> usize {
     let pid_file = std::fs::read_to_string(mesh.data_dir(node).join("postmaster.pid")).unwrap();
     let postmaster: u32 = pid_file.lines().next().unwrap().trim().parse().unwrap();
-    let children = children_of(postmaster);
-    kill_9(postmaster);
-    let alive = |pid: &u32| {
+    // Each child with its start time (field 22 of /proc/<pid>/stat): a pid the system has
+    // since given to another process is not one of them, and is never signalled.
+    let started = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (_, rest) = stat.rsplit_once(')')?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
         // A process that exited but is not reaped yet is a zombie ('Z'): gone for us.
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-            stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-        })
+        (fields.first() != Some(&"Z")).then(|| fields.get(19).map(|field| field.to_string()))?
     };
+    let children: Vec<(u32, String)> =
+        children_of(postmaster).into_iter().filter_map(|pid| Some((pid, started(pid)?))).collect();
+    kill_9(postmaster);
+    let alive = |(pid, start): &(u32, String)| started(*pid).as_ref() == Some(start);
     let deadline = Instant::now() + Duration::from_secs(30);
     while children.iter().any(alive) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let stragglers: Vec<u32> = children.iter().copied().filter(alive).collect();
+    let stragglers: Vec<u32> = children.iter().filter(|child| alive(child)).map(|(pid, _)| *pid).collect();
     for &child in &stragglers {
         let _ = Command::new("kill").args(["-9", &child.to_string()]).output();
     }
+    let postmaster_gone = || started(postmaster).is_none();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while children.iter().chain([&postmaster]).any(alive) {
+    while children.iter().any(alive) || !postmaster_gone() {
         assert!(Instant::now() < deadline, "the killed node's processes did not exit");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -174,9 +174,18 @@ DROP SCHEMA "Legacy", adopt CASCADE;
 
 -- Keys another generator made in the current millisecond, or up to a second ahead of this
 -- clock, are waited out, and the new keys sort above them; keys further ahead are refused.
+-- (In one block, so that the key is still ahead when the conversion starts.)
 CREATE TABLE just_made (id bigint PRIMARY KEY);
-INSERT INTO just_made VALUES (snowflake_max_id(clock_timestamp() + interval '300 milliseconds'));
-SELECT snowflake_convert_column('just_made', 'id', 2);
+DO $$
+DECLARE started timestamptz := clock_timestamp();
+BEGIN
+    INSERT INTO just_made VALUES (snowflake_max_id(started + interval '300 milliseconds'));
+    PERFORM snowflake_convert_column('just_made', 'id', 2);
+    IF clock_timestamp() - started < interval '300 milliseconds' THEN
+        RAISE EXCEPTION 'converted without waiting out the key';
+    END IF;
+END
+$$;
 INSERT INTO just_made DEFAULT VALUES;
 SELECT count(*) AS keys, max(id) = (SELECT id FROM just_made WHERE snowflake_shard(id) = 2) AS new_key_is_highest
 FROM just_made;
