@@ -145,14 +145,7 @@ impl Layout {
         }
     }
 
-    /// A layout whose split was checked by `try_new` when it was configured: the extension's
-    /// settings check it once at server start, and the hot path builds it without checking.
-    #[inline]
-    pub const fn new_unchecked(epoch_unix_ms: i64, shard_bits: u32, seq_bits: u32) -> Self {
-        debug_assert!(Layout::try_new(epoch_unix_ms, shard_bits, seq_bits).is_ok());
-        Layout::with_widths(epoch_unix_ms, shard_bits, seq_bits)
-    }
-
+    /// The layout with its derived fields worked out; the split was checked by `try_new`.
     #[inline]
     const fn with_widths(epoch_unix_ms: i64, shard_bits: u32, seq_bits: u32) -> Self {
         let time_shift = shard_bits + seq_bits;
