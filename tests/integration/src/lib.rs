@@ -521,6 +521,20 @@ impl Load {
     }
 }
 
+/// Polls `done` every 10 ms until it holds; fails the test after 60 s, naming `what`.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The one `bigint` a query returns, such as a `count(*)`.
+pub fn count(client: &mut Client, query: &str) -> i64 {
+    client.query_one(query, &[]).unwrap().get(0)
+}
+
 /// IDs issued for `shard` since the server started, from snowflake_stats() (0 when none).
 pub fn issued(client: &mut Client, shard: i32) -> i64 {
     client

@@ -6,11 +6,10 @@
 //! to exactly what the PL/pgSQL formula put into them. The SQL run is the page's own: the
 //! files under sql/adopt/, which the page must show word for word.
 
-use postgres::{Client, NoTls};
-use snowflake_id_integration::Cluster;
+use postgres::NoTls;
+use snowflake_id_integration::{count, wait_until, Cluster};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 const PAGE: &str = include_str!("../../../docs/adopting.md");
 
@@ -162,18 +161,6 @@ fn statements(sql: &str) -> Vec<String> {
     }
     assert!(current.trim().is_empty(), "text after the last statement: {current}");
     statements
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn count(client: &mut Client, query: &str) -> i64 {
-    client.query_one(query, &[]).unwrap().get(0)
 }
 
 #[test]

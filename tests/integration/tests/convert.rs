@@ -4,11 +4,9 @@
 //! with the new default; no insert fails, no row is lost, and every new key sorts after every
 //! old one, in each connection's own order too.
 
-use postgres::Client;
-use snowflake_id_integration::Cluster;
+use snowflake_id_integration::{count, wait_until, Cluster};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 /// What the writers insert: a customer (the converted key), or an order of the newest customer
 /// (a row checked against the key through the foreign key). Both return the customer key;
@@ -19,18 +17,6 @@ const WRITES: [&str; 2] = [
 ];
 
 const SHARD: i32 = 5;
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn count(client: &mut Client, query: &str) -> i64 {
-    client.query_one(query, &[]).unwrap().get(0)
-}
 
 #[test]
 fn conversion_under_concurrent_inserts_keeps_rows_keys_and_order() {

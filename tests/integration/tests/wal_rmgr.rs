@@ -3,7 +3,25 @@
 //! under 128 still replay after the update (`snowflake_id.legacy_wal_rmgr_id`, default 128).
 //! Ids PostgreSQL keeps for itself are refused at start.
 
+use postgres::Client;
 use snowflake_id_integration::Cluster;
+
+/// Moves shard 1 a second ahead `records` times (a reservation record each), then crashes
+/// the server (kill -9); returns the highest ID shard 1 issued before the crash.
+fn write_records_then_crash(cluster: &mut Cluster, mut client: Client, records: usize) -> i64 {
+    for _ in 0..records {
+        client
+            .query_one(
+                "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '1 s', 0, 0))",
+                &[],
+            )
+            .unwrap();
+    }
+    let highest: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    drop(client);
+    cluster.kill_postmaster();
+    highest
+}
 
 #[test]
 fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
@@ -15,17 +33,7 @@ fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id; CHECKPOINT").unwrap();
     // Records after the checkpoint: crash recovery must replay them.
-    for _ in 0..5 {
-        client
-            .query_one(
-                "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '1 s', 0, 0))",
-                &[],
-            )
-            .unwrap();
-    }
-    let highest: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
-    drop(client);
-    cluster.kill_postmaster();
+    let highest = write_records_then_crash(&mut cluster, client, 5);
 
     // The update: the new defaults (written here as lines, later lines win).
     cluster.configure(&["snowflake_id.wal_rmgr_id = 213", "snowflake_id.legacy_wal_rmgr_id = 128"]);
@@ -39,15 +47,7 @@ fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
     assert!(next > highest, "after recovery shard 1 issued {next}, not above {highest}");
     // New records go under 213 and replay as well.
     client.batch_execute("CHECKPOINT").unwrap();
-    client
-        .query_one(
-            "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '1 s', 0, 0))",
-            &[],
-        )
-        .unwrap();
-    let highest: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
-    drop(client);
-    cluster.kill_postmaster();
+    let highest = write_records_then_crash(&mut cluster, client, 1);
     cluster.start_with(&[]);
     let next: i64 =
         cluster.wait_until_accepting().query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
