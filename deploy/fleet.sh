@@ -79,12 +79,7 @@ fence() {
 }
 
 stop_all() {
-  local dir
-  for dir in "$FLEET_DIR"/*/; do
-    [ -f "$dir/data/PG_VERSION" ] || continue
-    cluster_stop "${dir%/}"
-    as_pg_owner rm -rf "${dir%/}"
-  done
+  clusters_remove "$FLEET_DIR"/*/
   rmdir "$FLEET_DIR" 2>/dev/null || true
 }
 

@@ -156,12 +156,7 @@ check_fences() {
 # Stops and removes the nodes (node1, node2, ...) only: whatever else the folder holds, such
 # as another cluster when SNOWFLAKE_MESH_DIR names a shared folder, is not the mesh's.
 stop_all() {
-  local dir
-  for dir in "$MESH_DIR"/node*/; do
-    [ -f "$dir/data/PG_VERSION" ] || continue
-    cluster_stop "${dir%/}"
-    as_pg_owner rm -rf "${dir%/}"
-  done
+  clusters_remove "$MESH_DIR"/node*/
   rmdir "$MESH_DIR" 2>/dev/null || true
 }
 

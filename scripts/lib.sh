@@ -120,6 +120,18 @@ cluster_stop() {
   fi
 }
 
+# clusters_remove DIR...: stops and removes each DIR that holds a cluster (DIR/data); other
+# paths are left alone, so a glob of a kit's folder may name them.
+clusters_remove() {
+  local dir
+  for dir in "$@"; do
+    dir=${dir%/}
+    [ -f "$dir/data/PG_VERSION" ] || continue
+    cluster_stop "$dir"
+    as_pg_owner rm -rf "$dir"
+  done
+}
+
 # cluster_psql DIR [psql args...]
 cluster_psql() {
   local dir=$1; shift
