@@ -47,3 +47,10 @@ pub unsafe fn xlog_register_data(data: &mut [u8]) {
         pg_sys::XLogRegisterData(data.as_ptr().cast::<std::ffi::c_void>(), data.len() as u32);
     }
 }
+
+/// Whether pg_upgrade is driving this server (`postgres -b`): it restores the schema into
+/// the new cluster, and starts the old one to read it. Nothing is issued in this mode.
+pub fn in_binary_upgrade() -> bool {
+    // SAFETY: a PostgreSQL global, set from the command line before libraries are preloaded.
+    unsafe { pg_sys::IsBinaryUpgrade }
+}

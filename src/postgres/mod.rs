@@ -19,6 +19,8 @@ pub mod fmgr;
 pub mod recorded_layout;
 /// The durable reservation: file, WAL records, and the worker that renews it (with `shmem`).
 pub mod reservation;
+/// The reservation's record file: its line, its checksum, reading and writing it.
+pub mod reservation_record;
 /// The `snowflake_id.*` settings.
 pub mod settings;
 /// The generator state in shared memory (with `reservation`).

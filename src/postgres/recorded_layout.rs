@@ -8,10 +8,16 @@
 //! and every later start compares: another layout stops the server, naming both.
 //!
 //! The file is a plain line, written durably (temporary file, fsync, rename): a crash leaves
-//! it whole. pg_basebackup copies it, so a standby starts knowing its primary's layout; the
-//! README's pg_upgrade steps copy it with the reservation.
+//! it whole. pg_basebackup copies it, so a standby starts knowing its primary's layout.
+//!
+//! pg_upgrade does not carry it. A cluster made by pg_upgrade would record whatever its own
+//! `postgresql.conf` says, and one lost `snowflake_id.epoch` line would issue IDs under
+//! another layout than the old server's. So pg_upgrade's starts (binary-upgrade mode) note
+//! the configured layout as unconfirmed, and the first real start refuses to run on an
+//! unconfirmed layout until an operator copies the old server's file (the documented step,
+//! docs/operations.md), which is then checked as usual, or confirms the noted one.
 
-use super::{durable_file, settings};
+use super::{compat, durable_file, settings};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::layout::Layout;
@@ -21,6 +27,8 @@ use snowflake_core::utc;
 pub const FILE: &str = "snowflake_id.layout";
 const TEMP_FILE: &str = "snowflake_id.layout.tmp";
 const PREFIX: &str = "snowflake_id layout";
+/// Ends the line noted under pg_upgrade (`check_or_record`).
+const UNCONFIRMED: &str = " unconfirmed=pg_upgrade";
 
 /// The file's one line, readable by people:
 /// `snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=12`.
@@ -36,6 +44,14 @@ fn describe(layout: &Layout) -> String {
         layout.shard_bits(),
         layout.seq_bits()
     )
+}
+
+/// A recorded layout, and whether it was only noted under pg_upgrade (see the top).
+fn parse_noted(text: &str) -> Result<(Layout, bool), String> {
+    match text.strip_suffix('\n').and_then(|line| line.strip_suffix(UNCONFIRMED)) {
+        Some(line) => parse_record(&format!("{line}\n")).map(|layout| (layout, false)),
+        None => parse_record(text).map(|layout| (layout, true)),
+    }
 }
 
 fn parse_record(text: &str) -> Result<Layout, String> {
@@ -71,32 +87,63 @@ fn parse_record(text: &str) -> Result<Layout, String> {
 const LEGACY_SHARD_AND_SEQ_BITS: u32 = 22;
 
 /// Records the configured layout on the first start; on every later one, stops the server
-/// unless the configured layout is the recorded one. Called by the postmaster when it
-/// creates shared memory, before any ID can be issued.
+/// unless the configured layout is the recorded one. Under pg_upgrade, notes it as
+/// unconfirmed instead (see the top). Called by the postmaster when it creates shared
+/// memory, before any ID can be issued.
 pub fn check_or_record() {
-    // pg_upgrade's own starts of the new cluster issue nothing; its first real start records
-    // (or checks the file copied from the old cluster, as the README's steps say).
-    if super::reservation::in_binary_upgrade() {
-        return;
-    }
     let configured = settings::layout();
+    let binary_upgrade = compat::in_binary_upgrade();
     match std::fs::read_to_string(FILE) {
-        Ok(text) => match parse_record(&text) {
-            Ok(recorded) if recorded == configured => {}
-            Ok(recorded) => refuse_other_layout(&recorded, &configured),
+        Ok(text) => match parse_noted(&text) {
+            Ok((recorded, _)) if recorded != configured => refuse_other_layout(&recorded, &configured),
+            // pg_upgrade's later starts issue nothing either; its note stays.
+            Ok((_, false)) if !binary_upgrade => refuse_unconfirmed(&configured),
+            Ok(_) => {}
             Err(reason) => unreadable(&reason),
         },
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            if let Err(error) = durable_file::replace(FILE, TEMP_FILE, &format_record(&configured)) {
+            let (line, what) = if binary_upgrade {
+                (format!("{}{UNCONFIRMED}\n", format_record(&configured).trim_end()), "noted, unconfirmed,")
+            } else {
+                (format_record(&configured), "recorded")
+            };
+            if let Err(error) = durable_file::replace(FILE, TEMP_FILE, &line) {
                 pgrx::error!("could not record the snowflake_id layout in \"{FILE}\": {error}");
             }
             pgrx::log!(
-                "snowflake_id: recorded the layout of this server's IDs in \"{FILE}\": {}",
+                "snowflake_id: {what} the layout of this server's IDs in \"{FILE}\": {}",
                 describe(&configured)
             );
         }
         Err(error) => unreadable(&error.to_string()),
     }
+}
+
+/// The first real start of a cluster made by pg_upgrade without the old server's layout file.
+fn refuse_unconfirmed(configured: &Layout) -> ! {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
+        format!(
+            "snowflake_id cannot tell whether this cluster made by pg_upgrade issues IDs in the old server's \
+             layout: configured {}",
+            describe(configured)
+        ),
+        "snowflake_id",
+    )
+    .set_detail(format!(
+        "pg_upgrade does not carry \"{FILE}\", the record of the layout the old server issued IDs in; this \
+         cluster noted its configured layout there as unconfirmed. Under another epoch or split than the old \
+         server's, old IDs decode to other times and shards, and new IDs can repeat them."
+    ))
+    .set_hint(format!(
+        "Copy \"{FILE}\" from the old cluster's data directory over this one's (as the pg_upgrade steps in \
+         docs/operations.md do), then start again: a layout other than the old server's is then refused by \
+         name. Or compare the old server's snowflake_id settings with the line in this one's \"{FILE}\", and \
+         if they are the same, delete \"{}\" from the end of that line to confirm it.",
+        UNCONFIRMED.trim_start()
+    ))
+    .report(PgLogLevel::ERROR);
+    unreachable!("an ERROR report returns control to PostgreSQL")
 }
 
 fn refuse_other_layout(recorded: &Layout, configured: &Layout) -> ! {
@@ -160,6 +207,13 @@ mod tests {
         // Recorded by 0.3.0: no seq_bits, the sequence had the 22 bits the shard left.
         let old = "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=13\n";
         assert_eq!(parse_record(old), Ok(Layout::new(DEFAULT_EPOCH_UNIX_MS, 13, 9)));
+        // Noted under pg_upgrade: the same layout, unconfirmed; confirmed once the mark is gone.
+        let noted = "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=12 unconfirmed=pg_upgrade\n";
+        let layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12);
+        assert_eq!(parse_noted(noted), Ok((layout, false)));
+        assert_eq!(parse_noted(&format_record(&layout)), Ok((layout, true)));
+        assert!(parse_noted("snowflake_id layout epoch=2024-01-01T00:00:00.000Z unconfirmed=pg_upgrade\n")
+            .is_err());
         for text in [
             "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=x\n",
             "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=16 seq_bits=12\n",

@@ -25,7 +25,8 @@
 //! One subsystem with `shmem.rs` (see `postgres/mod.rs`): the postmaster reads the record
 //! here when it creates shared memory, and the worker publishes new ceilings there.
 
-use super::{clock, durable_file, settings, shmem};
+use super::reservation_record::{self, Record, FILE, PREFIX};
+use super::{clock, compat, settings, shmem};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys::{self, panic::ErrorReport};
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -37,39 +38,25 @@ use std::sync::atomic::{
 };
 use std::time::{Duration, Instant};
 
-/// The record file, relative to the data directory (every server process's working
-/// directory). pg_basebackup copies it, so a new standby starts with a lower bound too.
-const FILE: &str = "snowflake_id.reservation";
-const TEMP_FILE: &str = "snowflake_id.reservation.tmp";
 /// How often the worker looks at the clock.
 const TICK: Duration = Duration::from_millis(50);
 
-/// The file's one line. The ceiling is kept in Unix milliseconds, not as a time part, so the
-/// record means the same thing whatever the epoch. Zero-padded to 20 characters (any `i64`),
-/// so every record has the same length and is written over the last one in place.
-fn format_record(ceiling_unix_ms: i64) -> String {
-    format!("{RECORD_PREFIX}{ceiling_unix_ms:020}\n")
-}
-
-const RECORD_PREFIX: &str = "snowflake_id reservation ceiling_unix_ms=";
-
-fn parse_record(text: &str) -> Result<i64, String> {
-    text.strip_prefix(RECORD_PREFIX)
-        .and_then(|rest| rest.strip_suffix('\n'))
-        .and_then(|number| number.parse().ok())
-        .ok_or_else(|| format!("unexpected content {text:?}"))
-}
-
 /// Records a ceiling so that it survives a crash at any moment.
 fn write_durably(ceiling_unix_ms: i64) -> std::io::Result<()> {
-    durable_file::overwrite(FILE, TEMP_FILE, &format_record(ceiling_unix_ms))
+    reservation_record::write(Record { ceiling_unix_ms, wal128: legacy_wal::may_remain() })
 }
 
 /// The recorded ceiling as a time part (0 on a server that never issued an ID). Read by
 /// the postmaster when it creates shared memory; an unreadable record stops the server,
-/// since guessing could repeat IDs.
+/// since guessing could repeat IDs. Under pg_upgrade, raised first (`record_upgrade_guard`).
 pub fn recorded_ceiling() -> u64 {
-    let ceiling = read_recorded_ceiling();
+    let recorded = reservation_record::read().unwrap_or_else(|reason| corrupt_record(&reason));
+    let ceiling_unix_ms = recorded.map(|record| record.ceiling_unix_ms);
+    let ceiling = if compat::in_binary_upgrade() {
+        record_upgrade_guard(ceiling_unix_ms)
+    } else {
+        ceiling_unix_ms.map_or(0, time_part_of_ceiling)
+    };
     RECORDED_AT_START.store(ceiling, Relaxed);
     ceiling
 }
@@ -78,46 +65,34 @@ pub fn recorded_ceiling() -> u64 {
 /// the startup process: crash recovery never resumes below it (see `replay_ceiling`).
 static RECORDED_AT_START: AtomicU64 = AtomicU64::new(0);
 
-fn read_recorded_ceiling() -> u64 {
-    let text = match std::fs::read_to_string(FILE) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound && in_binary_upgrade() => {
-            return record_upgrade_guard();
-        }
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return 0,
-        Err(error) => corrupt_record(&error.to_string()),
-    };
-    time_part_of_ceiling(parse_record(&text).unwrap_or_else(|reason| corrupt_record(&reason)))
-}
-
-/// Whether pg_upgrade is driving this server (`postgres -b`): it restores the schema into
-/// the new cluster, and starts the old one to read it. Nothing is issued in this mode.
-pub fn in_binary_upgrade() -> bool {
-    // SAFETY: a PostgreSQL global, set from the command line before libraries are preloaded.
-    unsafe { pg_sys::IsBinaryUpgrade }
-}
-
-/// The first start of a cluster made by pg_upgrade, without a record: pg_upgrade carries the
-/// tables, not this file, and the old server may have issued IDs up to its ceiling, at most
-/// `max_lead_ms + reserve_ms` ahead of its clock when it stopped, which was before now. So
-/// this records a ceiling that far ahead of now, and the first real start resumes above
-/// anything the old server could have issued, as long as it ran with lead settings no larger
-/// than these. Copying the old server's file over this one (the documented upgrade step) is
-/// exact, and needs no such assumption.
-fn record_upgrade_guard() -> u64 {
+/// Every start under pg_upgrade (`postgres -b`), of the new cluster or the old one, and
+/// `pg_upgrade --check`'s too: pg_upgrade carries the tables, not this file, and the old
+/// server may have issued IDs up to its ceiling, at most `max_lead_ms + reserve_ms` ahead of
+/// its clock when it stopped, which was before now. So the record is raised to that far
+/// ahead of now (never lowered), and the first real start resumes above anything the old
+/// server could have issued, as long as it ran with lead settings no larger than these.
+///
+/// At every such start, not only the first: `pg_upgrade --check` starts the new cluster too,
+/// possibly long before the upgrade while the old server keeps issuing; a guard recorded
+/// then would be stale by the upgrade. Copying the old server's file over this one after
+/// pg_upgrade (the documented step) is exact, and needs no assumption.
+fn record_upgrade_guard(recorded_unix_ms: Option<i64>) -> u64 {
     let bound_ms = old_server_lead_bound_ms();
-    let ceiling_unix_ms = clock::wall_clock_unix_ms().saturating_add(bound_ms as i64);
-    if let Err(error) = write_durably(ceiling_unix_ms) {
+    let guard_unix_ms = clock::wall_clock_unix_ms().saturating_add(bound_ms as i64);
+    if recorded_unix_ms.is_some_and(|recorded| recorded >= guard_unix_ms) {
+        return time_part_of_ceiling(recorded_unix_ms.unwrap_or(guard_unix_ms));
+    }
+    if let Err(error) = write_durably(guard_unix_ms) {
         pgrx::error!(
             "could not record the snowflake_id reservation in \"{FILE}\" during a binary upgrade: {error}"
         );
     }
     pgrx::log!(
-        "snowflake_id: binary upgrade without \"{FILE}\": recorded a ceiling of {} ({bound_ms} ms ahead of \
-         the clock), above what the old server could have issued with the same lead settings",
-        utc::format_utc_ms(ceiling_unix_ms)
+        "snowflake_id: binary upgrade: recorded a ceiling of {} ({bound_ms} ms ahead of the clock), above \
+         what the old server could have issued with the same lead settings",
+        utc::format_utc_ms(guard_unix_ms)
     );
-    time_part_of_ceiling(ceiling_unix_ms)
+    time_part_of_ceiling(guard_unix_ms)
 }
 
 /// How far ahead of its own clock a server with this server's lead settings can have issued
@@ -126,35 +101,48 @@ fn old_server_lead_bound_ms() -> u64 {
     generator::max_ceiling_lead_ms(settings::reserve_ms(), settings::clock_policy().max_lead_ms)
 }
 
-/// The end of recovery on a standby (promotion) or after archive recovery. The WAL this
-/// server replayed may stop short of what the old primary wrote: with asynchronous
-/// replication it never received the latest records, ceilings included, nor the rows with
-/// the IDs issued under them. The old primary issued at most `max_lead_ms + reserve_ms`
-/// ahead of its clock, and that clock, when it stopped, read at most `max_clock_skew_ms`
-/// more than this server's does now. So the shards resume that far ahead of this clock:
-/// above every ID the old primary could have issued, as long as it ran with lead settings no
-/// larger than these and the clocks agree within the skew. The first calls wait (within
-/// `max_wait_ms`) until the clock is within `max_lead_ms` of the resumed position, at most
-/// `reserve_ms + max_clock_skew_ms`.
+/// The end of recovery on a standby (promotion) or after archive recovery, once per
+/// recovery: the reservation worker runs it when it first starts after the recovery (see
+/// `shmem::StartState`), not when it is restarted later. The WAL this server replayed may
+/// stop short of what the old primary wrote: with asynchronous replication it never
+/// received the latest records, ceilings included, nor the rows with the IDs issued under
+/// them. The old primary issued at most `max_lead_ms + reserve_ms` ahead of its clock, and
+/// that clock, when it stopped, read at most `max_clock_skew_ms` more than this server's
+/// does now. So the shards resume that far ahead of this clock: above every ID the old
+/// primary could have issued, as long as it ran with lead settings no larger than these and
+/// the clocks agree within the skew. The first calls wait (within `max_wait_ms`) until the
+/// clock is within `max_lead_ms` of the resumed position, at most `reserve_ms + max_clock_skew_ms`.
+///
+/// Or at the floor replayed from the old primary's WAL, when that is higher (the old primary
+/// ran with a longer lead). Either way it is recorded before anything is issued: replay
+/// writes the file at most once a second, so the floor may not be in it yet, and a clean
+/// restart (no signal file, no WAL to replay) resumes at the file.
 fn record_promotion_guard(reservation: &Reservation) {
+    let layout = settings::layout();
     let bound_ms = old_server_lead_bound_ms() + settings::max_clock_skew_ms();
-    let ceiling_unix_ms = clock::wall_clock_unix_ms().saturating_add(bound_ms as i64);
-    let ceiling = time_part_of_ceiling(ceiling_unix_ms);
-    if ceiling <= reservation.floor.load(Relaxed) {
-        return;
-    }
+    let guard = time_part_of_ceiling(clock::wall_clock_unix_ms().saturating_add(bound_ms as i64));
+    let ceiling = guard.max(reservation.floor.load(Relaxed));
+    let ceiling_unix_ms = layout.unix_ms(ceiling);
     wal::log_ceiling(ceiling_unix_ms);
     if let Err(error) = write_durably(ceiling_unix_ms) {
         // Without the record the shards cannot resume above it after a crash: issue nothing.
         pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" after recovery: {error}");
     }
     reservation.resume_at(ceiling);
-    pgrx::log!(
-        "snowflake_id: recovery ended; shards resume at {} ({bound_ms} ms ahead of the clock), above anything \
-         the old primary could have issued, including WAL this server never received, if the clocks agree \
-         within snowflake_id.max_clock_skew_ms",
-        utc::format_utc_ms(ceiling_unix_ms)
-    );
+    if ceiling == guard {
+        pgrx::log!(
+            "snowflake_id: recovery ended; shards resume at {} ({bound_ms} ms ahead of the clock), above \
+             anything the old primary could have issued, including WAL this server never received, if the \
+             clocks agree within snowflake_id.max_clock_skew_ms",
+            utc::format_utc_ms(ceiling_unix_ms)
+        );
+    } else {
+        pgrx::log!(
+            "snowflake_id: recovery ended; shards resume at {}, the reservation replayed from the old \
+             primary's WAL (further ahead than {bound_ms} ms)",
+            utc::format_utc_ms(ceiling_unix_ms)
+        );
+    }
 }
 
 /// A recorded ceiling (Unix ms) as a time part: before the epoch it restricts nothing,
@@ -176,29 +164,21 @@ fn corrupt_record(reason: &str) -> ! {
     )
     .set_detail("The file records how far this server issued IDs; without it shards could repeat IDs.")
     .set_hint(format!(
-        "Restore the file from a backup. Or, knowing the highest ID this server issued, write the line \
-         \"{RECORD_PREFIX}<ms>\" into it, with a Unix time in ms after that ID's time."
+        "Restore the file from a backup. Or write the line \"{PREFIX}<ms>\" into it, with a Unix time in ms \
+         past every ID this server issued: knowing the highest, after its time; else the current time plus \
+         max_lead_ms + reserve_ms plus any amount the clock was ever set back (with the defaults and a clock \
+         never set back, a minute ahead is ample: echo \"{PREFIX}$(( $(date +%s%3N) + 60000 ))\" > {FILE})."
     ))
     .report(PgLogLevel::ERROR);
     unreachable!("an ERROR report returns control to PostgreSQL")
 }
 
-/// Whether this server started as a standby or for archive recovery (`standby.signal` or
-/// `recovery.signal` in its data directory): set in the postmaster while preloading, and
-/// inherited by the worker, which the postmaster starts only once recovery has ended.
-static STARTED_IN_RECOVERY: AtomicBool = AtomicBool::new(false);
-
 /// Registers the worker; called from `_PG_init` while preloading. Not under pg_upgrade: the
 /// worker would record a reservation of its own (and WAL) in a cluster that issues nothing.
 pub fn register_worker() {
-    if in_binary_upgrade() {
+    if compat::in_binary_upgrade() {
         return;
     }
-    // The postmaster's working directory is the data directory. PostgreSQL removes the file
-    // when recovery ends, so a later restart of the promoted server starts without it.
-    let recovery =
-        ["standby.signal", "recovery.signal"].iter().any(|file| std::path::Path::new(file).exists());
-    STARTED_IN_RECOVERY.store(recovery, Relaxed);
     BackgroundWorkerBuilder::new("snowflake_id reservation")
         .set_type("snowflake_id reservation")
         .set_library("snowflake_id")
@@ -219,9 +199,14 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
     // SAFETY: MyLatch is this process's latch in shared memory, valid while it runs.
     // Release: a caller that loads the address (with Acquire) sees the latch as set up.
     reservation.worker.store(unsafe { pg_sys::MyLatch } as usize, Release);
-    if STARTED_IN_RECOVERY.load(Relaxed) {
+    // Once per recovery: cleared only once the guard is recorded, so a worker that failed
+    // to record it runs it again when restarted, and one restarted later does not.
+    let start = shmem::start_state().expect("the worker runs only when preloaded");
+    if start.promotion_guard_pending.load(Acquire) {
         record_promotion_guard(reservation);
+        start.promotion_guard_pending.store(false, Release);
     }
+    legacy_wal::worker_started();
     let layout = settings::layout();
     pgrx::log!(
         "snowflake_id reservation worker started: shards resume at {}",
@@ -233,6 +218,7 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
             // SAFETY: the documented way for a worker to apply a reload.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
+        legacy_wal::look_at_checkpoints();
         match renew(reservation) {
             Ok(()) if failing => {
                 pgrx::log!("snowflake_id reservation is being recorded again");
@@ -340,7 +326,7 @@ static LAST_RECORDING_MS: AtomicU64 = AtomicU64::new(0);
 fn replay_ceiling(ceiling_unix_ms: i64) {
     // Asked of PostgreSQL for this recovery, not taken from how the postmaster started: a
     // server that started as a standby and was promoted runs crash recovery after a later
-    // backend crash, with the postmaster (and `STARTED_IN_RECOVERY`) still the same.
+    // backend crash, with the postmaster still the same.
     // SAFETY: a PostgreSQL global, set by the startup process before it replays anything.
     let in_crash_recovery = !unsafe { pg_sys::ArchiveRecoveryRequested };
     if let Some(reservation) = shmem::reservation() {
@@ -367,6 +353,84 @@ const REPLAY_RECORD_INTERVAL: Duration = Duration::from_secs(1);
 /// When the startup process last did (it alone replays WAL: the lock is never contended).
 static LAST_REPLAY_RECORD: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
 
+/// Whether WAL records under resource manager id 128 may still have to be replayed here:
+/// versions up to 0.2.0 wrote their records under 128, PostgreSQL's id for extensions under
+/// development, which other extensions may use too. So 128 is registered only while such
+/// records may remain (`snowflake_id.legacy_wal_rmgr_id = -1`, the default): the record file
+/// carries the flag (`Record::wal128`), set in every record written before 0.5.0, and
+/// cleared once a checkpoint has completed after this server started with a version that
+/// writes no record under 128 (crash recovery then starts after every such record). A fresh
+/// cluster has no record and never registers 128.
+///
+/// Archives and standbys are not seen from here: a standby replaying a primary's old WAL
+/// keeps the flag it read from its own file; an operator restoring old archives sets
+/// `snowflake_id.legacy_wal_rmgr_id = 128` for that recovery.
+mod legacy_wal {
+    use super::*;
+
+    /// The id versions up to 0.2.0 wrote under.
+    pub const LEGACY_ID: u8 = 128;
+
+    /// Whether the flag is set, in this process: the postmaster's reading of the file at
+    /// start (inherited by every process), then the worker's own.
+    static MAY_REMAIN: AtomicBool = AtomicBool::new(false);
+
+    /// The flag as the record file holds it now, or this server writes records under 128
+    /// itself. An unreadable file counts as set: start-up refuses it anyway.
+    fn read_from_the_file() -> bool {
+        let recorded = !matches!(reservation_record::read(), Ok(None | Some(Record { wal128: false, .. })));
+        recorded || settings::wal_rmgr_id() == Some(LEGACY_ID)
+    }
+
+    /// Whether records under 128 may remain (in the postmaster, while preloading, before the
+    /// resource managers are registered).
+    pub fn at_start() -> bool {
+        let may_remain = read_from_the_file();
+        MAY_REMAIN.store(may_remain, Relaxed);
+        may_remain
+    }
+
+    /// What the records this process writes say.
+    pub fn may_remain() -> bool {
+        MAY_REMAIN.load(Relaxed)
+    }
+
+    /// Where the WAL was when the worker started, and the redo point of the first checkpoint
+    /// it saw starting after that (see `look_at_checkpoints`).
+    static STARTED_AT: AtomicU64 = AtomicU64::new(0);
+    static CHECKPOINT_SEEN: AtomicU64 = AtomicU64::new(0);
+
+    /// The worker starts: it takes the flag from the file, which an earlier worker may have
+    /// cleared since the postmaster read it.
+    pub fn worker_started() {
+        MAY_REMAIN.store(read_from_the_file(), Relaxed);
+        // SAFETY: reads a WAL position in shared memory under PostgreSQL's own locking.
+        STARTED_AT.store(unsafe { pg_sys::GetXLogInsertRecPtr() }, Relaxed);
+    }
+
+    /// Clears the flag once a checkpoint that started after the worker (and so after every
+    /// record under 128) has completed: crash recovery starts at its redo point or later. A
+    /// checkpoint is known complete when the next one starts (the checkpointer runs one at a
+    /// time), so the redo point must be seen moving past the start twice.
+    pub fn look_at_checkpoints() {
+        if !MAY_REMAIN.load(Relaxed) || settings::wal_rmgr_id() == Some(LEGACY_ID) {
+            return;
+        }
+        // SAFETY: as in `worker_started`.
+        let redo = unsafe { pg_sys::GetRedoRecPtr() };
+        let seen = CHECKPOINT_SEEN.load(Relaxed);
+        if seen == 0 && redo > STARTED_AT.load(Relaxed) {
+            CHECKPOINT_SEEN.store(redo, Relaxed);
+        } else if seen != 0 && redo > seen {
+            MAY_REMAIN.store(false, Relaxed);
+            pgrx::log!(
+                "snowflake_id: no WAL record of versions up to 0.2.0 is left to replay; the next start \
+                 registers no resource manager under id {LEGACY_ID}"
+            );
+        }
+    }
+}
+
 /// The custom WAL resource manager (custom resource managers exist since PostgreSQL 15).
 mod wal {
     use super::*;
@@ -392,7 +456,14 @@ mod wal {
         // Records of earlier versions, written under another id, replay the same way (also
         // with the records turned off now). The name must differ: PostgreSQL refuses two
         // resource managers of one name.
-        if let Some(legacy) = settings::legacy_wal_rmgr_id() {
+        let may_remain = legacy_wal::at_start();
+        let legacy = match settings::legacy_wal_rmgr_id() {
+            settings::LegacyRmgr::Auto => may_remain.then_some(legacy_wal::LEGACY_ID),
+            settings::LegacyRmgr::Id(id) => Some(id),
+            settings::LegacyRmgr::None => None,
+        };
+        // Not twice under one id: the records written now replay under the first.
+        if let Some(legacy) = legacy.filter(|&id| Some(id) != settings::wal_rmgr_id()) {
             let replay_only = pg_sys::RmgrData { rm_name: c"snowflake_id_0.2".as_ptr(), ..rmgr };
             // SAFETY: as above.
             unsafe { pg_sys::RegisterCustomRmgr(legacy, &replay_only as *const _ as *mut _) };
@@ -463,29 +534,3 @@ mod wal {
 }
 
 pub use wal::register as register_wal;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_record_round_trips_and_refuses_anything_else() {
-        for ms in [0, 1_704_067_200_000, -5, i64::MIN, i64::MAX] {
-            assert_eq!(parse_record(&format_record(ms)), Ok(ms));
-            assert_eq!(format_record(ms).len(), format_record(0).len(), "every record is as long");
-        }
-        // Records of 0.3.0 and before, unpadded, still read.
-        assert_eq!(
-            parse_record("snowflake_id reservation ceiling_unix_ms=1704067200000\n"),
-            Ok(1_704_067_200_000)
-        );
-        for text in [
-            "",
-            "snowflake_id reservation ceiling_unix_ms=12",
-            "ceiling=12\n",
-            "snowflake_id reservation ceiling_unix_ms=x\n",
-        ] {
-            assert!(parse_record(text).is_err(), "{text:?}");
-        }
-    }
-}

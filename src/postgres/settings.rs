@@ -54,9 +54,11 @@ const DEFAULT_MAX_CLOCK_SKEW_MS: i32 = 250;
 /// Chosen high in the custom range (128-255), where few extensions pick; PostgreSQL's wiki
 /// page "CustomWALResourceManagers" lists the ids extensions use. 0 turns the records off.
 const DEFAULT_WAL_RMGR_ID: i32 = 213;
-/// The id versions up to 0.2.0 wrote under: registered for replay only, so that their WAL
-/// (in pg_wal, archives, on standbys) still replays after an update. 0 once none is left.
-const DEFAULT_LEGACY_WAL_RMGR_ID: i32 = 128;
+/// The id versions up to 0.2.0 wrote under (128) is registered for replay only, and by
+/// default (-1) only while their records may remain in this data directory's WAL
+/// (`reservation::legacy_wal`): a fresh cluster leaves PostgreSQL's experimental id to others.
+const LEGACY_WAL_RMGR_AUTO: i32 = -1;
+const DEFAULT_LEGACY_WAL_RMGR_ID: i32 = LEGACY_WAL_RMGR_AUTO;
 
 static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
 static SHARD_BITS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_SHARD_BITS as i32);
@@ -185,16 +187,22 @@ pub fn init() {
             None,
         );
     }
-    GucRegistry::define_int_guc(
-        c"snowflake_id.max_lead_ms",
-        c"How far the time part of an ID may run ahead of the wall clock.",
-        c"Used when a millisecond's IDs run out or the clock steps back.",
-        &MAX_LEAD_MS,
-        0,
-        86_400_000,
-        GucContext::Sighup,
-        GucFlags::UNIT_MS,
-    );
+    // SAFETY: as above.
+    unsafe {
+        GucRegistry::define_int_guc_with_hooks(
+            MAX_LEAD_MS_NAME,
+            c"How far the time part of an ID may run ahead of the wall clock.",
+            c"Used when a millisecond's IDs run out or the clock steps back. At least reserve_ms.",
+            &MAX_LEAD_MS,
+            0,
+            86_400_000,
+            GucContext::Sighup,
+            GucFlags::UNIT_MS,
+            Some(check_max_lead_ms),
+            None,
+            None,
+        );
+    }
     GucRegistry::define_int_guc(
         c"snowflake_id.max_wait_ms",
         c"How long a call may wait for the clock when it is past max_lead_ms, before failing.",
@@ -215,20 +223,26 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
-    GucRegistry::define_int_guc(
-        c"snowflake_id.reserve_ms",
-        c"How far ahead of the wall clock the durable reservation of IDs is kept.",
-        c"A restarted server resumes at the recorded reservation, so right after a restart IDs may \
-          lead the clock by up to this much. Calls that borrow further ahead wait for the worker \
-          to record more (a few ms).",
-        &RESERVE_MS,
-        // The worker looks every 50 ms and renews at half the window: below this the clock
-        // would pass the ceiling between two looks.
-        100,
-        3_600_000,
-        GucContext::Sighup,
-        GucFlags::UNIT_MS,
-    );
+    // SAFETY: as above.
+    unsafe {
+        GucRegistry::define_int_guc_with_hooks(
+            RESERVE_MS_NAME,
+            c"How far ahead of the wall clock the durable reservation of IDs is kept.",
+            c"A restarted server resumes at the recorded reservation, so right after a restart IDs may \
+              lead the clock by up to this much. Calls that borrow further ahead wait for the worker \
+              to record more (a few ms). At most max_lead_ms.",
+            &RESERVE_MS,
+            // The worker looks every 50 ms and renews at half the window: below this the clock
+            // would pass the ceiling between two looks.
+            100,
+            3_600_000,
+            GucContext::Sighup,
+            GucFlags::UNIT_MS,
+            Some(check_reserve_ms),
+            None,
+            None,
+        );
+    }
     GucRegistry::define_int_guc(
         c"snowflake_id.max_clock_skew_ms",
         c"How far the clocks of a primary and its standbys may disagree.",
@@ -260,14 +274,15 @@ pub fn init() {
         GucRegistry::define_int_guc_with_hooks(
             LEGACY_WAL_RMGR_ID_NAME,
             c"WAL resource manager id of reservation records written by earlier versions (replayed only).",
-            c"Versions up to 0.2.0 wrote under 128. Set 0 once no WAL of theirs is left to replay (after \
-              a checkpoint on every server, and archives past it), or when another extension needs 128.",
+            c"Versions up to 0.2.0 wrote under 128. -1: 128 while their records may remain in this data \
+              directory's WAL (until a checkpoint after the update), else none. 128 to replay old archives; \
+              0 for none.",
             &LEGACY_WAL_RMGR_ID,
-            0,
+            LEGACY_WAL_RMGR_AUTO,
             255,
             GucContext::Postmaster,
             GucFlags::default(),
-            Some(check_wal_rmgr_id),
+            Some(check_legacy_wal_rmgr_id),
             None,
             None,
         );
@@ -277,7 +292,31 @@ pub fn init() {
             setting.stop_unless_applied(&text);
         }
     }
+    // The pair once both are set (their hooks check it only from now on).
+    let (max_lead_ms, reserve_ms) = (read(&MAX_LEAD_MS), read(&RESERVE_MS));
+    if reserve_ms > max_lead_ms {
+        ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!(
+                "snowflake_id.reserve_ms ({reserve_ms} ms) is larger than snowflake_id.max_lead_ms ({max_lead_ms} ms)"
+            ),
+            "_PG_init",
+        )
+        .set_detail(
+            "A restarted server resumes at its reservation, up to reserve_ms ahead of the clock, and calls are \
+             refused while that is more than max_lead_ms ahead: after every restart, no ID could be issued \
+             for a while.",
+        )
+        .set_hint("Keep snowflake_id.reserve_ms at most snowflake_id.max_lead_ms in postgresql.conf.")
+        .report(PgLogLevel::ERROR);
+    }
+    SETTINGS_DEFINED.store(true, Relaxed);
 }
+
+/// Set at the end of `init`: from then on (in every process forked afterwards) the hooks of
+/// `max_lead_ms` and `reserve_ms` check each new value against the other setting. Not
+/// before: while they are being defined, the other may still hold its default.
+static SETTINGS_DEFINED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
 const SHARD_BITS_NAME: &CStr = c"snowflake_id.shard_bits";
@@ -285,6 +324,8 @@ const SEQ_BITS_NAME: &CStr = c"snowflake_id.seq_bits";
 const LAYOUT_NAME_NAME: &CStr = c"snowflake_id.layout";
 const SHARD_NAME: &CStr = c"snowflake_id.shard";
 const SHARDS_NAME: &CStr = c"snowflake_id.shards";
+const MAX_LEAD_MS_NAME: &CStr = c"snowflake_id.max_lead_ms";
+const RESERVE_MS_NAME: &CStr = c"snowflake_id.reserve_ms";
 const WAL_RMGR_ID_NAME: &CStr = c"snowflake_id.wal_rmgr_id";
 const LEGACY_WAL_RMGR_ID_NAME: &CStr = c"snowflake_id.legacy_wal_rmgr_id";
 
@@ -532,12 +573,19 @@ pub fn wal_rmgr_id() -> Option<u8> {
     }
 }
 
-/// The id of earlier versions' records, to register for replay, unless none (or the same).
-pub fn legacy_wal_rmgr_id() -> Option<u8> {
+/// Which id to register for earlier versions' records (`snowflake_id.legacy_wal_rmgr_id`).
+pub enum LegacyRmgr {
+    /// 128 while records of versions up to 0.2.0 may remain (`reservation::legacy_wal`).
+    Auto,
+    Id(u8),
+    None,
+}
+
+pub fn legacy_wal_rmgr_id() -> LegacyRmgr {
     match LEGACY_WAL_RMGR_ID.get() {
-        0 => None,
-        id if id == WAL_RMGR_ID.get() => None,
-        id => Some(id as u8),
+        LEGACY_WAL_RMGR_AUTO => LegacyRmgr::Auto,
+        0 => LegacyRmgr::None,
+        id => LegacyRmgr::Id(id as u8),
     }
 }
 
@@ -671,6 +719,54 @@ unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_
         // SAFETY: leaked by an earlier call of this hook, and no longer published.
         drop(unsafe { Box::from_raw(old) });
     }
+}
+
+/// `reserve_ms` at most `max_lead_ms`: a restart resumes at the reservation, up to
+/// `reserve_ms` ahead of the clock, and calls are refused while the clock is more than
+/// `max_lead_ms` behind it. Each hook checks the new value against the other setting's
+/// current one; at start, `init` checks the pair once both are set.
+fn lead_and_reserve_agree(max_lead_ms: i32, reserve_ms: i32) -> bool {
+    !SETTINGS_DEFINED.load(Relaxed)
+        || reserve_ms <= max_lead_ms
+        || refuse_setting(
+            &format!(
+                "snowflake_id.reserve_ms ({reserve_ms} ms) is larger than snowflake_id.max_lead_ms \
+                 ({max_lead_ms} ms): after every restart, calls would be refused until the clock caught up \
+                 with the reservation."
+            ),
+            "Keep snowflake_id.reserve_ms at most snowflake_id.max_lead_ms. To change both in one reload, \
+             raise max_lead_ms first (or lower reserve_ms first), one reload each.",
+        )
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_max_lead_ms(
+    newval: *mut i32,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer.
+    lead_and_reserve_agree(unsafe { *newval }, read(&RESERVE_MS))
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_reserve_ms(
+    newval: *mut i32,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer.
+    lead_and_reserve_agree(read(&MAX_LEAD_MS), unsafe { *newval })
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_legacy_wal_rmgr_id(
+    newval: *mut i32,
+    extra: *mut *mut c_void,
+    source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer; the rest as `check_wal_rmgr_id`.
+    unsafe { *newval == LEGACY_WAL_RMGR_AUTO || check_wal_rmgr_id(newval, extra, source) }
 }
 
 /// WAL resource manager ids: PostgreSQL leaves 128 to 255 to extensions (and its own below).

@@ -12,12 +12,15 @@
 use super::{recorded_layout, reservation, settings};
 use pgrx::pg_sys;
 use snowflake_core::generator::{Reservation, ShardState};
+use std::sync::atomic::{AtomicBool, Ordering::Release};
 
 const SHMEM_NAME: &std::ffi::CStr = c"snowflake_id generator state";
 
 /// The reservation, set in every process by the startup hook (inherited by forked
 /// backends). Null while the library is not preloaded.
 static mut RESERVATION: *const Reservation = std::ptr::null();
+/// What the postmaster found when it created the state, after the reservation.
+static mut START_STATE: *const StartState = std::ptr::null();
 /// The shard slots that follow it, `2^shard_bits` of them, fixed at server start.
 static mut SHARDS: *const ShardState = std::ptr::null();
 static mut SHARD_COUNT: usize = 0;
@@ -25,8 +28,23 @@ static mut SHARD_COUNT: usize = 0;
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 
+/// What the postmaster found when it created shared memory, for the reservation worker.
+/// On its own cache line, so that the shard slots after it stay aligned.
+#[repr(C, align(64))]
+pub struct StartState {
+    /// The server was in recovery (a standby, or archive recovery) when shared memory was
+    /// created: the worker's first start after the recovery ends records the promotion guard
+    /// (`reservation::record_promotion_guard`) and clears this, so that a worker restarted
+    /// later does not run it again. Re-created after a backend crash: the signal files are
+    /// gone by then, and crash recovery needs no guard.
+    pub promotion_guard_pending: AtomicBool,
+}
+
+/// Bytes before the first shard slot.
+const HEADER_BYTES: usize = size_of::<Reservation>() + size_of::<StartState>();
+
 fn bytes_needed() -> usize {
-    size_of::<Reservation>() + settings::layout().shard_count() as usize * size_of::<ShardState>()
+    HEADER_BYTES + settings::layout().shard_count() as usize * size_of::<ShardState>()
 }
 
 /// Requests the shared memory and installs the hook that maps it. Called from `_PG_init`
@@ -73,9 +91,15 @@ unsafe extern "C-unwind" fn startup_shmem() {
         }
         assert!(base.cast::<Reservation>().is_aligned(), "shared memory is not cache-line aligned");
         RESERVATION = base.cast::<Reservation>();
-        SHARDS = base.add(size_of::<Reservation>()).cast::<ShardState>();
-        SHARD_COUNT = (size - size_of::<Reservation>()) / size_of::<ShardState>();
+        START_STATE = base.add(size_of::<Reservation>()).cast::<StartState>();
+        SHARDS = base.add(HEADER_BYTES).cast::<ShardState>();
+        SHARD_COUNT = (size - HEADER_BYTES) / size_of::<ShardState>();
         if !found {
+            // The postmaster's working directory is the data directory; PostgreSQL removes
+            // these files when recovery ends.
+            let in_recovery =
+                ["standby.signal", "recovery.signal"].iter().any(|file| std::path::Path::new(file).exists());
+            (*START_STATE).promotion_guard_pending.store(in_recovery, Release);
             // The layout first: a ceiling read under another layout would mean other IDs.
             recorded_layout::check_or_record();
             (*RESERVATION).resume_at(reservation::recorded_ceiling());
@@ -97,6 +121,12 @@ pub fn reservation() -> Option<&'static Reservation> {
     // SAFETY: as in `attached`; the state lives as long as the server and is only
     // accessed through atomics.
     unsafe { RESERVATION.as_ref() }
+}
+
+/// What the postmaster found at start, when preloaded.
+pub fn start_state() -> Option<&'static StartState> {
+    // SAFETY: as in `reservation`.
+    unsafe { START_STATE.as_ref() }
 }
 
 /// All shard slots (empty when not preloaded).

@@ -4,6 +4,8 @@
 
 /// The wall clock as the generator reads it: `clock_gettime`, in Unix milliseconds.
 pub mod clock;
+/// CRC-32C, the checksum of PostgreSQL's control file, for records in the data directory.
+pub mod crc32c;
 /// Which shards one server may issue: the parsed `snowflake_id.shards`.
 pub mod fence;
 /// Claims over one atomic word per shard: the clock policy and the durable reservation's rules.

@@ -1,7 +1,7 @@
 //! A streaming standby promoted after its primary is killed resumes above everything the old
 //! primary committed, even IDs it issued ahead of the clock: the reservation travels in WAL.
 
-use snowflake_id_integration::{apply_settings, assert_no_duplicates, Cluster, Load, LOAD_TABLE};
+use snowflake_id_integration::{apply_settings, assert_no_duplicates, wait_until, Cluster, Load, LOAD_TABLE};
 
 #[test]
 fn a_promoted_standby_resumes_above_the_killed_primary() {
@@ -81,20 +81,6 @@ fn a_standby_promoted_behind_its_primary_resumes_above_it() {
         .unwrap();
     let mut standby = Cluster::start_standby_of(&primary, "async-standby", &[]);
     // The standby has everything so far; then it is down while the primary moves on.
-    let caught_up_with = |standby: &Cluster, lsn: &str| {
-        let mut client = standby.connect();
-        for _ in 0..1200 {
-            let replayed: bool = client
-                .query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn])
-                .unwrap()
-                .get(0);
-            if replayed {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        panic!("the standby did not replay up to {lsn}");
-    };
     let lsn: String = primary
         .connect()
         .query_one("INSERT INTO t DEFAULT VALUES RETURNING pg_current_wal_lsn()::text", &[])
@@ -127,4 +113,138 @@ fn a_standby_promoted_behind_its_primary_resumes_above_it() {
     assert!(first > highest, "the promoted standby issued {first}, not above the old primary's {highest}");
     let log = standby.log();
     assert!(log.contains("snowflake_id: recovery ended; shards resume at"), "{log}");
+}
+
+/// Waits until `standby` has replayed the WAL up to `lsn`.
+fn caught_up_with(standby: &Cluster, lsn: &str) {
+    let mut client = standby.connect();
+    wait_until(&format!("the standby replayed up to {lsn}"), || {
+        client.query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn]).unwrap().get(0)
+    });
+}
+
+/// The reservation file's ceiling, in Unix ms.
+fn recorded_ceiling_unix_ms(cluster: &Cluster) -> i64 {
+    let record = std::fs::read_to_string(cluster.data_dir().join("snowflake_id.reservation")).unwrap();
+    let digits: String = record
+        .trim_start_matches("snowflake_id reservation ceiling_unix_ms=")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().unwrap_or_else(|_| panic!("unexpected record {record:?}"))
+}
+
+/// The old primary ran with a longer lead than the standby: the floor the standby replayed
+/// lies above its own promotion guard. A standby records what it replays at most once a
+/// second, so that floor may not be in its file; the promotion records it before anything is
+/// issued, and a clean restart right after the promotion (no signal file, no WAL to replay)
+/// resumes above the old primary's IDs.
+#[test]
+fn a_promoted_standby_restarted_cleanly_resumes_above_the_floor_it_replayed() {
+    let mut primary = Cluster::start("floor-primary", &["snowflake_id.max_lead_ms = 30s"]);
+    primary
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1))")
+        .unwrap();
+    // The standby's guard: 20 s + 1 ms + 100 ms ahead of its clock. Its first calls after the
+    // restart are refused until the clock is within 20 s of the old primary's last IDs.
+    let mut standby = Cluster::start_standby_of(
+        &primary,
+        "floor-standby",
+        &[
+            "snowflake_id.max_lead_ms = 20s",
+            "snowflake_id.reserve_ms = 100ms",
+            "snowflake_id.max_clock_skew_ms = 0",
+        ],
+    );
+    // Two reservation records a moment apart: the standby records the first one it replays
+    // and not the second (less than a second later). After the second the primary's ceiling
+    // is far enough ahead that its worker writes no other.
+    let mut client = primary.connect();
+    client
+        .batch_execute(
+            "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '10 s', 0, 0));
+             SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '25 s', 0, 0));",
+        )
+        .unwrap();
+    let (highest, lsn): (i64, String) = {
+        let row = client
+            .query_one("INSERT INTO t DEFAULT VALUES RETURNING id, pg_current_wal_lsn()::text", &[])
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    caught_up_with(&standby, &lsn);
+    drop(client);
+    primary.stop("fast");
+
+    standby.promote();
+    let highest_unix_ms: i64 = standby
+        .wait_until_accepting()
+        .query_one("SELECT (extract(epoch FROM snowflake_timestamp($1)) * 1000)::bigint", &[&highest])
+        .unwrap()
+        .get(0);
+    wait_until("the promoted standby's worker recorded its start", || {
+        standby.log().contains("snowflake_id: recovery ended; shards resume at")
+    });
+    assert!(
+        recorded_ceiling_unix_ms(&standby) > highest_unix_ms,
+        "after the promotion the standby's record is not above the old primary's last ID"
+    );
+
+    standby.stop("fast");
+    standby.start_with(&[]);
+    // Refused (55000) until the clock is within max_lead_ms of the resumed position.
+    let mut client = standby.connect();
+    let mut first = None;
+    wait_until("the restarted standby issues IDs", || {
+        first = client
+            .query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[])
+            .ok()
+            .map(|row| row.get::<_, i64>(0));
+        first.is_some()
+    });
+    let first = first.unwrap();
+    assert!(
+        first > highest,
+        "after a clean restart the promoted standby issued {first}, not above {highest}"
+    );
+}
+
+/// The promotion guard runs once, when the worker first starts after the promotion; a
+/// worker restarted later does not move every shard ahead again. Calls may not wait for the
+/// clock at all here (`max_wait_ms = 0`), so a jump ahead would fail them.
+#[test]
+fn a_promoted_server_whose_worker_is_terminated_twice_fails_no_insert() {
+    let primary = Cluster::start("guard-once-primary", &[]);
+    primary.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
+    let standby =
+        Cluster::start_standby_of(&primary, "guard-once-standby", &["snowflake_id.max_wait_ms = 0"]);
+    let lsn: String = primary.connect().query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+    caught_up_with(&standby, &lsn);
+    drop(primary);
+    standby.promote();
+    // The first calls after the promotion are refused until the clock is within max_lead_ms
+    // of the guard (less than a second).
+    let mut client = standby.wait_until_accepting();
+    wait_until("the promoted standby issues IDs", || {
+        client.execute("INSERT INTO ids SELECT snowflake_nextval(1), 1, 0", &[]).is_ok()
+    });
+
+    let writers: Vec<i32> = (1..=8).collect();
+    let load = Load::start(&standby, &writers, 1);
+    load.wait_for(20_000);
+    standby.restart_reservation_worker();
+    load.wait_for(load.inserted() + 20_000);
+    standby.restart_reservation_worker();
+    load.wait_for(load.inserted() + 20_000);
+    let errors = load.errors();
+    let acknowledged = load.finish();
+    assert!(
+        errors.is_empty(),
+        "INSERTs failed after the worker of a promoted server was restarted: {errors:?}"
+    );
+    let rows = assert_no_duplicates(&mut client);
+    assert_eq!(rows as usize, acknowledged.len() + 1);
+    let guards = standby.log().matches("snowflake_id: recovery ended").count();
+    assert_eq!(guards, 1, "the promotion guard ran {guards} times");
 }

@@ -1,10 +1,13 @@
 //! Moving a server to a newer PostgreSQL major with pg_upgrade repeats no ID, also when the
 //! old server had issued IDs ahead of its clock.
 //!
-//! pg_upgrade copies the tables, not `snowflake_id.reservation`. Two ways are tested from one
-//! old cluster: the documented step (copy the old server's file into the new data directory
-//! before its first start), and the guard for an upgrade done without it (the first start in
-//! binary-upgrade mode records a ceiling as far ahead as the old server could have issued).
+//! pg_upgrade copies the tables, not `snowflake_id.reservation` nor `snowflake_id.layout`.
+//! Tested from one old cluster: the documented step (copy the old server's files into the
+//! new data directory before its first start); the guard for an upgrade done without the
+//! reservation (every start in binary-upgrade mode raises the record as far ahead as the old
+//! server could have issued); a new cluster without the old layout file, which refuses to
+//! start until an operator copies it; and `pg_upgrade --check` run against the old server
+//! while it keeps issuing ahead of its clock, long before the upgrade.
 //!
 //! Runs when `SNOWFLAKE_UPGRADE_FROM_PG_CONFIG` names the older PostgreSQL (with the
 //! extension installed) and `PG_CONFIG` the newer one, as `scripts/test.sh` does when it tests
@@ -78,10 +81,64 @@ fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
     );
     drop(copied);
 
-    // Without that step the guard holds: the first start under pg_upgrade recorded a ceiling
-    // a full lead ahead of its clock.
+    // Without the old layout the new cluster does not start: it cannot tell whether its
+    // configured layout is the old server's. Then the layout alone is copied, and the guard
+    // holds for the reservation: pg_upgrade's starts recorded a ceiling a full lead ahead.
     let mut guarded = upgraded(&old, &new_bin, "upgrade-guarded");
+    let log = guarded
+        .try_start_with(&[])
+        .expect_err("a cluster made by pg_upgrade started on an unconfirmed layout");
+    assert!(log.contains("snowflake_id cannot tell whether this cluster made by pg_upgrade issues IDs in the old server's layout"), "{log}");
+    assert!(log.contains("Copy \"snowflake_id.layout\" from the old cluster's data directory"), "{log}");
+    std::fs::copy(old.data_dir().join(LAYOUT_FILE), guarded.data_dir().join(LAYOUT_FILE)).unwrap();
     check_upgraded(&mut guarded, old_max, &decoded_before);
+}
+
+/// `pg_upgrade --check` against the running old server starts the new cluster in
+/// binary-upgrade mode too. The old server then goes on issuing, its last IDs almost a full
+/// lead (a minute) ahead of its clock, seconds after the check: a guard recorded at the check
+/// alone would be below them. The real upgrade's starts raise it again.
+#[test]
+fn pg_upgrade_check_long_before_the_upgrade_does_not_spend_the_guard() {
+    let Ok(old_pg_config) = std::env::var("SNOWFLAKE_UPGRADE_FROM_PG_CONFIG") else {
+        eprintln!("NOT RUN: set SNOWFLAKE_UPGRADE_FROM_PG_CONFIG to the older major's pg_config (scripts/test.sh does)");
+        return;
+    };
+    let (old_bin, new_bin) = (bin_dir_of(Path::new(&old_pg_config)), pg_bin_dir().to_path_buf());
+    let mut old = Cluster::create_with(&old_bin, "check-old", &[LEAD]);
+    old.start_with(&[]);
+    let mut client = old.connect();
+    client
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(5), note text);
+             INSERT INTO orders (note) SELECT 'old ' || g FROM generate_series(1, 1000) g;
+             UPDATE pg_attribute SET attoptions = NULL WHERE attrelid >= 16384 AND attoptions IS NOT NULL;",
+        )
+        .unwrap();
+
+    let new = Cluster::create_with(&new_bin, "check-new", &[LEAD]);
+    pg_upgrade(&old, &new, &["--check", "-P", "5433"]);
+    assert!(new.data_dir().join(RESERVATION_FILE).exists(), "pg_upgrade --check recorded no guard");
+
+    // Seconds later the old server issues its last IDs 59 s ahead of its clock.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    client
+        .batch_execute(
+            "SELECT snowflake_advance(5, snowflake_compose(clock_timestamp() + interval '59 s', 5, 0));
+             INSERT INTO orders (note) SELECT 'ahead ' || g FROM generate_series(1, 100) g;",
+        )
+        .unwrap();
+    let old_max: i64 = client.query_one("SELECT max(id) FROM orders", &[]).unwrap().get(0);
+    let decoded_before = client.query_one(DECODED, &[]).unwrap();
+    let decoded_before: (i64, String) = (decoded_before.get(0), decoded_before.get(1));
+    drop(client);
+    old.stop("fast");
+
+    pg_upgrade(&old, &new, &[]);
+    let mut new = new;
+    std::fs::copy(old.data_dir().join(LAYOUT_FILE), new.data_dir().join(LAYOUT_FILE)).unwrap();
+    check_upgraded(&mut new, old_max, &decoded_before);
 }
 
 /// Runs pg_upgrade from the stopped `old` cluster into a new one of the PostgreSQL in
@@ -89,21 +146,7 @@ fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
 /// reservation worker in binary-upgrade mode, and a guard ceiling recorded.
 fn upgraded(old: &Cluster, new_bin: &Path, name: &str) -> Cluster {
     let new = Cluster::create_with(new_bin, name, &[LEAD]);
-    let work = new.socket_dir().to_path_buf();
-    let mut upgrade = as_server_owner(new_bin.join("pg_upgrade"));
-    upgrade
-        .current_dir(&work)
-        .arg("-b")
-        .arg(old.bin_dir())
-        .arg("-B")
-        .arg(new_bin)
-        .arg("-d")
-        .arg(old.data_dir())
-        .arg("-D")
-        .arg(new.data_dir())
-        .args(["-U", "postgres", "--retain", "--no-sync", "-s"])
-        .arg(&work);
-    run(&mut upgrade, "pg_upgrade");
+    pg_upgrade(old, &new, &[]);
 
     let logs = server_logs_of_upgrade(new.data_dir());
     assert!(!logs.is_empty(), "pg_upgrade kept no server logs");
@@ -115,13 +158,36 @@ fn upgraded(old: &Cluster, new_bin: &Path, name: &str) -> Cluster {
         );
     }
     assert!(
-        logs.iter().any(|(_, log)| log.contains("snowflake_id: binary upgrade without")),
-        "the new cluster's first start under pg_upgrade recorded no guard ceiling"
+        logs.iter().any(|(_, log)| log.contains("snowflake_id: binary upgrade: recorded a ceiling")),
+        "the new cluster's starts under pg_upgrade recorded no guard ceiling"
     );
     assert!(new.data_dir().join(RESERVATION_FILE).exists(), "no reservation file after pg_upgrade");
-    // The layout is recorded (or checked) by the first real start, not by pg_upgrade's.
-    assert!(!new.data_dir().join(LAYOUT_FILE).exists(), "pg_upgrade's start recorded a layout");
+    // The layout is only noted, unconfirmed, by pg_upgrade's starts.
+    let noted =
+        std::fs::read_to_string(new.data_dir().join(LAYOUT_FILE)).expect("no layout noted under pg_upgrade");
+    assert!(noted.trim_end().ends_with(" unconfirmed=pg_upgrade"), "{noted:?}");
     new
+}
+
+/// Runs pg_upgrade from `old` (stopped, or running with `--check`) into `new` (stopped), in
+/// copy mode, keeping its logs.
+fn pg_upgrade(old: &Cluster, new: &Cluster, options: &[&str]) {
+    let work = new.socket_dir().to_path_buf();
+    let mut upgrade = as_server_owner(new.bin_dir().join("pg_upgrade"));
+    upgrade
+        .current_dir(&work)
+        .arg("-b")
+        .arg(old.bin_dir())
+        .arg("-B")
+        .arg(new.bin_dir())
+        .arg("-d")
+        .arg(old.data_dir())
+        .arg("-D")
+        .arg(new.data_dir())
+        .args(["-U", "postgres", "--retain", "--no-sync", "-s"])
+        .arg(&work)
+        .args(options);
+    run(&mut upgrade, "pg_upgrade");
 }
 
 /// The server logs pg_upgrade kept (`--retain`) under the new data directory.

@@ -84,3 +84,46 @@ fn crash_recovery_never_resumes_below_the_recorded_file() {
         "after crash recovery shard 1 issued at {next_ms} ms, not at the recorded ceiling {file_ceiling_ms} ms"
     );
 }
+
+/// The record carries a CRC-32C, as pg_control does: a damaged record that still parses
+/// (one digit of the ceiling flipped) stops the start, naming the file and how to repair it;
+/// nothing is issued. A line as 0.4.0 wrote it (no checksum) is read.
+#[test]
+fn a_damaged_reservation_record_stops_the_start_and_an_old_one_is_read() {
+    let mut cluster = Cluster::start("record-checksum", &["snowflake_id.max_lead_ms = '10min'"]);
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    client.query("SELECT snowflake_nextval(1) FROM generate_series(1, 1000)", &[]).unwrap();
+    drop(client);
+    cluster.stop("fast");
+
+    let file = cluster.data_dir().join("snowflake_id.reservation");
+    let record = std::fs::read_to_string(&file).unwrap();
+    assert!(record.contains(" crc32c="), "no checksum in {record:?}");
+    // The ceiling's most significant nonzero digit, lowered by one: still a number, far lower.
+    let digits = "snowflake_id reservation ceiling_unix_ms=".len();
+    let first = digits + record[digits..].find(|c: char| c != '0').unwrap();
+    let lowered = (record.as_bytes()[first] - 1) as char;
+    let damaged = format!("{}{lowered}{}", &record[..first], &record[first + 1..]);
+    std::fs::write(&file, &damaged).unwrap();
+    let log = cluster.try_start_with(&[]).expect_err("the server started with a damaged reservation record");
+    assert!(log.contains("could not read the snowflake_id reservation file \"snowflake_id.reservation\": checksum mismatch"), "{log}");
+    assert!(log.contains("HINT:  Restore the file from a backup. Or write the line"), "{log}");
+
+    // Repaired as the hint says, in the format of 0.4.0 (zero-padded, no checksum): five
+    // minutes ahead, where shards then resume.
+    let now_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let ceiling_ms = now_ms + 300_000;
+    std::fs::write(&file, format!("snowflake_id reservation ceiling_unix_ms={ceiling_ms:020}\n")).unwrap();
+    cluster.start_with(&[]);
+    let next_ms: i64 = cluster
+        .connect()
+        .query_one("SELECT (extract(epoch FROM snowflake_timestamp(snowflake_nextval(1))) * 1000)::int8", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        (ceiling_ms..ceiling_ms + 10_000).contains(&next_ms),
+        "resumed at {next_ms} ms, not at {ceiling_ms} ms"
+    );
+}

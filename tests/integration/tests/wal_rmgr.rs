@@ -1,10 +1,11 @@
 //! The WAL resource manager ids. Records are written under `snowflake_id.wal_rmgr_id`
-//! (default 213, not PostgreSQL's experimental 128); records that versions up to 0.2.0 wrote
-//! under 128 still replay after the update (`snowflake_id.legacy_wal_rmgr_id`, default 128).
+//! (default 213, not PostgreSQL's experimental 128). A fresh cluster registers nothing under
+//! 128; records that versions up to 0.2.0 wrote under 128 still replay after the update
+//! (`snowflake_id.legacy_wal_rmgr_id`, by default 128 only while such records may remain).
 //! Ids PostgreSQL keeps for itself are refused at start.
 
 use postgres::Client;
-use snowflake_id_integration::Cluster;
+use snowflake_id_integration::{wait_until, Cluster};
 
 /// Moves shard 1 a second ahead `records` times (a reservation record each), then crashes
 /// the server (kill -9); returns the highest ID shard 1 issued before the crash.
@@ -36,7 +37,7 @@ fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
     let highest = write_records_then_crash(&mut cluster, client, 5);
 
     // The update: the new defaults (written here as lines, later lines win).
-    cluster.configure(&["snowflake_id.wal_rmgr_id = 213", "snowflake_id.legacy_wal_rmgr_id = 128"]);
+    cluster.configure(&["snowflake_id.wal_rmgr_id = 213", "snowflake_id.legacy_wal_rmgr_id = -1"]);
     cluster.start_with(&[]);
     let mut client = cluster.wait_until_accepting();
     let log = cluster.log();
@@ -49,9 +50,43 @@ fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
     client.batch_execute("CHECKPOINT").unwrap();
     let highest = write_records_then_crash(&mut cluster, client, 1);
     cluster.start_with(&[]);
-    let next: i64 =
-        cluster.wait_until_accepting().query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    let mut client = cluster.wait_until_accepting();
+    let next: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
     assert!(next > highest);
+
+    // Once a checkpoint has completed since the update, no record under 128 is left to
+    // replay: the next start leaves 128 to others.
+    for _ in 0..3 {
+        client.batch_execute("CHECKPOINT").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    wait_until("the worker saw a checkpoint after the update", || {
+        cluster.log().contains("no WAL record of versions up to 0.2.0 is left to replay")
+    });
+    // The next record written says so (the worker renews the reservation a few times a second).
+    let file = cluster.data_dir().join("snowflake_id.reservation");
+    wait_until("the record says no WAL under 128 is left", || {
+        std::fs::read_to_string(&file).unwrap().contains(" wal128=0 ")
+    });
+    drop(client);
+    cluster.stop("fast");
+    let registered_before = cluster.log().matches("with ID 128").count();
+    cluster.start_with(&[]);
+    cluster.connect().query_one("SELECT snowflake_nextval(1)", &[]).unwrap();
+    assert_eq!(cluster.log().matches("with ID 128").count(), registered_before, "128 registered again");
+}
+
+#[test]
+fn a_fresh_cluster_registers_nothing_under_the_experimental_id() {
+    let mut cluster = Cluster::start("wal-rmgr-fresh", &[]);
+    cluster.connect().batch_execute("CREATE EXTENSION snowflake_id; SELECT snowflake_nextval(1)").unwrap();
+    cluster.stop("fast");
+    cluster.start_with(&[]);
+    let log = cluster.log();
+    assert!(log.contains("registered custom resource manager \"snowflake_id\" with ID 213"), "{log}");
+    assert!(!log.contains("with ID 128"), "{log}");
+    let record = std::fs::read_to_string(cluster.data_dir().join("snowflake_id.reservation")).unwrap();
+    assert!(record.contains(" wal128=0 "), "{record:?}");
 }
 
 #[test]

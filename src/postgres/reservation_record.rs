@@ -1,0 +1,138 @@
+//! The reservation's record in the data directory, `snowflake_id.reservation`: one line that
+//! says how far this server may have issued IDs, and whether WAL of versions up to 0.2.0 may
+//! still have to be replayed here. `reservation.rs` decides what to record and when.
+//!
+//! Since 0.5.0 the line ends with its CRC-32C, as `pg_control` does: a torn or bit-flipped
+//! record that still parses would otherwise be trusted, and a ceiling read too low repeats
+//! IDs. Lines written by 0.3.0 and 0.4.0 (no checksum) are still read, as written before 0.5.0.
+//!
+//! Every line written has the same length (the number is zero-padded to 20 characters, any
+//! `i64`; the flag and the checksum have fixed widths), so the worker writes each one over
+//! the last in place with one fdatasync (`durable_file::overwrite`).
+
+use super::durable_file;
+use snowflake_core::crc32c::crc32c;
+
+/// The record file, relative to the data directory (every server process's working
+/// directory). pg_basebackup copies it, so a new standby starts with a lower bound too.
+pub const FILE: &str = "snowflake_id.reservation";
+const TEMP_FILE: &str = "snowflake_id.reservation.tmp";
+
+/// The line's start, the same in every version: the ceiling follows it.
+pub const PREFIX: &str = "snowflake_id reservation ceiling_unix_ms=";
+const WAL128_FIELD: &str = " wal128=";
+const CRC_FIELD: &str = " crc32c=";
+
+/// What a record says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Nothing was issued at or after this Unix ms time. In Unix ms, not as a time part, so
+    /// the record means the same thing whatever the epoch.
+    pub ceiling_unix_ms: i64,
+    /// WAL records under resource manager id 128 (PostgreSQL's experimental id, which versions
+    /// up to 0.2.0 wrote under) may still have to be replayed from this data directory's WAL:
+    /// the record was written before 0.5.0 or says so (see `reservation::legacy_wal`).
+    pub wal128: bool,
+}
+
+/// The record's one line.
+pub fn format(record: Record) -> String {
+    let Record { ceiling_unix_ms, wal128 } = record;
+    let fields = format!("{PREFIX}{ceiling_unix_ms:020}{WAL128_FIELD}{}", u8::from(wal128));
+    format!("{fields}{CRC_FIELD}{:08x}\n", crc32c(fields.as_bytes()))
+}
+
+/// Reads a line of any version, or says why it cannot be trusted.
+pub fn parse(text: &str) -> Result<Record, String> {
+    let line = text.strip_suffix('\n').ok_or_else(|| format!("unexpected content {text:?}"))?;
+    let Some((fields, crc)) = line.rsplit_once(CRC_FIELD) else {
+        // Written by 0.4.0 (zero-padded) or earlier (not): no checksum, no flag.
+        let ceiling_unix_ms = parse_ceiling(line).ok_or_else(|| format!("unexpected content {text:?}"))?;
+        return Ok(Record { ceiling_unix_ms, wal128: true });
+    };
+    let recorded = u32::from_str_radix(crc, 16).ok().filter(|_| crc.len() == 8);
+    let computed = crc32c(fields.as_bytes());
+    if recorded != Some(computed) {
+        return Err(format!(
+            "checksum mismatch: the line {line:?} has checksum {crc:?}, its content {computed:08x}: the record \
+             is torn or damaged"
+        ));
+    }
+    let (ceiling, wal128) =
+        fields.split_once(WAL128_FIELD).ok_or_else(|| format!("unexpected content {text:?}"))?;
+    let ceiling_unix_ms = parse_ceiling(ceiling).ok_or_else(|| format!("unexpected content {text:?}"))?;
+    let wal128 = match wal128 {
+        "0" => false,
+        "1" => true,
+        _ => return Err(format!("unexpected content {text:?}")),
+    };
+    Ok(Record { ceiling_unix_ms, wal128 })
+}
+
+fn parse_ceiling(field: &str) -> Option<i64> {
+    field.strip_prefix(PREFIX)?.parse().ok()
+}
+
+/// The record in the data directory: `Ok(None)` when there is none, `Err` with the reason
+/// when there is one that cannot be read or trusted.
+pub fn read() -> Result<Option<Record>, String> {
+    match std::fs::read_to_string(FILE) {
+        Ok(text) => parse(&text).map(Some),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// Records so that a crash at any moment leaves the old or the new record, never a torn one.
+pub fn write(record: Record) -> std::io::Result<()> {
+    durable_file::overwrite(FILE, TEMP_FILE, &format(record))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_round_trips_with_the_same_length_and_refuses_anything_else() {
+        for ceiling_unix_ms in [0, 1_704_067_200_000, -5, i64::MIN, i64::MAX] {
+            for wal128 in [false, true] {
+                let record = Record { ceiling_unix_ms, wal128 };
+                assert_eq!(parse(&format(record)), Ok(record));
+                assert_eq!(format(record).len(), format(Record { ceiling_unix_ms: 0, wal128: false }).len());
+            }
+        }
+        // 0.4.0 (padded) and 0.3.0 (unpadded) records still read, as written before 0.5.0.
+        for old in [
+            "snowflake_id reservation ceiling_unix_ms=00000001704067200000\n",
+            "snowflake_id reservation ceiling_unix_ms=1704067200000\n",
+        ] {
+            assert_eq!(parse(old), Ok(Record { ceiling_unix_ms: 1_704_067_200_000, wal128: true }));
+        }
+        for text in [
+            "",
+            "snowflake_id reservation ceiling_unix_ms=12",
+            "ceiling=12\n",
+            "snowflake_id reservation ceiling_unix_ms=x\n",
+            "snowflake_id reservation ceiling_unix_ms=00000001704067200000 wal128=2 crc32c=00000000\n",
+        ] {
+            assert!(parse(text).is_err(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_damaged_record_that_still_parses_is_refused() {
+        let line = format(Record { ceiling_unix_ms: 1_704_067_200_000, wal128: false });
+        // One digit of the ceiling changed (a bit flip: '7' is 0x37, '3' is 0x33), and a
+        // record torn between two writes (the new ceiling's first half, the old one's rest).
+        let flipped = line.replacen("17040", "13040", 1);
+        let newer = format(Record { ceiling_unix_ms: 1_704_999_999_999, wal128: false });
+        let torn = format!("{}{}", &newer[..50], &line[50..]);
+        for damaged in [flipped, torn] {
+            assert!(damaged.starts_with(PREFIX) && damaged != line);
+            let error = parse(&damaged).unwrap_err();
+            assert!(error.contains("checksum mismatch"), "{error}");
+        }
+        // And a checksum that is not one.
+        assert!(parse(&line.replace("crc32c=", "crc32c=zz")).is_err());
+    }
+}
