@@ -46,8 +46,8 @@
 //!   with Release after the latch is set up, loaded with Acquire before it is used.
 
 use crate::layout::{Layout, LayoutError};
-use std::sync::atomic::{
-    AtomicU64,
+use crate::sync::{
+    AtomicU64, AtomicUsize,
     Ordering::{Relaxed, SeqCst},
 };
 
@@ -80,7 +80,7 @@ pub struct Reservation {
     /// The highest time part + 1 a call is waiting to issue: the worker reserves up to it.
     pub wanted: AtomicU64,
     /// Opaque handle the worker leaves for callers to wake it (its latch); 0: none.
-    pub worker: std::sync::atomic::AtomicUsize,
+    pub worker: AtomicUsize,
 }
 
 impl Reservation {
@@ -386,7 +386,8 @@ pub fn lower_ceiling(
     Some(lower)
 }
 
-#[cfg(test)]
+// Under loom the atomics are loom's, made only inside a model: `tests/loom.rs` has the models.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::layout::{Parts, DEFAULT_EPOCH_UNIX_MS};
@@ -431,7 +432,7 @@ mod tests {
         ceiling: AtomicU64::new(u64::MAX),
         floor: AtomicU64::new(0),
         wanted: AtomicU64::new(0),
-        worker: std::sync::atomic::AtomicUsize::new(0),
+        worker: AtomicUsize::new(0),
     };
 
     fn one(slot: &ShardState, clock: &mut FakeClock) -> Result<Parts, Refusal> {
