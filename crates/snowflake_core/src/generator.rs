@@ -34,21 +34,33 @@
 //! Relaxed ordering suffices for most of it: each counter is one word, whose modification
 //! order is total, and no other memory is published through it; what a raised ceiling
 //! promises is on disk before it is stored (the fsync has returned), which no memory
-//! ordering adds to. Two exceptions:
+//! ordering adds to. The exceptions are where two words must be seen together, model-checked
+//! with loom in `tests/loom.rs`:
+//! * Floor and ceiling. A promotion moves the floor up to its guard, then the ceiling
+//!   (`Reservation::resume_at`), and the worker raises the ceiling above the guard later
+//!   (`Reservation::publish_ceiling`). A claim that saw the raised ceiling with the old floor
+//!   would issue inside the window the floor is there to skip. So the ceiling is written with
+//!   Release, after the floor, and `claim` loads the ceiling with Acquire *before* it loads
+//!   the floor: a claim that sees a ceiling sees the floor published before it. (Loaded the
+//!   other way round, the floor can be read before the promotion and the ceiling after it, on
+//!   any CPU; Relaxed, the two can be seen out of order on a weakly ordered one, arm64.) On
+//!   x86-64 an Acquire load is a plain load; the floor stays Relaxed.
 //! * Lowering the ceiling (`lower_ceiling`, after the clock jumped ahead and came back) is a
 //!   handshake between two words: the worker stores the lower ceiling, then reads every
 //!   counter; a claim moves its counter, then reads the ceiling again. Both sides use SeqCst,
 //!   so in their single total order either the worker sees the claim's counter (and keeps the
 //!   ceiling) or the claim sees the lower ceiling (and does not hand out what it claimed).
-//!   On x86-64 a SeqCst load is a plain load and the compare-and-swap is the same locked
-//!   instruction either way, so the hot path pays one load and one comparison.
+//!   Acquire and Release would not do: each side reads a word the other writes, and neither
+//!   write need be visible to the other side's read. On x86-64 a SeqCst load is a plain load
+//!   and the compare-and-swap is the same locked instruction either way, so the hot path pays
+//!   one load and one comparison.
 //! * `Reservation::worker`, the address of the worker's latch, publishes memory: stored
 //!   with Release after the latch is set up, loaded with Acquire before it is used.
 
 use crate::layout::{Layout, LayoutError};
 use crate::sync::{
     AtomicU64, AtomicUsize,
-    Ordering::{Relaxed, SeqCst},
+    Ordering::{Acquire, Relaxed, Release, SeqCst},
 };
 
 /// One shard's state, alone on its cache line so that backends working on different
@@ -86,14 +98,27 @@ pub struct Reservation {
 impl Reservation {
     /// Starts both bounds at a recorded ceiling: nothing can be issued until the worker
     /// has made a new ceiling durable.
+    ///
+    /// The floor is published before the ceiling, which is stored with Release: a claim that
+    /// sees this ceiling, or one raised after it (`publish_ceiling`, whichever thread raises
+    /// it: each raise is a read-modify-write, which continues the release), sees the floor.
     pub fn resume_at(&self, recorded_ceiling: u64) {
         self.floor.fetch_max(recorded_ceiling, Relaxed);
-        self.ceiling.fetch_max(recorded_ceiling, Relaxed);
+        self.ceiling.fetch_max(recorded_ceiling, Release);
+    }
+
+    /// Publishes a ceiling the worker has recorded durably: claims may issue below it from
+    /// now on. Never lowers the ceiling (`lower_ceiling` does that). Release, so that a claim
+    /// seeing it also sees the floor published before it (`resume_at`, at a promotion).
+    pub fn publish_ceiling(&self, recorded_ceiling: u64) {
+        self.ceiling.fetch_max(recorded_ceiling, Release);
     }
 
     /// Sets both bounds to a ceiling replayed from WAL, higher or lower than before: records
     /// are replayed in the order they were decided, so the last one read is the one that
     /// holds (a lower one was written only once nothing had been issued above it).
+    /// The floor first, then the ceiling, both SeqCst (so the ceiling with Release): a call on
+    /// a hot standby that sees a higher ceiling replayed sees its floor, and issues nothing.
     pub fn replay(&self, recorded_ceiling: u64) {
         self.floor.store(recorded_ceiling, SeqCst);
         self.ceiling.store(recorded_ceiling, SeqCst);
@@ -201,8 +226,10 @@ pub fn claim(
             Ok(now) => now,
             Err(error) => break Err(Refusal::Clock(error)),
         };
+        // The ceiling first, with Acquire: a ceiling raised above a new floor is published
+        // after it (Release), so a claim that sees the ceiling sees that floor too (see the top).
+        let ceiling = reservation.ceiling.load(Acquire);
         let start = now.max(reservation.floor.load(Relaxed));
-        let ceiling = reservation.ceiling.load(Relaxed);
         let mut last_issued = shard.last_issued.load(Relaxed);
         // Each blocked case says how long to wait, how long it may wait in all, and what to
         // report if that is too long.
@@ -422,7 +449,7 @@ mod tests {
     impl ReservationKeeper for InstantWorker {
         fn extend_soon(&mut self, reservation: &Reservation, now: u64) {
             if let Some(ceiling) = next_ceiling(now, reservation, &LAYOUT, 500, POLICY.max_lead_ms, 0) {
-                reservation.ceiling.fetch_max(ceiling, Relaxed);
+                reservation.publish_ceiling(ceiling);
             }
         }
     }
@@ -671,7 +698,7 @@ mod tests {
         for now in 1000..60_000 {
             if let Some((done_at, ceiling)) = recording {
                 if now >= done_at {
-                    reservation.ceiling.fetch_max(ceiling, Relaxed);
+                    reservation.publish_ceiling(ceiling);
                     (recording, measured, next_look) = (None, recording_ms, now);
                 }
             }
@@ -786,6 +813,37 @@ mod tests {
         reservation.ceiling.store(now + 3000, Relaxed);
         let first = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first;
         assert_eq!(LAYOUT.counter_time_part(first), now + 1500);
+    }
+
+    #[test]
+    fn a_published_ceiling_only_rises_and_a_promotion_resumes_at_its_guard() {
+        let slot = ShardState::default();
+        let reservation = Reservation::default();
+        let now = LAYOUT.time_part(T0).unwrap();
+        reservation.resume_at(now - 100);
+        reservation.publish_ceiling(now + 500);
+        // A late publication of an older ceiling changes nothing.
+        reservation.publish_ceiling(now + 400);
+        assert_eq!(reservation.ceiling.load(Relaxed), now + 500);
+        let mut clock = FakeClock::at(T0);
+        assert_eq!(
+            claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first,
+            LAYOUT.counter_at(now)
+        );
+        // A promotion's guard, a second ahead: nothing is issued until a ceiling above it is
+        // published, and then nothing below it.
+        reservation.resume_at(now + 1000);
+        assert_eq!(
+            (reservation.floor.load(Relaxed), reservation.ceiling.load(Relaxed)),
+            (now + 1000, now + 1000)
+        );
+        let no_wait = ClockPolicy { max_reservation_wait_ms: 0, ..POLICY };
+        let refusal = claim(&slot, &reservation, 1, &LAYOUT, no_wait, &mut clock, &mut NoKeeper);
+        assert!(matches!(refusal, Err(Refusal::NotReserved { time_part, .. }) if time_part == now + 1000));
+        reservation.publish_ceiling(now + 1500);
+        let mut clock = FakeClock::at(T0);
+        let first = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first;
+        assert_eq!(first, LAYOUT.counter_at(now + 1000));
     }
 
     #[test]
