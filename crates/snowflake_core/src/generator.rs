@@ -34,8 +34,8 @@
 //! Relaxed ordering suffices for most of it: each counter is one word, whose modification
 //! order is total, and no other memory is published through it; what a raised ceiling
 //! promises is on disk before it is stored (the fsync has returned), which no memory
-//! ordering adds to. The exceptions are where two words must be seen together, model-checked
-//! with loom in `tests/loom.rs`:
+//! ordering adds to. The exceptions are where two words must be seen together; `tests/loom.rs`
+//! model-checks them with loom (whose weaker model of SeqCst accesses `sync.rs` makes up for):
 //! * Floor and ceiling. A promotion moves the floor up to its guard, then the ceiling
 //!   (`Reservation::resume_at`), and the worker raises the ceiling above the guard later
 //!   (`Reservation::publish_ceiling`). A claim that saw the raised ceiling with the old floor
@@ -44,7 +44,8 @@
 //!   the floor: a claim that sees a ceiling sees the floor published before it. (Loaded the
 //!   other way round, the floor can be read before the promotion and the ceiling after it, on
 //!   any CPU; Relaxed, the two can be seen out of order on a weakly ordered one, arm64.) On
-//!   x86-64 an Acquire load is a plain load; the floor stays Relaxed.
+//!   x86-64 an Acquire load is a plain load; the floor's load stays Relaxed, ordered by it.
+//!   A standby's replayed ceilings (`Reservation::replay`) are written the same way round.
 //! * Lowering the ceiling (`lower_ceiling`, after the clock jumped ahead and came back) is a
 //!   handshake between two words: the worker stores the lower ceiling, then reads every
 //!   counter; a claim moves its counter, then reads the ceiling again. Both sides use SeqCst,
@@ -53,7 +54,9 @@
 //!   Acquire and Release would not do: each side reads a word the other writes, and neither
 //!   write need be visible to the other side's read. On x86-64 a SeqCst load is a plain load
 //!   and the compare-and-swap is the same locked instruction either way, so the hot path pays
-//!   one load and one comparison.
+//!   one load and one comparison. `advance` (`snowflake_advance`, which moves a counter without
+//!   a claim) takes the claim's side: it moves the counter with SeqCst, then reads the ceiling
+//!   again with SeqCst, and reports the move uncovered if the ceiling fell to it meanwhile.
 //! * `Reservation::worker`, the address of the worker's latch, publishes memory: stored
 //!   with Release after the latch is set up, loaded with Acquire before it is used.
 
@@ -109,7 +112,8 @@ impl Reservation {
 
     /// Publishes a ceiling the worker has recorded durably: claims may issue below it from
     /// now on. Never lowers the ceiling (`lower_ceiling` does that). Release, so that a claim
-    /// seeing it also sees the floor published before it (`resume_at`, at a promotion).
+    /// seeing it also sees the floor published before it (`resume_at`, at a promotion), by
+    /// itself: not only while every write since `resume_at` was a read-modify-write.
     pub fn publish_ceiling(&self, recorded_ceiling: u64) {
         self.ceiling.fetch_max(recorded_ceiling, Release);
     }
@@ -331,10 +335,21 @@ pub fn check_advance(
     Ok(time_part)
 }
 
-/// Makes every later claim on `slot` start at `first_allowed` or above (never moves the
-/// counter back). Checked first by `check_advance`, and the reservation moved past it.
-pub fn advance(slot: &AtomicU64, first_allowed: u64) {
-    slot.fetch_max(first_allowed.saturating_sub(1), Relaxed);
+/// Makes every later claim on `shard` start at `first_allowed` or above (never moves the
+/// counter back), and says whether the reservation still covers it: whether the ceiling lies
+/// above the time part of `first_allowed` once the counter has moved. Checked first by
+/// `check_advance`, and the reservation moved past it.
+///
+/// `false` when the worker lowered the ceiling meanwhile (`lower_ceiling`) without seeing the
+/// move: it may record the lower ceiling, and a restart would resume below `first_allowed`.
+/// The caller then waits for the worker to pass it again, as before the first try, and tries
+/// again. The counter stays moved either way: that issues nothing, and claims above the
+/// ceiling wait for the worker. The same handshake as a claim's (see the top): the counter
+/// moved with SeqCst, then the ceiling read again with SeqCst.
+#[must_use]
+pub fn advance(shard: &ShardState, reservation: &Reservation, first_allowed: u64, layout: &Layout) -> bool {
+    shard.last_issued.fetch_max(first_allowed.saturating_sub(1), SeqCst);
+    layout.counter_time_part(first_allowed) < reservation.ceiling.load(SeqCst)
 }
 
 /// How far ahead of the clock `next_ceiling` can put the ceiling: calls wait for at most
@@ -597,7 +612,7 @@ mod tests {
         let now = LAYOUT.time_part(T0).unwrap();
         let checked_advance = |first_allowed| {
             check_advance(first_allowed, &LAYOUT, POLICY, T0)
-                .map(|_| advance(&slot.last_issued, first_allowed))
+                .map(|_| assert!(advance(&slot, &OPEN, first_allowed, &LAYOUT)))
         };
         let ahead = LAYOUT.counter_at(now + 500);
         assert_eq!(check_advance(ahead, &LAYOUT, POLICY, T0), Ok(now + 500));
@@ -609,6 +624,30 @@ mod tests {
         let far = LAYOUT.counter_at(now + 2001);
         assert!(matches!(checked_advance(far), Err(Refusal::TooFarAhead { lead_ms: 2001, .. })));
         assert_eq!(one(&slot, &mut clock).unwrap().seq, 2);
+    }
+
+    #[test]
+    fn an_advance_is_covered_unless_the_ceiling_was_lowered_under_it_first() {
+        let shards = [ShardState::default()];
+        let reservation = Reservation::default();
+        let now = LAYOUT.time_part(T0).unwrap();
+        let jumped = now + 3_600_000 + 500;
+        let first_allowed = LAYOUT.counter_at(now + 1000);
+        assert_eq!(check_advance(first_allowed, &LAYOUT, POLICY, T0), Ok(now + 1000));
+        // The worker lowers the ceiling first: the advance sees it, and is not covered (the
+        // counter moved all the same: the caller waits for the worker and advances again).
+        reservation.ceiling.store(jumped, Relaxed);
+        assert_eq!(lower_ceiling(now, &reservation, &shards, &LAYOUT, 500, 2000), Some(now + 500));
+        assert!(!advance(&shards[0], &reservation, first_allowed, &LAYOUT));
+        assert_eq!(shards[0].last_issued.load(Relaxed), first_allowed - 1);
+        reservation.publish_ceiling(now + 1500);
+        assert!(advance(&shards[0], &reservation, first_allowed, &LAYOUT));
+        // The advance first: the worker sees the moved counter and keeps the ceiling.
+        reservation.ceiling.store(jumped, Relaxed);
+        let further = LAYOUT.counter_at(now + 2000);
+        assert!(advance(&shards[0], &reservation, further, &LAYOUT));
+        assert_eq!(lower_ceiling(now, &reservation, &shards, &LAYOUT, 500, 2000), None);
+        assert_eq!(reservation.ceiling.load(Relaxed), jumped);
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! * every ID issued lies at or above the floor in force (a promotion's: nothing below it may
 //!   be issued once the ceiling above it is seen);
 //! * every ID issued lies below the ceiling recorded last, the one a restart would resume at;
-//!   a model whose worker lowers the ceiling ends with that lowering, or with its restoring.
+//!   a model whose worker lowers the ceiling ends with that lowering, or with its restoring;
+//! * an advance (`snowflake_advance`) reported covered lies below that ceiling too.
 //!
 //! Run in a target directory of its own (`CARGO_TARGET_DIR`), so that the normal build is not
 //! rebuilt; with at most 3 preemptions per execution it takes under a minute on two cores:
@@ -196,6 +197,52 @@ fn claims_racing_a_promotion() {
         );
         let recorded = recorded.expect("the clock is within half the headroom of the guard");
         check(&issued, 100, recorded);
+    });
+}
+
+/// `snowflake_advance` moves shard 0 (last issued at 90) to start at 108, with the ceiling at
+/// 200, while the worker lowers the ceiling to 105 (the clock jumped ahead and came back) and a
+/// call claims on the same shard. An advance reported as covered must stay covered: a restart
+/// at the ceiling recorded last resumes at or above 108.
+#[test]
+fn advance_racing_a_lowering() {
+    loom::model(|| {
+        let server = Server::new(0, 200);
+        server.shards[0].last_issued.store(LAYOUT.counter_at(90), Relaxed);
+        let first_allowed = LAYOUT.counter_at(108);
+        let advancer = {
+            let server = server.clone();
+            thread::spawn(move || {
+                // As the extension's `snowflake_advance` does, once the worker has passed it.
+                let time_part = generator::check_advance(first_allowed, &LAYOUT, POLICY, 100).unwrap();
+                let reservation = &server.reservation;
+                reservation.wanted.fetch_max(time_part + 1, Relaxed);
+                reservation.ceiling.load(Relaxed) > time_part
+                    && generator::advance(&server.shards[0], reservation, first_allowed, &LAYOUT)
+            })
+        };
+        let claimer = {
+            let server = server.clone();
+            thread::spawn(move || server.claim(0, 100, 1).into_iter().collect::<Vec<_>>())
+        };
+        let shards = &server.shards;
+        let lowered = generator::lower_ceiling(
+            100,
+            &server.reservation,
+            shards,
+            &LAYOUT,
+            RESERVE_MS,
+            POLICY.max_lead_ms,
+        );
+        let covered = advancer.join().unwrap();
+        let issued = claimer.join().unwrap();
+        let recorded = lowered.unwrap_or(200);
+        assert!(
+            !covered || LAYOUT.counter_at(recorded) >= first_allowed,
+            "the advance to {first_allowed} was reported covered, but the ceiling recorded last is {recorded}: \
+             a restart would resume below it"
+        );
+        check(&issued, 0, recorded);
     });
 }
 
