@@ -11,9 +11,10 @@
 //! access that comes right after another `SeqCst` access of the same thread (no access to
 //! these words between) is preceded by a `SeqCst` fence. Weaken either access to `Acquire`
 //! or `Relaxed` and the fence goes with it: that is how the models catch a handshake that no
-//! longer holds. (Loom's fence joins the views of the threads that pass one, more than C11's
-//! does, so a model could in principle miss a bug that needs the total order to be weaker than
-//! that; it does not report a false one.)
+//! longer holds. Two limits remain: loom's fence joins the views of the threads that pass one,
+//! more than C11's does, so a model could in principle miss a bug that needs the total order
+//! to be weaker than that; and two `SeqCst` accesses with another access between them are
+//! still only `AcqRel` to loom (no handshake here has one between).
 
 #[cfg(not(loom))]
 pub use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
