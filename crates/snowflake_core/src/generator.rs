@@ -34,21 +34,36 @@
 //! Relaxed ordering suffices for most of it: each counter is one word, whose modification
 //! order is total, and no other memory is published through it; what a raised ceiling
 //! promises is on disk before it is stored (the fsync has returned), which no memory
-//! ordering adds to. Two exceptions:
+//! ordering adds to. The exceptions are where two words must be seen together; `tests/loom.rs`
+//! model-checks them with loom (whose weaker model of SeqCst accesses `sync.rs` makes up for):
+//! * Floor and ceiling. A promotion moves the floor up to its guard, then the ceiling
+//!   (`Reservation::resume_at`), and the worker raises the ceiling above the guard later
+//!   (`Reservation::publish_ceiling`). A claim that saw the raised ceiling with the old floor
+//!   would issue inside the window the floor is there to skip. So the ceiling is written with
+//!   Release, after the floor, and `claim` loads the ceiling with Acquire *before* it loads
+//!   the floor: a claim that sees a ceiling sees the floor published before it. (Loaded the
+//!   other way round, the floor can be read before the promotion and the ceiling after it, on
+//!   any CPU; Relaxed, the two can be seen out of order on a weakly ordered one, arm64.) On
+//!   x86-64 an Acquire load is a plain load; the floor's load stays Relaxed, ordered by it.
+//!   A standby's replayed ceilings (`Reservation::replay`) are written the same way round.
 //! * Lowering the ceiling (`lower_ceiling`, after the clock jumped ahead and came back) is a
 //!   handshake between two words: the worker stores the lower ceiling, then reads every
 //!   counter; a claim moves its counter, then reads the ceiling again. Both sides use SeqCst,
 //!   so in their single total order either the worker sees the claim's counter (and keeps the
 //!   ceiling) or the claim sees the lower ceiling (and does not hand out what it claimed).
-//!   On x86-64 a SeqCst load is a plain load and the compare-and-swap is the same locked
-//!   instruction either way, so the hot path pays one load and one comparison.
+//!   Acquire and Release would not do: each side reads a word the other writes, and neither
+//!   write need be visible to the other side's read. On x86-64 a SeqCst load is a plain load
+//!   and the compare-and-swap is the same locked instruction either way, so the hot path pays
+//!   one load and one comparison. `advance` (`snowflake_advance`, which moves a counter without
+//!   a claim) takes the claim's side: it moves the counter with SeqCst, then reads the ceiling
+//!   again with SeqCst, and reports the move uncovered if the ceiling fell to it meanwhile.
 //! * `Reservation::worker`, the address of the worker's latch, publishes memory: stored
 //!   with Release after the latch is set up, loaded with Acquire before it is used.
 
 use crate::layout::{Layout, LayoutError};
-use std::sync::atomic::{
-    AtomicU64,
-    Ordering::{Relaxed, SeqCst},
+use crate::sync::{
+    AtomicU64, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release, SeqCst},
 };
 
 /// One shard's state, alone on its cache line so that backends working on different
@@ -80,20 +95,34 @@ pub struct Reservation {
     /// The highest time part + 1 a call is waiting to issue: the worker reserves up to it.
     pub wanted: AtomicU64,
     /// Opaque handle the worker leaves for callers to wake it (its latch); 0: none.
-    pub worker: std::sync::atomic::AtomicUsize,
+    pub worker: AtomicUsize,
 }
 
 impl Reservation {
     /// Starts both bounds at a recorded ceiling: nothing can be issued until the worker
     /// has made a new ceiling durable.
+    ///
+    /// The floor is published before the ceiling, which is stored with Release: a claim that
+    /// sees this ceiling, or one raised after it (`publish_ceiling`, whichever thread raises
+    /// it: each raise is a read-modify-write, which continues the release), sees the floor.
     pub fn resume_at(&self, recorded_ceiling: u64) {
         self.floor.fetch_max(recorded_ceiling, Relaxed);
-        self.ceiling.fetch_max(recorded_ceiling, Relaxed);
+        self.ceiling.fetch_max(recorded_ceiling, Release);
+    }
+
+    /// Publishes a ceiling the worker has recorded durably: claims may issue below it from
+    /// now on. Never lowers the ceiling (`lower_ceiling` does that). Release, so that a claim
+    /// seeing it also sees the floor published before it (`resume_at`, at a promotion), by
+    /// itself: not only while every write since `resume_at` was a read-modify-write.
+    pub fn publish_ceiling(&self, recorded_ceiling: u64) {
+        self.ceiling.fetch_max(recorded_ceiling, Release);
     }
 
     /// Sets both bounds to a ceiling replayed from WAL, higher or lower than before: records
     /// are replayed in the order they were decided, so the last one read is the one that
     /// holds (a lower one was written only once nothing had been issued above it).
+    /// The floor first, then the ceiling, both SeqCst (so the ceiling with Release): a call on
+    /// a hot standby that sees a higher ceiling replayed sees its floor, and issues nothing.
     pub fn replay(&self, recorded_ceiling: u64) {
         self.floor.store(recorded_ceiling, SeqCst);
         self.ceiling.store(recorded_ceiling, SeqCst);
@@ -201,8 +230,10 @@ pub fn claim(
             Ok(now) => now,
             Err(error) => break Err(Refusal::Clock(error)),
         };
+        // The ceiling first, with Acquire: a ceiling raised above a new floor is published
+        // after it (Release), so a claim that sees the ceiling sees that floor too (see the top).
+        let ceiling = reservation.ceiling.load(Acquire);
         let start = now.max(reservation.floor.load(Relaxed));
-        let ceiling = reservation.ceiling.load(Relaxed);
         let mut last_issued = shard.last_issued.load(Relaxed);
         // Each blocked case says how long to wait, how long it may wait in all, and what to
         // report if that is too long.
@@ -304,10 +335,21 @@ pub fn check_advance(
     Ok(time_part)
 }
 
-/// Makes every later claim on `slot` start at `first_allowed` or above (never moves the
-/// counter back). Checked first by `check_advance`, and the reservation moved past it.
-pub fn advance(slot: &AtomicU64, first_allowed: u64) {
-    slot.fetch_max(first_allowed.saturating_sub(1), Relaxed);
+/// Makes every later claim on `shard` start at `first_allowed` or above (never moves the
+/// counter back), and says whether the reservation still covers it: whether the ceiling lies
+/// above the time part of `first_allowed` once the counter has moved. Checked first by
+/// `check_advance`, and the reservation moved past it.
+///
+/// `false` when the worker lowered the ceiling meanwhile (`lower_ceiling`) without seeing the
+/// move: it may record the lower ceiling, and a restart would resume below `first_allowed`.
+/// The caller then waits for the worker to pass it again, as before the first try, and tries
+/// again. The counter stays moved either way: that issues nothing, and claims above the
+/// ceiling wait for the worker. The same handshake as a claim's (see the top): the counter
+/// moved with SeqCst, then the ceiling read again with SeqCst.
+#[must_use]
+pub fn advance(shard: &ShardState, reservation: &Reservation, first_allowed: u64, layout: &Layout) -> bool {
+    shard.last_issued.fetch_max(first_allowed.saturating_sub(1), SeqCst);
+    layout.counter_time_part(first_allowed) < reservation.ceiling.load(SeqCst)
 }
 
 /// How far ahead of the clock `next_ceiling` can put the ceiling: calls wait for at most
@@ -386,7 +428,8 @@ pub fn lower_ceiling(
     Some(lower)
 }
 
-#[cfg(test)]
+// Under loom the atomics are loom's, made only inside a model: `tests/loom.rs` has the models.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::layout::{Parts, DEFAULT_EPOCH_UNIX_MS};
@@ -421,7 +464,7 @@ mod tests {
     impl ReservationKeeper for InstantWorker {
         fn extend_soon(&mut self, reservation: &Reservation, now: u64) {
             if let Some(ceiling) = next_ceiling(now, reservation, &LAYOUT, 500, POLICY.max_lead_ms, 0) {
-                reservation.ceiling.fetch_max(ceiling, Relaxed);
+                reservation.publish_ceiling(ceiling);
             }
         }
     }
@@ -431,7 +474,7 @@ mod tests {
         ceiling: AtomicU64::new(u64::MAX),
         floor: AtomicU64::new(0),
         wanted: AtomicU64::new(0),
-        worker: std::sync::atomic::AtomicUsize::new(0),
+        worker: AtomicUsize::new(0),
     };
 
     fn one(slot: &ShardState, clock: &mut FakeClock) -> Result<Parts, Refusal> {
@@ -569,7 +612,7 @@ mod tests {
         let now = LAYOUT.time_part(T0).unwrap();
         let checked_advance = |first_allowed| {
             check_advance(first_allowed, &LAYOUT, POLICY, T0)
-                .map(|_| advance(&slot.last_issued, first_allowed))
+                .map(|_| assert!(advance(&slot, &OPEN, first_allowed, &LAYOUT)))
         };
         let ahead = LAYOUT.counter_at(now + 500);
         assert_eq!(check_advance(ahead, &LAYOUT, POLICY, T0), Ok(now + 500));
@@ -581,6 +624,30 @@ mod tests {
         let far = LAYOUT.counter_at(now + 2001);
         assert!(matches!(checked_advance(far), Err(Refusal::TooFarAhead { lead_ms: 2001, .. })));
         assert_eq!(one(&slot, &mut clock).unwrap().seq, 2);
+    }
+
+    #[test]
+    fn an_advance_is_covered_unless_the_ceiling_was_lowered_under_it_first() {
+        let shards = [ShardState::default()];
+        let reservation = Reservation::default();
+        let now = LAYOUT.time_part(T0).unwrap();
+        let jumped = now + 3_600_000 + 500;
+        let first_allowed = LAYOUT.counter_at(now + 1000);
+        assert_eq!(check_advance(first_allowed, &LAYOUT, POLICY, T0), Ok(now + 1000));
+        // The worker lowers the ceiling first: the advance sees it, and is not covered (the
+        // counter moved all the same: the caller waits for the worker and advances again).
+        reservation.ceiling.store(jumped, Relaxed);
+        assert_eq!(lower_ceiling(now, &reservation, &shards, &LAYOUT, 500, 2000), Some(now + 500));
+        assert!(!advance(&shards[0], &reservation, first_allowed, &LAYOUT));
+        assert_eq!(shards[0].last_issued.load(Relaxed), first_allowed - 1);
+        reservation.publish_ceiling(now + 1500);
+        assert!(advance(&shards[0], &reservation, first_allowed, &LAYOUT));
+        // The advance first: the worker sees the moved counter and keeps the ceiling.
+        reservation.ceiling.store(jumped, Relaxed);
+        let further = LAYOUT.counter_at(now + 2000);
+        assert!(advance(&shards[0], &reservation, further, &LAYOUT));
+        assert_eq!(lower_ceiling(now, &reservation, &shards, &LAYOUT, 500, 2000), None);
+        assert_eq!(reservation.ceiling.load(Relaxed), jumped);
     }
 
     #[test]
@@ -670,7 +737,7 @@ mod tests {
         for now in 1000..60_000 {
             if let Some((done_at, ceiling)) = recording {
                 if now >= done_at {
-                    reservation.ceiling.fetch_max(ceiling, Relaxed);
+                    reservation.publish_ceiling(ceiling);
                     (recording, measured, next_look) = (None, recording_ms, now);
                 }
             }
@@ -785,6 +852,37 @@ mod tests {
         reservation.ceiling.store(now + 3000, Relaxed);
         let first = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first;
         assert_eq!(LAYOUT.counter_time_part(first), now + 1500);
+    }
+
+    #[test]
+    fn a_published_ceiling_only_rises_and_a_promotion_resumes_at_its_guard() {
+        let slot = ShardState::default();
+        let reservation = Reservation::default();
+        let now = LAYOUT.time_part(T0).unwrap();
+        reservation.resume_at(now - 100);
+        reservation.publish_ceiling(now + 500);
+        // A late publication of an older ceiling changes nothing.
+        reservation.publish_ceiling(now + 400);
+        assert_eq!(reservation.ceiling.load(Relaxed), now + 500);
+        let mut clock = FakeClock::at(T0);
+        assert_eq!(
+            claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first,
+            LAYOUT.counter_at(now)
+        );
+        // A promotion's guard, a second ahead: nothing is issued until a ceiling above it is
+        // published, and then nothing below it.
+        reservation.resume_at(now + 1000);
+        assert_eq!(
+            (reservation.floor.load(Relaxed), reservation.ceiling.load(Relaxed)),
+            (now + 1000, now + 1000)
+        );
+        let no_wait = ClockPolicy { max_reservation_wait_ms: 0, ..POLICY };
+        let refusal = claim(&slot, &reservation, 1, &LAYOUT, no_wait, &mut clock, &mut NoKeeper);
+        assert!(matches!(refusal, Err(Refusal::NotReserved { time_part, .. }) if time_part == now + 1000));
+        reservation.publish_ceiling(now + 1500);
+        let mut clock = FakeClock::at(T0);
+        let first = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first;
+        assert_eq!(first, LAYOUT.counter_at(now + 1000));
     }
 
     #[test]

@@ -12,5 +12,7 @@ pub mod fence;
 pub mod generator;
 /// The bit layout of an ID: widths, shifts, masks, pack and unpack. The one source of truth.
 pub mod layout;
+/// The atomics of the shared state: std's, or loom's for the model checks of `tests/loom.rs`.
+pub mod sync;
 /// UTC calendar arithmetic for the epoch setting and JSON output.
 pub mod utc;
