@@ -6,7 +6,10 @@
 #                            16 and 17 type-checked (scripts/check-other-majors.sh);
 #                            every shell script through shellcheck (scripts/lint-shell.sh)
 #   2. the pure rules        cargo test -p snowflake_core: layout, clock policy with a fake
-#                            clock, reservation rules, UTC; no PostgreSQL, seconds
+#                            clock, reservation rules, UTC; no PostgreSQL, seconds; then the
+#                            lock-free protocol model-checked with loom (claims racing raises,
+#                            lowerings, a promotion, advance; every interleaving and weak-memory
+#                            outcome within LOOM_MAX_PREEMPTIONS = 3; about a minute)
 #   then, for each major:
 #   3. backend tests         cargo pgrx test: #[pg_test]s (shared memory, settings) in a live
 #                            backend, and the extension's own #[test]s
@@ -84,6 +87,9 @@ fi
 
 step "the pure rules (cargo test -p snowflake_core; no PostgreSQL)"
 cargo test -p snowflake_core
+# Built with loom's atomics in a target folder of its own, so the normal builds stay valid.
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
+  cargo test -p snowflake_core --release --test loom
 
 # ---- Bystanders: clusters the layers did not start, checked after them -------------------
 # A cluster of the first major, with the extension preloaded like the demo's, in a folder

@@ -277,27 +277,32 @@ fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     let time_part = generator::check_advance(first_allowed, &layout, policy, clock::wall_clock_unix_ms())
         .unwrap_or_else(|refusal| errors::advance_refused(FUNCTION, shard, refusal));
     // First make the new position durable (the worker is asked to move the reservation past
-    // it), then move the shard: a refused call leaves the shard where it was.
+    // it), then move the shard: a refused call leaves the shard where it was, except when the
+    // worker lowered the ceiling under a first move and the wait for it then ran out (the
+    // shard stays moved forward, which issues nothing). `advance` re-reads the ceiling after
+    // the move (see `generator::advance`): lowered meanwhile, the worker is asked again.
     let mut clock = WallClock::default();
-    reservation.wanted.fetch_max(time_part + 1, Relaxed);
-    reservation::Worker.extend_soon(reservation, 0); // the worker reads the clock itself
-    for _ in 0..ADVANCE_DURABLE_WITHIN_MS {
-        if reservation.ceiling.load(Relaxed) > time_part {
-            break;
+    let mut waited_ms = 0;
+    loop {
+        reservation.wanted.fetch_max(time_part + 1, Relaxed);
+        reservation::Worker.extend_soon(reservation, 0); // the worker reads the clock itself
+        while reservation.ceiling.load(Relaxed) <= time_part && waited_ms < ADVANCE_DURABLE_WITHIN_MS {
+            clock.sleep_ms(1);
+            waited_ms += 1;
         }
-        clock.sleep_ms(1);
+        let ceiling = reservation.ceiling.load(Relaxed);
+        if ceiling <= time_part {
+            errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy });
+        }
+        if generator::advance(state, reservation, first_allowed, &layout) {
+            return id;
+        }
     }
-    let ceiling = reservation.ceiling.load(Relaxed);
-    if ceiling <= time_part {
-        errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy });
-    }
-    generator::advance(&state.last_issued, first_allowed);
-    id
 }
 
 /// How long `snowflake_advance` waits for the reservation to pass the advanced ID: long
 /// enough that only a stalled worker (a failing disk, or none running) makes it fail.
-const ADVANCE_DURABLE_WITHIN_MS: u32 = 5000;
+const ADVANCE_DURABLE_WITHIN_MS: u64 = 5000;
 
 extension_sql!(
     r#"

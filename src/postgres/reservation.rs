@@ -295,7 +295,7 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
     let ceiling_unix_ms = layout.unix_ms(ceiling);
     wal::log_ceiling(ceiling_unix_ms);
     write_durably(ceiling_unix_ms)?;
-    reservation.ceiling.fetch_max(ceiling, Relaxed);
+    reservation.publish_ceiling(ceiling);
     LAST_RECORDING_MS.store(started.elapsed().as_millis() as u64, Relaxed);
     Ok(())
 }

@@ -225,6 +225,10 @@ pub fn claim(
         return Err(Refusal::BatchTooLarge { count, max_count });
     }
     let mut waited_ms = 0;
+    // Milliseconds waited for the clock, and for the reservation.
+    let mut waited_for = [0u64; 2];
+    const WAITING_FOR_CLOCK: usize = 0;
+    const WAITING_FOR_RESERVATION: usize = 1;
     let result = 'claim: loop {
         let now = match layout.time_part(clock.now_unix_ms()) {
             Ok(now) => now,
@@ -235,9 +239,9 @@ pub fn claim(
         let ceiling = reservation.ceiling.load(Acquire);
         let start = now.max(reservation.floor.load(Relaxed));
         let mut last_issued = shard.last_issued.load(Relaxed);
-        // Each blocked case says how long to wait, how long it may wait in all, and what to
-        // report if that is too long.
-        let (wait_ms, max_wait_ms, refusal) = loop {
+        // Each blocked case says how long to wait, for what, how long it may wait for that in
+        // all, and what to report if that is too long.
+        let (wait_ms, waiting_for, max_wait_ms, refusal) = loop {
             let first = (last_issued + 1).max(layout.counter_at(start));
             let last = first + (count - 1);
             let last_time_part = layout.counter_time_part(last);
@@ -250,6 +254,7 @@ pub fn claim(
                 let first_time_part = layout.counter_time_part(first);
                 break (
                     lead_ms - policy.max_lead_ms,
+                    WAITING_FOR_CLOCK,
                     policy.max_wait_ms,
                     Refusal::TooFarAhead { lead_ms, first_time_part, policy },
                 );
@@ -261,6 +266,7 @@ pub fn claim(
                 keeper.extend_soon(reservation, now);
                 break (
                     1,
+                    WAITING_FOR_RESERVATION,
                     policy.max_reservation_wait_ms,
                     Refusal::NotReserved { time_part: last_time_part, ceiling, policy },
                 );
@@ -277,6 +283,7 @@ pub fn claim(
                     keeper.extend_soon(reservation, now);
                     break (
                         1,
+                        WAITING_FOR_RESERVATION,
                         policy.max_reservation_wait_ms,
                         Refusal::NotReserved { time_part: last_time_part, ceiling, policy },
                     );
@@ -285,10 +292,13 @@ pub fn claim(
                 Err(newer) => last_issued = newer,
             }
         };
-        if waited_ms + wait_ms > max_wait_ms {
+        // Each budget counts only its own waits: a call that first waited for the clock (after
+        // a restart ahead of it) still has all of max_reservation_wait_ms for the worker.
+        if waited_for[waiting_for] + wait_ms > max_wait_ms {
             break Err(refusal);
         }
         clock.sleep_ms(wait_ms);
+        waited_for[waiting_for] += wait_ms;
         waited_ms += wait_ms;
     };
     if waited_ms > 0 {
@@ -903,6 +913,21 @@ mod tests {
         let claimed = claim(&slot, &reservation, 4096, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
         assert!(LAYOUT.counter_time_part(claimed.last) < now + 10);
         assert!(clock.slept.is_empty());
+    }
+
+    #[test]
+    fn a_call_that_waited_for_the_clock_still_has_its_whole_reservation_wait() {
+        // After a restart 8 s ahead of the clock, nothing reserved beyond: a call allowed 10 s
+        // for the clock waits 6 s for it, then asks the worker, with its 5 s still whole.
+        let slot = ShardState::default();
+        let reservation = Reservation::default();
+        let now = LAYOUT.time_part(T0).unwrap();
+        reservation.resume_at(now + 8000);
+        let policy = ClockPolicy { max_lead_ms: 2000, max_wait_ms: 10_000, max_reservation_wait_ms: 5000 };
+        let mut clock = FakeClock::at(T0);
+        let claimed = claim(&slot, &reservation, 1, &LAYOUT, policy, &mut clock, &mut InstantWorker).unwrap();
+        assert_eq!(LAYOUT.counter_time_part(claimed.first), now + 8000);
+        assert_eq!(clock.slept, vec![6000, 1]);
     }
 
     #[test]
