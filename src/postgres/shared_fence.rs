@@ -14,6 +14,10 @@
 //! soon as the worker has read the new configuration, and says so in the server log
 //! (`apply_setting`). While the worker is restarting it moves when the worker is back.
 //!
+//! A call also obeys its session's own setting (`settings::fence_allows`), which refuses a
+//! shard as soon as the session has applied the reload that took it away, worker or not; a
+//! session that has a shard the worker has not given yet waits for it (`api::issuing`).
+//!
 //! Ordering: a call tests its bit before it claims (`allows`, Relaxed: a refused call then
 //! normally claims nothing) and again after the claim's compare-and-swap, which is SeqCst
 //! (`generator::claim`), with a SeqCst load (`still_allows`); the worker stores with SeqCst.
