@@ -45,20 +45,38 @@ pub fn during_recovery(function: &'static str) -> ! {
     )
 }
 
-/// A shard the fence (`snowflake_id.shards`) does not give this server.
-pub fn shard_fenced(function: &'static str, shard: u32) -> ! {
+/// A shard the fence (`snowflake_id.shards`, whose text is `fence`) does not give this server.
+pub fn shard_fenced(function: &'static str, shard: u32, fence: &str) -> ! {
     raise(
         NOT_READY,
         function,
         format!("shard {shard} is not issued by this server"),
         format!(
-            "snowflake_id.shards = '{}' names the shards this server may issue. Nothing was issued.",
-            settings::fence_text()
+            "snowflake_id.shards = '{fence}' names the shards this server may issue. Nothing was issued."
         ),
         format!(
             "Issue shard {shard} on the server that owns it. If it moved here, add it to \
              snowflake_id.shards in postgresql.conf and reload, once no other server's list names it."
         ),
+    )
+}
+
+/// A shard this session's fence gives, which the server-wide fence still refuses after the
+/// call waited for the reservation worker to apply the reload.
+pub fn fence_not_applied(function: &'static str, shard: u32, fence: &str, waited_ms: u64) -> ! {
+    raise(
+        NOT_READY,
+        function,
+        format!("shard {shard} is not issued by this server yet"),
+        format!(
+            "This session has snowflake_id.shards = '{}', but the reservation worker has not applied it \
+             for every call yet: the fence in force was still '{fence}' after {waited_ms} ms. Nothing was \
+             issued.",
+            settings::fence_text()
+        ),
+        "The worker applies a reload as soon as it receives it, and logs the new fence: check that it \
+         runs (process title \"postgres: snowflake_id reservation\"), then retry."
+            .into(),
     )
 }
 

@@ -11,7 +11,7 @@
 use super::{errors, preloaded_layout};
 use crate::postgres::clock::{self, NoWaitClock, WallClock};
 use crate::postgres::fmgr::{self, version_1_function_info};
-use crate::postgres::{reservation, settings, shmem};
+use crate::postgres::{reservation, settings, shared_fence, shmem};
 use pgrx::prelude::*;
 use snowflake_core::generator::{
     self, Claim, Clock, NoKeeper, Refusal, Reservation, ReservationKeeper, ShardState,
@@ -32,7 +32,12 @@ enum Closed {
     NotPreloaded,
     NullShard,
     BadShard(LayoutError),
+    /// This session's `snowflake_id.shards` refuses the shard.
     Fenced(u32),
+    /// This session's setting gives the shard, the server-wide fence does not (`shared_fence`):
+    /// the worker has not applied the reload this session has, or this session has not yet
+    /// applied the one the worker has (it does between statements).
+    FencedServerWide(u32),
     InRecovery,
 }
 
@@ -46,6 +51,9 @@ fn try_open_shard(shard: Option<i32>, in_recovery: impl FnOnce() -> bool) -> Res
     if !settings::fence_allows(shard) {
         return Err(Closed::Fenced(shard));
     }
+    if !shared_fence::allows(shard) {
+        return Err(Closed::FencedServerWide(shard));
+    }
     let state = shmem::shard(shard).ok_or(Closed::NotPreloaded)?;
     if in_recovery() {
         return Err(Closed::InRecovery);
@@ -56,13 +64,41 @@ fn try_open_shard(shard: Option<i32>, in_recovery: impl FnOnce() -> bool) -> Res
 /// The shard, or the error that says what to fix.
 #[inline]
 fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
-    try_open_shard(shard, in_recovery).unwrap_or_else(|closed| match closed {
+    let mut clock = WallClock::default();
+    let mut waited_ms = 0;
+    let closed = loop {
+        match try_open_shard(shard, in_recovery) {
+            Ok(open) => return open,
+            // The worker may not have applied the reload this session has (`reload_pending`).
+            Err(Closed::FencedServerWide(shard)) if !reload_pending() => {
+                if waited_ms >= settings::clock_policy().max_reservation_wait_ms {
+                    errors::fence_not_applied(function, shard, &shared_fence::text(), waited_ms);
+                }
+                clock.sleep_ms(1);
+                waited_ms += 1;
+            }
+            Err(closed) => break closed,
+        }
+    };
+    match closed {
         Closed::NotPreloaded => errors::not_preloaded(function),
         Closed::NullShard => errors::null_argument(function, "shard"),
         Closed::BadShard(error) => errors::layout_error(function, error),
-        Closed::Fenced(shard) => errors::shard_fenced(function, shard),
+        Closed::Fenced(shard) => errors::shard_fenced(function, shard, &settings::fence_text()),
+        Closed::FencedServerWide(shard) => errors::shard_fenced(function, shard, &shared_fence::text()),
         Closed::InRecovery => errors::during_recovery(function),
-    })
+    }
+}
+
+/// Whether this backend has a reload to apply (it does so before its next statement). When
+/// its setting gives a shard that the server-wide fence refuses, a pending reload means the
+/// worker applied one this session has not yet, which moved the shard away: the call is
+/// refused at once. Without one, the session has the newer setting (a reload that gave this
+/// server the shard, which the worker applies within milliseconds): the call waits for the
+/// worker, at most `snowflake_id.max_reservation_wait_ms`, as it waits for a reservation.
+fn reload_pending() -> bool {
+    // SAFETY: a flag set by this backend's SIGHUP handler, read as PostgreSQL reads it.
+    unsafe { std::ptr::read_volatile(&raw const pg_sys::ConfigReloadPending) != 0 }
 }
 
 /// Set once this backend has seen recovery finished (see `in_recovery`).
@@ -100,6 +136,12 @@ fn claim(function: &'static str, shard: Option<i32>, count: u64) -> (Layout, u32
     );
     clock.count_step_back(open.state);
     match result {
+        // The fence again, now that the claim is made (see `shared_fence`): moved away
+        // meanwhile, the claimed IDs are dropped (a gap in the shard, as a rolled-back sequence
+        // leaves) and the call is refused like one made after the move.
+        Ok(_) if !shared_fence::still_allows(open.shard) => {
+            errors::shard_fenced(function, open.shard, &shared_fence::text())
+        }
         Ok(claim) => (open.layout, open.shard, claim),
         Err(refusal) => errors::refusal(function, open.shard, refusal),
     }
@@ -149,7 +191,13 @@ fn nextval_without_waiting(shard: Option<i32>) -> Option<i64> {
     // Waking the worker is a call into PostgreSQL: left to the guarded path, which waits for it.
     let claim = generator::claim(state, reservation, 1, &layout, policy, &mut clock, &mut NoKeeper);
     clock.0.count_step_back(state);
-    Some(layout.id_of_counter(shard, claim.ok()?.first))
+    let claim = claim.ok()?;
+    // The fence again, as `claim` looks at it: moved away meanwhile, the claimed ID is dropped
+    // (a gap, as a rolled-back sequence leaves), and the guarded path refuses the call.
+    if !shared_fence::still_allows(shard) {
+        return None;
+    }
+    Some(layout.id_of_counter(shard, claim.first))
 }
 
 extension_sql!(
@@ -270,6 +318,8 @@ REVOKE ALL ON FUNCTION snowflake_nextvals(integer, integer) FROM PUBLIC;
 fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     const FUNCTION: &str = "snowflake_advance";
     let Some(id) = id else { errors::null_argument(FUNCTION, "id") };
+    // The fence is looked at before only: an advance moves the shard and issues no ID, so one
+    // that races a move of the fence can only leave a gap in the shard, never hand out an ID.
     let OpenShard { layout, shard, state, reservation } = open_shard(FUNCTION, shard);
     let first_allowed =
         layout.first_counter_above(shard, id).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));

@@ -23,5 +23,7 @@ pub mod reservation;
 pub mod reservation_record;
 /// The `snowflake_id.*` settings.
 pub mod settings;
+/// The shard fence in force on the whole server, in shared memory (written by the worker).
+pub mod shared_fence;
 /// The generator state in shared memory (with `reservation`).
 pub mod shmem;

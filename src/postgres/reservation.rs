@@ -26,7 +26,7 @@
 //! here when it creates shared memory, and the worker publishes new ceilings there.
 
 use super::reservation_record::{self, Record, FILE, PREFIX};
-use super::{clock, compat, settings, shmem};
+use super::{clock, compat, settings, shared_fence, shmem};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys::{self, panic::ErrorReport};
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -212,11 +212,13 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
         "snowflake_id reservation worker started: shards resume at {}",
         utc::format_utc_ms(layout.unix_ms(reservation.floor.load(Relaxed)))
     );
+    shared_fence::apply_setting(true);
     let mut failing = false;
     loop {
         if BackgroundWorker::sighup_received() {
             // SAFETY: the documented way for a worker to apply a reload.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+            shared_fence::apply_setting(false);
         }
         legacy_wal::look_at_checkpoints();
         match renew(reservation) {

@@ -90,7 +90,9 @@ static LAYOUT: FixedLayout = FixedLayout(std::cell::UnsafeCell::new(Layout::new(
 )));
 
 /// The parsed `snowflake_id.shards` of this process, set by its assign hook; null: no fence.
-/// Read on every call, so it is parsed once per change and not per call.
+/// Read on every call, so it is parsed once per change and not per call. A backend applies a
+/// reload only between statements: the fence that reaches running statements too is the
+/// server-wide one (`shared_fence`), which the reservation worker publishes from its own.
 static FENCE: AtomicPtr<ShardFence> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Registers every setting. Called from `_PG_init` while shared_preload_libraries is being
@@ -531,13 +533,19 @@ pub fn default_shard() -> Option<i32> {
     (shard != SHARD_UNSET).then_some(shard)
 }
 
-/// Whether the shard fence lets this server issue `shard` (a shard of the layout).
+/// Whether this process's shard fence lets it issue `shard` (a shard of the layout).
 #[inline(always)]
 pub fn fence_allows(shard: u32) -> bool {
     let fence = FENCE.load(Relaxed);
     // SAFETY: a non-null pointer is a fence leaked by `assign_shards`, replaced (and freed)
     // only between statements, in this same thread.
     fence.is_null() || unsafe { (*fence).allows(shard) }
+}
+
+/// This process's shard fence, parsed.
+pub fn fence() -> ShardFence {
+    // SAFETY: as in `fence_allows`.
+    unsafe { FENCE.load(Relaxed).as_ref() }.cloned().unwrap_or(ShardFence::Open)
 }
 
 /// `snowflake_id.shards` as configured, for messages.

@@ -9,7 +9,7 @@
 //! One subsystem with `reservation.rs` (see `postgres/mod.rs`): creating the state restores
 //! the recorded reservation into it, and the reservation's worker renews it here.
 
-use super::{recorded_layout, reservation, settings};
+use super::{recorded_layout, reservation, settings, shared_fence};
 use pgrx::pg_sys;
 use snowflake_core::generator::{Reservation, ShardState};
 use std::sync::atomic::{AtomicBool, Ordering::Release};
@@ -68,6 +68,7 @@ unsafe extern "C-unwind" fn request_shmem() {
             previous();
         }
         pg_sys::RequestAddinShmemSpace(bytes_needed());
+        shared_fence::request();
     }
 }
 
@@ -104,6 +105,7 @@ unsafe extern "C-unwind" fn startup_shmem() {
             recorded_layout::check_or_record();
             (*RESERVATION).resume_at(reservation::recorded_ceiling());
         }
+        shared_fence::attach();
         pg_sys::LWLockRelease(lock);
     }
 }

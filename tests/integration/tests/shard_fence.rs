@@ -2,8 +2,12 @@
 //! Every generator refuses the others with 55000 and issues nothing; a reload moves the fence;
 //! a list the server cannot read stops it at start instead of leaving it unfenced.
 
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::ToSql;
 use postgres::Client;
-use snowflake_id_integration::{apply_settings, db_error, issued, Cluster};
+use snowflake_id_integration::{apply_settings, db_error, issued, run, wait_until, Cluster};
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Sets the fence with ALTER SYSTEM and a reload; returns a session that has it.
 fn set_fence(cluster: &Cluster, shards: &str) -> Client {
@@ -80,4 +84,165 @@ fn a_fence_the_server_cannot_read_stops_it_at_start_and_is_refused_at_reload() {
     assert_eq!(error.detail(), Some("The range \"3-1\" runs backwards."));
     assert_eq!(db_error(&mut client, "SELECT snowflake_nextval(3)").code().code(), "55000");
     client.query_one("SELECT snowflake_nextval(2)", &[]).unwrap();
+}
+
+/// Times the server log says the reservation worker made `shards` the fence of every call.
+fn fence_applied_lines(cluster: &Cluster, shards: &str) -> usize {
+    cluster.log().matches(&format!("the shard fence is now snowflake_id.shards = '{shards}'")).count()
+}
+
+/// Moves the fence with ALTER SYSTEM and a reload, from a session of its own, and waits until
+/// the reservation worker has applied it for every call (its line in the server log); returns
+/// the wall clock then, in Unix ms.
+fn move_fence(cluster: &Cluster, shards: &str) -> i64 {
+    let before = fence_applied_lines(cluster, shards);
+    let mut client = cluster.connect();
+    client.batch_execute(&format!("ALTER SYSTEM SET snowflake_id.shards = '{shards}'")).unwrap();
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_until(&format!("the reservation worker applied snowflake_id.shards = '{shards}'"), || {
+        fence_applied_lines(cluster, shards) > before
+    });
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+#[test]
+fn a_moved_fence_stops_statements_already_running() {
+    // No lead over the clock (IDs are asked for far slower than 4,096 per ms anyway): an ID's
+    // time part is then at most the clock's millisecond when it was claimed.
+    let cluster =
+        Cluster::start("fence-running", &["snowflake_id.shards = '7'", "snowflake_id.max_lead_ms = 0"]);
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    const IDS: usize = 10_000_000;
+    // Ten million IDs each, streamed: the server issues them only as fast as this test reads
+    // them, so the statement is still running, waiting for the test, when the fence moves.
+    for (setup, generator, per_row) in [
+        ("", "snowflake_nextval(7)", 1),
+        ("SET snowflake_id.shard = 7", "snowflake_nextval()", 1),
+        ("", "snowflake_nextvals(7, 10)", 10),
+    ] {
+        client.batch_execute(setup).unwrap();
+        let query = format!(
+            "SELECT {generator} FROM generate_series(1, 10000) a, generate_series(1, {}) b",
+            IDS / 10000 / per_row
+        );
+        let mut rows = client.query_raw(query.as_str(), std::iter::empty::<&dyn ToSql>()).unwrap();
+        let mut ids: Vec<i64> = Vec::new();
+        while ids.len() < 1000 {
+            ids.push(rows.next().unwrap().expect("the statement ended early").get(0));
+        }
+        let applied_ms = move_fence(&cluster, "8");
+        let error = loop {
+            match rows.next() {
+                Ok(Some(row)) => ids.push(row.get(0)),
+                Ok(None) => break None,
+                Err(error) => break Some(error),
+            }
+        };
+        drop(rows);
+
+        assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{generator}: IDs not increasing");
+        let last = *ids.last().unwrap();
+        let row = client
+            .query_one(
+                "SELECT snowflake_shard($1), (extract(epoch FROM snowflake_timestamp($1)) * 1000)::int8",
+                &[&last],
+            )
+            .unwrap();
+        let (shard, last_ms): (i32, i64) = (row.get(0), row.get(1));
+        assert_eq!(shard, 7, "{generator}");
+        // The default layout's time part, counted from its epoch (checked on the last ID).
+        let unix_ms = |id: i64| (id >> 22) + 1_704_067_200_000;
+        assert_eq!(unix_ms(last), last_ms);
+        let late = ids.iter().filter(|&&id| unix_ms(id) > applied_ms).count();
+        let Some(error) = error else {
+            panic!(
+                "{generator}: the statement ran to its end ({} IDs of shard 7) after the fence moved shard 7 \
+                 away; {late} of them stamped after the reservation worker applied it",
+                ids.len()
+            )
+        };
+        let error = error.as_db_error().unwrap_or_else(|| panic!("{generator}: {error}"));
+        assert_eq!(error.code().code(), "55000", "{generator}: {error:?}");
+        assert_eq!(error.message(), "shard 7 is not issued by this server", "{generator}");
+        assert_eq!(
+            error.detail(),
+            Some("snowflake_id.shards = '8' names the shards this server may issue. Nothing was issued."),
+            "{generator}"
+        );
+        assert!(ids.len() < IDS, "{generator}");
+        assert!(
+            last_ms <= applied_ms,
+            "{generator}: shard 7 issued an ID stamped {} ms after the fence moved ({late} such IDs)",
+            last_ms - applied_ms
+        );
+        move_fence(&cluster, "7");
+    }
+}
+
+/// Keeps the reservation worker stopped (SIGSTOP) while it lives, as a worker that has not yet
+/// run since a reload; lets it go on (SIGCONT) when dropped, also when the test fails.
+struct StoppedWorker(u32);
+
+impl StoppedWorker {
+    fn stop(cluster: &Cluster) -> StoppedWorker {
+        let pid = cluster.reservation_worker_pid().expect("no reservation worker runs");
+        run(Command::new("kill").args(["-STOP", &pid.to_string()]), "kill -STOP");
+        StoppedWorker(pid)
+    }
+}
+
+impl Drop for StoppedWorker {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-CONT", &self.0.to_string()]).output();
+    }
+}
+
+#[test]
+fn a_session_given_a_shard_waits_for_the_worker_to_apply_it() {
+    // A reservation far ahead, so that calls need nothing of the worker while it is stopped.
+    let cluster = Cluster::start(
+        "fence-worker",
+        &[
+            "snowflake_id.shards = '7'",
+            "snowflake_id.reserve_ms = '20s'",
+            "snowflake_id.max_reservation_wait_ms = '1s'",
+        ],
+    );
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    client.query_one("SELECT snowflake_nextval(7)", &[]).unwrap();
+
+    // The worker has not applied the reload that gives this server shard 9: a session that has
+    // it waits for the worker, at most max_reservation_wait_ms, and is then refused.
+    let worker = StoppedWorker::stop(&cluster);
+    let mut client = set_fence(&cluster, "7,9");
+    let error = db_error(&mut client, "SELECT snowflake_nextval(9)");
+    assert_eq!(error.code().code(), "55000", "{error:?}");
+    assert_eq!(error.message(), "shard 9 is not issued by this server yet");
+    assert!(
+        error.detail().unwrap().starts_with(
+            "This session has snowflake_id.shards = '7,9', but the reservation worker has not applied it for \
+             every call yet: the fence in force was still '7' after "
+        ),
+        "{error:?}"
+    );
+    assert_eq!(issued(&mut client, 9), 0, "a refused call issued IDs");
+    // The session's own setting still fences off what it no longer names, worker or not.
+    let mut client = set_fence(&cluster, "9");
+    assert_eq!(db_error(&mut client, "SELECT snowflake_nextval(7)").code().code(), "55000");
+
+    // Given long enough, the call waits until the worker is back and has applied it.
+    let mut client = cluster.connect();
+    apply_settings(&mut client, &[("snowflake_id.max_reservation_wait_ms", "1min")]);
+    let call =
+        std::thread::spawn(move || client.query_one("SELECT snowflake_shard(snowflake_nextval(9))", &[]));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!call.is_finished(), "the call did not wait for the worker");
+    drop(worker);
+    let shard: i32 = call.join().unwrap().expect("the call failed").get(0);
+    assert_eq!(shard, 9);
+    wait_until("the reservation worker logged the fence it applied", || {
+        fence_applied_lines(&cluster, "9") > 0
+    });
 }

@@ -1,0 +1,141 @@
+//! The shard fence in force on the whole server: one bit per shard of the layout, in shared
+//! memory, set when the server may issue that shard.
+//!
+//! `snowflake_id.shards` is a reloadable setting, and a backend reads its settings again only
+//! between statements: a fence kept in each backend alone would not reach a statement already
+//! running (a long `INSERT ... SELECT`, a PL/pgSQL loop, a COPY), which would go on issuing a
+//! shard after the fence moved it away. So every call also reads the fence here, which moves
+//! for all of them at once.
+//!
+//! One writer at a time: the postmaster fills it when it creates shared memory (at start, and
+//! again after a backend crash), from its own current setting; afterwards only the reservation
+//! worker writes it, when it starts and after every reload it applies. A reload's SIGHUP sets
+//! the worker's latch, so it applies the reload at once: the fence moves for every call as
+//! soon as the worker has read the new configuration, and says so in the server log
+//! (`apply_setting`). While the worker is restarting it moves when the worker is back.
+//!
+//! A call also obeys its session's own setting (`settings::fence_allows`), which refuses a
+//! shard as soon as the session has applied the reload that took it away, worker or not; a
+//! session that has a shard the worker has not given yet waits for it (`api::issuing`).
+//!
+//! Ordering: a call tests its bit before it claims (`allows`, Relaxed: a refused call then
+//! normally claims nothing) and again after the claim's compare-and-swap, which is SeqCst
+//! (`generator::claim`), with a SeqCst load (`still_allows`); the worker stores with SeqCst.
+//! In the single total order of those operations, a claim that comes after the worker's store
+//! is followed by a load that sees it, so such a claim never hands out an ID of a shard the
+//! new fence refuses.
+
+use super::settings;
+use pgrx::pg_sys;
+use snowflake_core::fence::ShardFence;
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
+
+const SHMEM_NAME: &std::ffi::CStr = c"snowflake_id shard fence";
+
+/// The words of the fence, set in every process by the startup hook (inherited by forked
+/// backends). Null while the library is not preloaded.
+static mut WORDS: *const AtomicU64 = std::ptr::null();
+static mut WORD_COUNT: usize = 0;
+
+/// 64 shards per word.
+fn words_needed() -> usize {
+    (settings::layout().shard_count() as usize).div_ceil(64)
+}
+
+fn words() -> &'static [AtomicU64] {
+    // SAFETY: written once per process before any SQL runs; WORDS points at WORD_COUNT words
+    // of shared memory that live as long as the server, only accessed through atomics.
+    unsafe {
+        if WORDS.is_null() {
+            &[]
+        } else {
+            std::slice::from_raw_parts(WORDS, WORD_COUNT)
+        }
+    }
+}
+
+/// Requests the fence's shared memory: called from `shmem`'s request hook.
+pub fn request() {
+    // SAFETY: called by `shmem`'s hook, in the postmaster, when shared memory is requested.
+    unsafe { pg_sys::RequestAddinShmemSpace(words_needed() * size_of::<AtomicU64>()) };
+}
+
+/// Maps the fence, filling it from this process's `snowflake_id.shards` when it is created
+/// (by the postmaster, whose setting follows every reload).
+///
+/// # Safety
+/// Called by `shmem`'s startup hook, with AddinShmemInitLock held.
+pub unsafe fn attach() {
+    let count = words_needed();
+    let mut found = false;
+    // SAFETY: as the caller promises; zeroed memory is a valid fence (no shard).
+    unsafe {
+        let base = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), count * size_of::<AtomicU64>(), &mut found);
+        if !found {
+            std::ptr::write_bytes(base.cast::<u8>(), 0, count * size_of::<AtomicU64>());
+        }
+        WORDS = base.cast::<AtomicU64>();
+        WORD_COUNT = count;
+    }
+    if !found {
+        publish(&settings::fence());
+    }
+}
+
+/// Whether the server-wide fence lets this server issue `shard` (a shard of the layout): the
+/// test before a claim.
+#[inline(always)]
+pub fn allows(shard: u32) -> bool {
+    words().get(shard as usize / 64).is_some_and(|word| word.load(Relaxed) & (1 << (shard % 64)) != 0)
+}
+
+/// `allows` again, after a claim: SeqCst, so that it sees any fence the worker stored before
+/// the claim's SeqCst compare-and-swap (see the top of this file).
+#[inline(always)]
+pub fn still_allows(shard: u32) -> bool {
+    words().get(shard as usize / 64).is_some_and(|word| word.load(SeqCst) & (1 << (shard % 64)) != 0)
+}
+
+/// Makes `fence` the fence of every call; returns whether it changed.
+fn publish(fence: &ShardFence) -> bool {
+    let shard_count = settings::layout().shard_count() as u64;
+    let mut changed = false;
+    for (index, word) in words().iter().enumerate() {
+        let first = index as u64 * 64;
+        let in_layout = if shard_count - first >= 64 { u64::MAX } else { (1 << (shard_count - first)) - 1 };
+        let value = match fence {
+            ShardFence::Open => in_layout,
+            ShardFence::Only(bits) => bits.get(index).copied().unwrap_or(0) & in_layout,
+        };
+        changed |= word.swap(value, SeqCst) != value;
+    }
+    changed
+}
+
+/// The reservation worker's part: makes its `snowflake_id.shards` the fence of every call,
+/// when it starts and after each reload it applies, and logs it when it changed (at start,
+/// when it is not open), so that an operator sees from when it holds.
+pub fn apply_setting(starting: bool) {
+    let fence = settings::fence();
+    if publish(&fence) || (starting && fence != ShardFence::Open) {
+        let text = settings::fence_text();
+        match fence {
+            ShardFence::Open => pgrx::log!(
+                "snowflake_id: the shard fence is lifted (snowflake_id.shards = '{text}'): every shard may be \
+                 issued"
+            ),
+            ShardFence::Only(_) => pgrx::log!(
+                "snowflake_id: the shard fence is now snowflake_id.shards = '{text}', for every call, \
+                 statements already running included"
+            ),
+        }
+    }
+}
+
+/// The fence in force, as a setting's text (ranges merged, `none` for none), for messages.
+pub fn text() -> String {
+    ShardFence::Only(words().iter().map(|word| word.load(Relaxed)).collect()).to_string()
+}
