@@ -126,7 +126,7 @@ mod tests {
         // record torn between two writes (the new ceiling's first half, the old one's rest).
         let flipped = line.replacen("17040", "13040", 1);
         let newer = format(Record { ceiling_unix_ms: 1_704_999_999_999, wal128: false });
-        let torn = format!("{}{}", &newer[..50], &line[50..]);
+        let torn = format!("{}{}", &newer[..55], &line[55..]);
         for damaged in [flipped, torn] {
             assert!(damaged.starts_with(PREFIX) && damaged != line);
             let error = parse(&damaged).unwrap_err();
