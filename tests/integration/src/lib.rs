@@ -233,6 +233,19 @@ impl Cluster {
         }
     }
 
+    /// The ceiling of the reservation record in the data directory (`snowflake_id.reservation`),
+    /// in Unix ms: the number after `ceiling_unix_ms=`, in a record of any version.
+    pub fn recorded_ceiling_unix_ms(&self) -> i64 {
+        let record = fs::read_to_string(self.data_dir.join("snowflake_id.reservation"))
+            .expect("read the reservation record");
+        let digits: String = record
+            .trim_start_matches("snowflake_id reservation ceiling_unix_ms=")
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '-')
+            .collect();
+        digits.parse().unwrap_or_else(|_| panic!("unexpected reservation record {record:?}"))
+    }
+
     /// The postmaster's process id.
     pub fn postmaster_pid(&self) -> u32 {
         let pid_file = fs::read_to_string(self.data_dir.join("postmaster.pid")).expect("read postmaster.pid");

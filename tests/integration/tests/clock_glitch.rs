@@ -9,9 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The ceiling recorded in the reservation file, in ms ahead of the real clock.
 fn recorded_lead_ms(cluster: &Cluster) -> i64 {
-    let text = std::fs::read_to_string(cluster.data_dir().join("snowflake_id.reservation")).unwrap();
-    let ceiling: i64 = text.trim().rsplit('=').next().unwrap().parse().unwrap();
-    ceiling - SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+    cluster.recorded_ceiling_unix_ms()
+        - SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 /// Waits (up to 30 s) until the recorded ceiling's lead satisfies `done`.

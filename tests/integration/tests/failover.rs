@@ -123,17 +123,6 @@ fn caught_up_with(standby: &Cluster, lsn: &str) {
     });
 }
 
-/// The reservation file's ceiling, in Unix ms.
-fn recorded_ceiling_unix_ms(cluster: &Cluster) -> i64 {
-    let record = std::fs::read_to_string(cluster.data_dir().join("snowflake_id.reservation")).unwrap();
-    let digits: String = record
-        .trim_start_matches("snowflake_id reservation ceiling_unix_ms=")
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().unwrap_or_else(|_| panic!("unexpected record {record:?}"))
-}
-
 /// The old primary ran with a longer lead than the standby: the floor the standby replayed
 /// lies above its own promotion guard. A standby records what it replays at most once a
 /// second, so that floor may not be in its file; the promotion records it before anything is
@@ -184,7 +173,7 @@ fn a_promoted_standby_restarted_cleanly_resumes_above_the_floor_it_replayed() {
         .unwrap()
         .get(0);
     wait_until("the promoted standby recorded a reservation above the old primary's last ID", || {
-        recorded_ceiling_unix_ms(&standby) > highest_unix_ms
+        standby.recorded_ceiling_unix_ms() > highest_unix_ms
     });
 
     standby.stop("fast");
