@@ -57,7 +57,7 @@ PG_REGRESS="$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress"
 DIR=$(cluster_temp_dir regress)
 trap 'cluster_stop "$DIR"; rm -rf "$DIR"' EXIT
 
-# The reservation kept 2 s ahead (as far as it may be: max_lead_ms): the largest batch
+# The reservation kept 2 s ahead (at most max_lead_ms + max_wait_ms): the largest batch
 # (generate.sql) borrows the whole 2 s lead, and with the default 500 ms of headroom a slow
 # fsync on a loaded machine could make it chase the worker. No expected output shows this setting.
 cluster_init "$DIR" "snowflake_id.reserve_ms = 2s"

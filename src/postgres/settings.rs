@@ -194,7 +194,7 @@ pub fn init() {
         GucRegistry::define_int_guc_with_hooks(
             MAX_LEAD_MS_NAME,
             c"How far the time part of an ID may run ahead of the wall clock.",
-            c"Used when a millisecond's IDs run out or the clock steps back. At least reserve_ms.",
+            c"Used when a millisecond's IDs run out or the clock steps back.",
             &MAX_LEAD_MS,
             0,
             86_400_000,
@@ -205,16 +205,22 @@ pub fn init() {
             None,
         );
     }
-    GucRegistry::define_int_guc(
-        c"snowflake_id.max_wait_ms",
-        c"How long a call may wait for the clock when it is past max_lead_ms, before failing.",
-        c"",
-        &MAX_WAIT_MS,
-        0,
-        60_000,
-        GucContext::Sighup,
-        GucFlags::UNIT_MS,
-    );
+    // SAFETY: as above.
+    unsafe {
+        GucRegistry::define_int_guc_with_hooks(
+            c"snowflake_id.max_wait_ms",
+            c"How long a call may wait for the clock when it is past max_lead_ms, before failing.",
+            c"",
+            &MAX_WAIT_MS,
+            0,
+            60_000,
+            GucContext::Sighup,
+            GucFlags::UNIT_MS,
+            Some(check_max_wait_ms),
+            None,
+            None,
+        );
+    }
     GucRegistry::define_int_guc(
         c"snowflake_id.max_reservation_wait_ms",
         c"How long a call may wait for the reservation worker to record more IDs, before failing.",
@@ -232,7 +238,7 @@ pub fn init() {
             c"How far ahead of the wall clock the durable reservation of IDs is kept.",
             c"A restarted server resumes at the recorded reservation, so right after a restart IDs may \
               lead the clock by up to this much. Calls that borrow further ahead wait for the worker \
-              to record more (a few ms). At most max_lead_ms.",
+              to record more (a few ms). At most max_lead_ms + max_wait_ms.",
             &RESERVE_MS,
             // The worker looks every 50 ms and renews at half the window: below this the clock
             // would pass the ceiling between two looks.
@@ -294,29 +300,21 @@ pub fn init() {
             setting.stop_unless_applied(&text);
         }
     }
-    // The pair once both are set (their hooks check it only from now on).
-    let (max_lead_ms, reserve_ms) = (read(&MAX_LEAD_MS), read(&RESERVE_MS));
-    if reserve_ms > max_lead_ms {
-        ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!(
-                "snowflake_id.reserve_ms ({reserve_ms} ms) is larger than snowflake_id.max_lead_ms ({max_lead_ms} ms)"
-            ),
-            "_PG_init",
-        )
-        .set_detail(
-            "A restarted server resumes at its reservation, up to reserve_ms ahead of the clock, and calls are \
-             refused while that is more than max_lead_ms ahead: after every restart, no ID could be issued \
-             for a while.",
-        )
-        .set_hint("Keep snowflake_id.reserve_ms at most snowflake_id.max_lead_ms in postgresql.conf.")
-        .report(PgLogLevel::ERROR);
+    // The three once all are set (their hooks check them only from now on).
+    if let Some(reason) = reservation_too_long(read(&MAX_LEAD_MS), read(&MAX_WAIT_MS), read(&RESERVE_MS)) {
+        ErrorReport::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, reason, "_PG_init")
+            .set_detail(RESERVATION_TOO_LONG_DETAIL)
+            .set_hint(
+                "Keep snowflake_id.reserve_ms at most snowflake_id.max_lead_ms + snowflake_id.max_wait_ms in \
+                 postgresql.conf.",
+            )
+            .report(PgLogLevel::ERROR);
     }
     SETTINGS_DEFINED.store(true, Relaxed);
 }
 
 /// Set at the end of `init`: from then on (in every process forked afterwards) the hooks of
-/// `max_lead_ms` and `reserve_ms` check each new value against the other setting. Not
+/// `max_lead_ms`, `max_wait_ms` and `reserve_ms` check each new value against the others. Not
 /// before: while they are being defined, the other may still hold its default.
 static SETTINGS_DEFINED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -729,22 +727,40 @@ unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_
     }
 }
 
-/// `reserve_ms` at most `max_lead_ms`: a restart resumes at the reservation, up to
-/// `reserve_ms` ahead of the clock, and calls are refused while the clock is more than
-/// `max_lead_ms` behind it. Each hook checks the new value against the other setting's
-/// current one; at start, `init` checks the pair once both are set.
-fn lead_and_reserve_agree(max_lead_ms: i32, reserve_ms: i32) -> bool {
-    !SETTINGS_DEFINED.load(Relaxed)
-        || reserve_ms <= max_lead_ms
-        || refuse_setting(
-            &format!(
-                "snowflake_id.reserve_ms ({reserve_ms} ms) is larger than snowflake_id.max_lead_ms \
-                 ({max_lead_ms} ms): after every restart, calls would be refused until the clock caught up \
-                 with the reservation."
-            ),
-            "Keep snowflake_id.reserve_ms at most snowflake_id.max_lead_ms. To change both in one reload, \
-             raise max_lead_ms first (or lower reserve_ms first), one reload each.",
+/// `reserve_ms` at most `max_lead_ms + max_wait_ms`: a restart resumes at the reservation, up
+/// to `reserve_ms` ahead of the clock, and a call waits at most `max_wait_ms` for the clock to
+/// come within `max_lead_ms` of it; with a longer reservation every restart would refuse
+/// calls until the clock caught up. `None` when they agree, else why not. Each hook checks its
+/// new value against the other two settings' current ones; at start, `init` checks the three
+/// once all are set.
+fn reservation_too_long(max_lead_ms: i32, max_wait_ms: i32, reserve_ms: i32) -> Option<String> {
+    let bound = i64::from(max_lead_ms) + i64::from(max_wait_ms);
+    (i64::from(reserve_ms) > bound).then(|| {
+        format!(
+            "snowflake_id.reserve_ms ({reserve_ms} ms) is larger than snowflake_id.max_lead_ms + \
+             snowflake_id.max_wait_ms ({max_lead_ms} + {max_wait_ms} ms)"
         )
+    })
+}
+
+const RESERVATION_TOO_LONG_DETAIL: &str = "A restarted server resumes at its reservation, up to reserve_ms \
+    ahead of the clock, and a call waits at most max_wait_ms for the clock to come within max_lead_ms of it: \
+    after every restart, calls would be refused until the clock caught up.";
+
+/// The check hooks' side of `reservation_too_long`.
+fn lead_wait_and_reserve_agree(max_lead_ms: i32, max_wait_ms: i32, reserve_ms: i32) -> bool {
+    if !SETTINGS_DEFINED.load(Relaxed) {
+        return true;
+    }
+    match reservation_too_long(max_lead_ms, max_wait_ms, reserve_ms) {
+        None => true,
+        Some(reason) => refuse_setting(
+            &format!("{reason}. {RESERVATION_TOO_LONG_DETAIL}"),
+            "Keep snowflake_id.reserve_ms at most snowflake_id.max_lead_ms + snowflake_id.max_wait_ms. To \
+             change several in one reload, raise max_lead_ms or max_wait_ms first (or lower reserve_ms \
+             first), one reload each.",
+        ),
+    }
 }
 
 #[pgrx::pg_guard]
@@ -754,7 +770,17 @@ unsafe extern "C-unwind" fn check_max_lead_ms(
     _source: pg_sys::GucSource::Type,
 ) -> bool {
     // SAFETY: PostgreSQL passes a valid pointer.
-    lead_and_reserve_agree(unsafe { *newval }, read(&RESERVE_MS))
+    lead_wait_and_reserve_agree(unsafe { *newval }, read(&MAX_WAIT_MS), read(&RESERVE_MS))
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_max_wait_ms(
+    newval: *mut i32,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer.
+    lead_wait_and_reserve_agree(read(&MAX_LEAD_MS), unsafe { *newval }, read(&RESERVE_MS))
 }
 
 #[pgrx::pg_guard]
@@ -764,7 +790,7 @@ unsafe extern "C-unwind" fn check_reserve_ms(
     _source: pg_sys::GucSource::Type,
 ) -> bool {
     // SAFETY: PostgreSQL passes a valid pointer.
-    lead_and_reserve_agree(read(&MAX_LEAD_MS), unsafe { *newval })
+    lead_wait_and_reserve_agree(read(&MAX_LEAD_MS), read(&MAX_WAIT_MS), unsafe { *newval })
 }
 
 #[pgrx::pg_guard]

@@ -200,12 +200,14 @@ impl Drop for StoppedWorker {
 
 #[test]
 fn a_session_given_a_shard_waits_for_the_worker_to_apply_it() {
-    // A reservation far ahead, so that calls need nothing of the worker while it is stopped.
+    // A reservation far ahead, so that calls need nothing of the worker while it is stopped
+    // (a lead bound as long: a reservation may not be longer than calls may lead and wait).
     let cluster = Cluster::start(
         "fence-worker",
         &[
             "snowflake_id.shards = '7'",
             "snowflake_id.reserve_ms = '20s'",
+            "snowflake_id.max_lead_ms = '20s'",
             "snowflake_id.max_reservation_wait_ms = '1s'",
         ],
     );

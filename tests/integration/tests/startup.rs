@@ -194,35 +194,57 @@ fn integer_settings_in_hex_or_octal_are_read_as_postgres_reads_them() {
     assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1)), (12, 10));
 }
 
-/// A reservation kept further ahead than calls may lead the clock would make every restart
-/// refuse calls until the clock caught up: refused at start, and at a reload.
+/// A reservation kept further ahead than calls may lead the clock and wait for it would make
+/// every restart refuse calls until the clock caught up: refused at start, and at a reload.
 #[test]
-fn a_reservation_longer_than_the_lead_bound_is_refused() {
+fn a_reservation_longer_than_the_lead_bound_and_the_wait_is_refused() {
     let log = log_of_refused_start(
         "reserve-over-lead",
-        &["snowflake_id.max_lead_ms = 300", "snowflake_id.reserve_ms = 500"],
+        &[
+            "snowflake_id.max_lead_ms = 300",
+            "snowflake_id.max_wait_ms = 100",
+            "snowflake_id.reserve_ms = 500",
+        ],
     );
     assert!(
         log.contains(
-            "FATAL:  snowflake_id.reserve_ms (500 ms) is larger than snowflake_id.max_lead_ms (300 ms)"
+            "FATAL:  snowflake_id.reserve_ms (500 ms) is larger than snowflake_id.max_lead_ms + \
+             snowflake_id.max_wait_ms (300 + 100 ms)"
         ),
         "{log}"
     );
-    assert!(log.contains("HINT:  Keep snowflake_id.reserve_ms at most snowflake_id.max_lead_ms"), "{log}");
+    assert!(
+        log.contains(
+            "HINT:  Keep snowflake_id.reserve_ms at most snowflake_id.max_lead_ms + snowflake_id.max_wait_ms"
+        ),
+        "{log}"
+    );
 
-    let cluster = Cluster::start("reserve-over-lead-reload", &[]);
+    // Never leading the clock is fine, with the default wait.
+    Cluster::start("lead-zero", &["snowflake_id.max_lead_ms = 0"]);
+
+    let cluster = Cluster::start("reserve-over-lead-reload", &["snowflake_id.reserve_ms = 2500"]);
     let mut client = cluster.connect();
-    for statement in
-        ["ALTER SYSTEM SET snowflake_id.reserve_ms = '3s'", "ALTER SYSTEM SET snowflake_id.max_lead_ms = 400"]
-    {
+    for statement in [
+        "ALTER SYSTEM SET snowflake_id.reserve_ms = '4s'",
+        "ALTER SYSTEM SET snowflake_id.max_lead_ms = 1000",
+        "ALTER SYSTEM SET snowflake_id.max_wait_ms = 0",
+    ] {
         let error = db_error(&mut client, statement);
         assert_eq!(error.code().code(), "22023", "{statement}: {error:?}");
-        assert!(error.detail().unwrap().contains("is larger than snowflake_id.max_lead_ms"), "{error:?}");
+        assert!(
+            error
+                .detail()
+                .unwrap()
+                .contains("is larger than snowflake_id.max_lead_ms + snowflake_id.max_wait_ms"),
+            "{error:?}"
+        );
     }
-    // Within the bound, both ways.
+    // Within the bound, all three.
     for statement in [
-        "ALTER SYSTEM SET snowflake_id.reserve_ms = '2s'",
+        "ALTER SYSTEM SET snowflake_id.reserve_ms = '3s'",
         "ALTER SYSTEM SET snowflake_id.max_lead_ms = '3s'",
+        "ALTER SYSTEM SET snowflake_id.max_wait_ms = 500",
     ] {
         client.batch_execute(statement).unwrap();
     }
