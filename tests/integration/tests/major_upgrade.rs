@@ -90,7 +90,7 @@ fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
         .expect_err("a cluster made by pg_upgrade started on an unconfirmed layout");
     assert!(log.contains("snowflake_id cannot tell whether this cluster made by pg_upgrade issues IDs in the old server's layout"), "{log}");
     assert!(log.contains("Copy \"snowflake_id.layout\" from the old cluster's data directory"), "{log}");
-    std::fs::copy(old.data_dir().join(LAYOUT_FILE), guarded.data_dir().join(LAYOUT_FILE)).unwrap();
+    copy_layout(&old, &guarded);
     check_upgraded(&mut guarded, old_max, &decoded_before);
 }
 
@@ -137,7 +137,7 @@ fn pg_upgrade_check_long_before_the_upgrade_does_not_spend_the_guard() {
 
     pg_upgrade(&old, &new, &[]);
     let mut new = new;
-    std::fs::copy(old.data_dir().join(LAYOUT_FILE), new.data_dir().join(LAYOUT_FILE)).unwrap();
+    copy_layout(&old, &new);
     check_upgraded(&mut new, old_max, &decoded_before);
 }
 
@@ -167,6 +167,13 @@ fn upgraded(old: &Cluster, new_bin: &Path, name: &str) -> Cluster {
         std::fs::read_to_string(new.data_dir().join(LAYOUT_FILE)).expect("no layout noted under pg_upgrade");
     assert!(noted.trim_end().ends_with(" unconfirmed=pg_upgrade"), "{noted:?}");
     new
+}
+
+/// Copies the old server's layout file into `new`'s data directory, readable by its server
+/// (written, not copied: a copy would keep the old file's mode, readable by its owner only).
+fn copy_layout(old: &Cluster, new: &Cluster) {
+    let layout = std::fs::read(old.data_dir().join(LAYOUT_FILE)).expect("the old server's layout file");
+    std::fs::write(new.data_dir().join(LAYOUT_FILE), layout).unwrap();
 }
 
 /// Runs pg_upgrade from `old` (stopped, or running with `--check`) into `new` (stopped), in
