@@ -10,7 +10,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// The ceiling recorded in the reservation file, in ms ahead of the real clock.
 fn recorded_lead_ms(cluster: &Cluster) -> i64 {
     let text = std::fs::read_to_string(cluster.data_dir().join("snowflake_id.reservation")).unwrap();
-    let ceiling: i64 = text.trim().rsplit('=').next().unwrap().parse().unwrap();
+    // "snowflake_id reservation ceiling_unix_ms=<20 digits> wal128=<0|1> crc32c=<8 hex digits>"
+    let digits: String = text
+        .trim_start_matches("snowflake_id reservation ceiling_unix_ms=")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let ceiling: i64 = digits.parse().unwrap_or_else(|_| panic!("unexpected record {text:?}"));
     ceiling - SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
