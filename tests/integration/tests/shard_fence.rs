@@ -107,10 +107,13 @@ fn move_fence(cluster: &Cluster, shards: &str) -> i64 {
 
 #[test]
 fn a_moved_fence_stops_statements_already_running() {
-    // No lead over the clock (IDs are asked for far slower than 4,096 per ms anyway): an ID's
-    // time part is then at most the clock's millisecond when it was claimed.
-    let cluster =
-        Cluster::start("fence-running", &["snowflake_id.shards = '7'", "snowflake_id.max_lead_ms = 0"]);
+    // The least lead over the clock a server takes (reserve_ms is at least 100 ms, and a small
+    // max_lead_ms keeps the lead small); IDs are asked for far slower than 4,096 per ms anyway, so an ID's time part
+    // is the clock's millisecond when it was claimed.
+    let cluster = Cluster::start(
+        "fence-running",
+        &["snowflake_id.shards = '7'", "snowflake_id.max_lead_ms = 100", "snowflake_id.reserve_ms = 100"],
+    );
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     const IDS: usize = 10_000_000;
@@ -200,14 +203,13 @@ impl Drop for StoppedWorker {
 
 #[test]
 fn a_session_given_a_shard_waits_for_the_worker_to_apply_it() {
-    // A reservation far ahead, so that calls need nothing of the worker while it is stopped
-    // (a lead bound as long: a reservation may not be longer than calls may lead and wait).
+    // A reservation far ahead, so that calls need nothing of the worker while it is stopped.
     let cluster = Cluster::start(
         "fence-worker",
         &[
             "snowflake_id.shards = '7'",
-            "snowflake_id.reserve_ms = '20s'",
             "snowflake_id.max_lead_ms = '20s'",
+            "snowflake_id.reserve_ms = '20s'",
             "snowflake_id.max_reservation_wait_ms = '1s'",
         ],
     );
