@@ -107,9 +107,9 @@ fn move_fence(cluster: &Cluster, shards: &str) -> i64 {
 
 #[test]
 fn a_moved_fence_stops_statements_already_running() {
-    // The least lead over the clock a server takes (reserve_ms is at least 100 ms, and a small
-    // max_lead_ms keeps the lead small); IDs are asked for far slower than 4,096 per ms anyway, so an ID's time part
-    // is the clock's millisecond when it was claimed.
+    // The least lead over the clock a server takes (reserve_ms is at least 100 ms); IDs are
+    // asked for far slower than 4,096 per ms anyway, so an ID's time part is the clock's
+    // millisecond when it was claimed.
     let cluster = Cluster::start(
         "fence-running",
         &["snowflake_id.shards = '7'", "snowflake_id.max_lead_ms = 100", "snowflake_id.reserve_ms = 100"],
