@@ -3,7 +3,7 @@
 
 #[pgrx::pg_schema]
 mod tests {
-    use crate::postgres::{reservation, settings, shmem};
+    use crate::postgres::{fixed_layout, reservation, settings, shmem};
     use pgrx::prelude::*;
 
     fn one_i64(query: &str) -> i64 {
@@ -13,26 +13,26 @@ mod tests {
     #[pg_test]
     fn the_state_lives_in_the_shared_slot_of_its_shard() {
         let id = one_i64("SELECT snowflake_nextval(5)");
-        let layout = settings::layout();
-        let slot = shmem::shard(5).expect("preloaded, so shared memory exists");
+        let layout = fixed_layout::get();
+        let slot = shmem::slot(5).expect("preloaded, so shared memory exists");
         let counter = slot.last_issued.load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(layout.id_of_counter(5, counter), id);
         // Another shard's slot is untouched by it.
-        let other = shmem::shard(6).unwrap().last_issued.load(std::sync::atomic::Ordering::Relaxed);
+        let other = shmem::slot(6).unwrap().last_issued.load(std::sync::atomic::Ordering::Relaxed);
         assert!(other < counter || other == 0);
-        assert!(shmem::shard(layout.max_shard()).is_some());
-        assert!(shmem::shard(layout.max_shard() + 1).is_none());
+        assert!(shmem::slot(layout.max_shard()).is_some());
+        assert!(shmem::slot(layout.max_shard() + 1).is_none());
     }
 
     #[pg_test]
     fn issued_ids_stay_below_the_durable_reservation() {
         let id = one_i64("SELECT snowflake_nextval(12)");
-        let time_part = settings::layout().decode(id).unwrap().time_part;
+        let time_part = fixed_layout::get().decode(id).unwrap().time_part;
         let reservation = shmem::reservation().expect("preloaded");
         assert!(time_part >= reservation.floor.load(std::sync::atomic::Ordering::Relaxed));
         assert!(time_part < reservation.ceiling.load(std::sync::atomic::Ordering::Relaxed));
         // The ceiling in use is already in the file a restart would read.
-        assert!(reservation::recorded_ceiling() > time_part);
+        assert!(reservation::restore::recorded_ceiling() > time_part);
     }
 
     #[pg_test]
@@ -90,6 +90,6 @@ mod tests {
         assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.max_lead_ms"), Ok(Some("2s")));
         assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.max_wait_ms"), Ok(Some("1s")));
         assert_eq!(Spi::get_one::<&str>("SHOW snowflake_id.max_reservation_wait_ms"), Ok(Some("5s")));
-        assert_eq!(settings::layout(), snowflake_core::layout::Layout::default());
+        assert_eq!(fixed_layout::get(), snowflake_core::layout::Layout::default());
     }
 }

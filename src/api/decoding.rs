@@ -2,8 +2,8 @@
 //!
 //! All are `IMMUTABLE STRICT PARALLEL SAFE` (a NULL in gives NULL out), so they can be used
 //! in expression indexes, generated columns and partition bounds. They are immutable
-//! because the layout is fixed for the life of a fleet (`snowflake_id.epoch` and
-//! `snowflake_id.shard_bits` are set at server start and must never change). They raise
+//! because the layout is fixed for the life of a fleet (`snowflake_id.epoch`, `shard_bits`
+//! and `seq_bits` are set at server start and must never change). They raise
 //! 22023 for a negative ID or a shard/seq out of range, and 22003 for a timestamp outside
 //! the range of the time bits after the epoch.
 //!
@@ -11,7 +11,7 @@
 //! 'discord')`) under a named layout, whatever this server's own is; they need no preloading.
 
 use super::{errors, preloaded_layout};
-use crate::postgres::settings;
+use crate::postgres::fixed_layout;
 use pgrx::prelude::*;
 use pgrx::JsonB;
 use serde::Serialize;
@@ -103,13 +103,13 @@ fn snowflake_compose(ts: TimestampWithTimeZone, shard: i32, seq: i32) -> i64 {
 /// The smallest ID of `ts`'s millisecond: `WHERE id >= snowflake_min_id(now() - '1 hour')`.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_min_id(ts: TimestampWithTimeZone) -> i64 {
-    settings::layout().min_id(time_part_of("snowflake_min_id", ts))
+    fixed_layout::get().min_id(time_part_of("snowflake_min_id", ts))
 }
 
 /// The largest ID of `ts`'s millisecond: `WHERE id <= snowflake_max_id(ts)` keeps all of it.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_max_id(ts: TimestampWithTimeZone) -> i64 {
-    settings::layout().max_id(time_part_of("snowflake_max_id", ts))
+    fixed_layout::get().max_id(time_part_of("snowflake_max_id", ts))
 }
 
 /// The JSON form of an ID. `id` is a string because JavaScript numbers lose precision

@@ -4,7 +4,7 @@
 //! Messages follow PostgreSQL's style: lower case, no final period; details and hints are
 //! sentences. Every refusal happens before anything is issued.
 
-use crate::postgres::{clock, settings};
+use crate::postgres::{clock, fence, fixed_layout, settings};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::generator::Refusal;
@@ -72,7 +72,7 @@ pub fn fence_not_applied(function: &'static str, shard: u32, fence: &str, waited
             "This session has snowflake_id.shards = '{}', but the reservation worker has not applied it \
              for every call yet: the fence in force was still '{fence}' after {waited_ms} ms. Nothing was \
              issued.",
-            settings::fence_text()
+            fence::setting_text()
         ),
         "The worker applies a reload as soon as it receives it, and logs the new fence: check that it \
          runs (process title \"postgres: snowflake_id reservation\"), then retry."
@@ -157,7 +157,7 @@ pub fn advance_refused(function: &'static str, shard: u32, refusal: Refusal) -> 
 
 /// A value that does not fit the layout.
 pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
-    let bits = settings::layout().shard_bits();
+    let bits = fixed_layout::get().shard_bits();
     match error {
         LayoutError::ShardOutOfRange { shard, max_shard } => raise(
             INVALID_PARAMETER,
@@ -172,7 +172,7 @@ pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
             format!("seq {seq} is out of range"),
             format!(
                 "snowflake_id.seq_bits = {} allows sequence numbers 0 to {max_seq} per millisecond.",
-                settings::layout().seq_bits()
+                fixed_layout::get().seq_bits()
             ),
             format!("Pass a seq from 0 to {max_seq}."),
         ),
@@ -205,7 +205,7 @@ pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
 
 /// The generator refused to issue (or to advance) a shard.
 pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
-    let layout = settings::layout();
+    let layout = fixed_layout::get();
     match refusal {
         Refusal::TooFarAhead { lead_ms, first_time_part, policy } => raise(
             NOT_READY,
@@ -289,7 +289,7 @@ pub fn refusal(function: &'static str, shard: u32, refusal: Refusal) -> ! {
 /// (a clock that jumped ahead then back, or calls faster than the clock), or the server
 /// resumed there after a restart.
 fn ahead_of_the_clock(first_time_part: u64) -> String {
-    let layout = settings::layout();
+    let layout = fixed_layout::get();
     // A batch that starts at the clock is too long for the bound: nothing to explain here.
     let now = layout.time_part(clock::wall_clock_unix_ms()).unwrap_or(0);
     if first_time_part <= now + 1 {
@@ -306,20 +306,20 @@ fn ahead_of_the_clock(first_time_part: u64) -> String {
 fn shard_range_hint() -> String {
     format!(
         "Pass a shard id from 0 to {}, each generated on one server only.",
-        settings::layout().max_shard()
+        fixed_layout::get().max_shard()
     )
 }
 
 fn epoch_text() -> String {
-    format_utc_ms(settings::layout().epoch_unix_ms())
+    format_utc_ms(fixed_layout::get().epoch_unix_ms())
 }
 
 fn end_text() -> String {
-    format_utc_ms(settings::layout().last_unix_ms())
+    format_utc_ms(fixed_layout::get().last_unix_ms())
 }
 
 fn time_bits() -> u32 {
-    settings::layout().time_bits()
+    fixed_layout::get().time_bits()
 }
 
 /// A decoder's layout argument that names no layout.

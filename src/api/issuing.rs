@@ -10,20 +10,20 @@
 
 use super::{errors, preloaded_layout};
 use crate::postgres::clock::{self, NoWaitClock, WallClock};
+use crate::postgres::fence::{self, shared as shared_fence};
 use crate::postgres::fmgr::{self, version_1_function_info};
-use crate::postgres::{reservation, settings, shared_fence, shmem};
+use crate::postgres::{fixed_layout, reservation, settings, shmem};
 use pgrx::prelude::*;
-use snowflake_core::generator::{
-    self, Claim, Clock, NoKeeper, Refusal, Reservation, ReservationKeeper, ShardState,
-};
+use snowflake_core::generator::{self, Claim, Clock, NoKeeper, Refusal, Reservation, ShardSlot};
 use snowflake_core::layout::{Layout, LayoutError};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-/// A shard ready to issue from.
+/// A shard ready to issue from: its number checked against the layout and the fence, its
+/// slot in shared memory.
 struct OpenShard {
     layout: Layout,
     shard: u32,
-    state: &'static ShardState,
+    slot: &'static ShardSlot,
     reservation: &'static Reservation,
 }
 
@@ -34,7 +34,7 @@ enum Closed {
     BadShard(LayoutError),
     /// This session's `snowflake_id.shards` refuses the shard.
     Fenced(u32),
-    /// This session's setting gives the shard, the server-wide fence does not (`shared_fence`):
+    /// This session's setting gives the shard, the server-wide fence does not (`fence::shared`):
     /// the worker has not applied the reload this session has, or this session has not yet
     /// applied the one the worker has (it does between statements).
     FencedServerWide(u32),
@@ -46,19 +46,19 @@ enum Closed {
 #[inline(always)]
 fn try_open_shard(shard: Option<i32>, in_recovery: impl FnOnce() -> bool) -> Result<OpenShard, Closed> {
     let reservation = shmem::reservation().ok_or(Closed::NotPreloaded)?;
-    let layout = settings::layout();
+    let layout = fixed_layout::get();
     let shard = layout.check_shard(shard.ok_or(Closed::NullShard)?.into()).map_err(Closed::BadShard)?;
-    if !settings::fence_allows(shard) {
+    if !fence::session_allows(shard) {
         return Err(Closed::Fenced(shard));
     }
     if !shared_fence::allows(shard) {
         return Err(Closed::FencedServerWide(shard));
     }
-    let state = shmem::shard(shard).ok_or(Closed::NotPreloaded)?;
+    let slot = shmem::slot(shard).ok_or(Closed::NotPreloaded)?;
     if in_recovery() {
         return Err(Closed::InRecovery);
     }
-    Ok(OpenShard { layout, shard, state, reservation })
+    Ok(OpenShard { layout, shard, slot, reservation })
 }
 
 /// The shard, or the error that says what to fix.
@@ -84,7 +84,7 @@ fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
         Closed::NotPreloaded => errors::not_preloaded(function),
         Closed::NullShard => errors::null_argument(function, "shard"),
         Closed::BadShard(error) => errors::layout_error(function, error),
-        Closed::Fenced(shard) => errors::shard_fenced(function, shard, &settings::fence_text()),
+        Closed::Fenced(shard) => errors::shard_fenced(function, shard, &fence::setting_text()),
         Closed::FencedServerWide(shard) => errors::shard_fenced(function, shard, &shared_fence::text()),
         Closed::InRecovery => errors::during_recovery(function),
     }
@@ -126,7 +126,7 @@ fn claim(function: &'static str, shard: Option<i32>, count: u64) -> (Layout, u32
     let policy = settings::clock_policy();
     let mut clock = WallClock::default();
     let result = generator::claim(
-        open.state,
+        open.slot,
         open.reservation,
         count,
         &open.layout,
@@ -134,9 +134,9 @@ fn claim(function: &'static str, shard: Option<i32>, count: u64) -> (Layout, u32
         &mut clock,
         &mut reservation::Worker,
     );
-    clock.count_step_back(open.state);
+    clock.count_step_back(open.slot);
     match result {
-        // The fence again, now that the claim is made (see `shared_fence`): moved away
+        // The fence again, now that the claim is made (see `fence::shared`): moved away
         // meanwhile, the claimed IDs are dropped (a gap in the shard, as a rolled-back sequence
         // leaves) and the call is refused like one made after the move.
         Ok(_) if !shared_fence::still_allows(open.shard) => {
@@ -182,15 +182,15 @@ version_1_function_info!(pg_finfo_snowflake_nextval_wrapper);
 #[inline(always)]
 fn nextval_without_waiting(shard: Option<i32>) -> Option<i64> {
     // Recovery not yet seen finished: the guarded path asks PostgreSQL.
-    let OpenShard { layout, shard, state, reservation } =
+    let OpenShard { layout, shard, slot, reservation } =
         try_open_shard(shard, || !RECOVERY_FINISHED.load(Relaxed)).ok()?;
     // No time to wait: past a bound, the claim is refused at once instead of sleeping.
     let policy =
         generator::ClockPolicy { max_wait_ms: 0, max_reservation_wait_ms: 0, ..settings::clock_policy() };
     let mut clock = NoWaitClock(WallClock::default());
     // Waking the worker is a call into PostgreSQL: left to the guarded path, which waits for it.
-    let claim = generator::claim(state, reservation, 1, &layout, policy, &mut clock, &mut NoKeeper);
-    clock.0.count_step_back(state);
+    let claim = generator::claim(slot, reservation, 1, &layout, policy, &mut clock, &mut NoKeeper);
+    clock.0.count_step_back(slot);
     let claim = claim.ok()?;
     // The fence again, as `claim` looks at it: moved away meanwhile, the claimed ID is dropped
     // (a gap, as a rolled-back sequence leaves), and the guarded path refuses the call.
@@ -320,7 +320,7 @@ fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     let Some(id) = id else { errors::null_argument(FUNCTION, "id") };
     // The fence is looked at before only: an advance moves the shard and issues no ID, so one
     // that races a move of the fence can only leave a gap in the shard, never hand out an ID.
-    let OpenShard { layout, shard, state, reservation } = open_shard(FUNCTION, shard);
+    let OpenShard { layout, shard, slot, reservation } = open_shard(FUNCTION, shard);
     let first_allowed =
         layout.first_counter_above(shard, id).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
     let policy = settings::clock_policy();
@@ -332,19 +332,14 @@ fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     // shard stays moved forward, which issues nothing). `advance` re-reads the ceiling after
     // the move (see `generator::advance`): lowered meanwhile, the worker is asked again.
     let mut clock = WallClock::default();
-    let mut waited_ms = 0;
+    let mut budget_ms = ADVANCE_DURABLE_WITHIN_MS;
     loop {
-        reservation.wanted.fetch_max(time_part + 1, Relaxed);
-        reservation::Worker.extend_soon(reservation, 0); // the worker reads the clock itself
-        while reservation.ceiling.load(Relaxed) <= time_part && waited_ms < ADVANCE_DURABLE_WITHIN_MS {
-            clock.sleep_ms(1);
-            waited_ms += 1;
-        }
-        let ceiling = reservation.ceiling.load(Relaxed);
-        if ceiling <= time_part {
+        if let Err(ceiling) =
+            reservation::wait_until_reserved(reservation, time_part, &mut budget_ms, &mut clock)
+        {
             errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy });
         }
-        if generator::advance(state, reservation, first_allowed, &layout) {
+        if generator::advance(slot, reservation, first_allowed, &layout) {
             return id;
         }
     }

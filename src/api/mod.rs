@@ -13,7 +13,7 @@ mod issuing;
 /// `snowflake_stats()`: per-shard counters.
 mod stats;
 
-use crate::postgres::{settings, shmem};
+use crate::postgres::{fixed_layout, shmem};
 use snowflake_core::layout::Layout;
 
 /// The layout, for a SQL function: raises the error naming the fix when the library was
@@ -23,5 +23,5 @@ pub fn preloaded_layout(function: &'static str) -> Layout {
     if !shmem::attached() {
         errors::not_preloaded(function);
     }
-    settings::layout()
+    fixed_layout::get()
 }

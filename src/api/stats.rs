@@ -33,7 +33,7 @@ fn snowflake_stats() -> TableIterator<
     let reservation = shmem::reservation().expect("preloaded");
     let reserved_until = timestamptz_of_unix_ms(layout.unix_ms(reservation.ceiling.load(Relaxed)));
     let now = clock::wall_clock_unix_ms();
-    let rows = shmem::shards().iter().enumerate().filter_map(move |(shard, state)| {
+    let rows = shmem::slots().iter().enumerate().filter_map(move |(shard, state)| {
         let last = state.last_issued.load(Relaxed);
         if last == 0 {
             return None;

@@ -2,7 +2,7 @@
 //! sleeps that PostgreSQL can interrupt.
 
 pub use snowflake_core::clock::wall_clock_unix_ms;
-use snowflake_core::generator::{Clock, ShardState};
+use snowflake_core::generator::{Clock, ShardSlot};
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 /// The real clock, for one call. Sleeps in 1 ms steps and checks for interrupts between
@@ -23,7 +23,7 @@ impl WallClock {
     /// Counts, in the statistics of the shard the call claimed from, a reading of this call
     /// that went back in time (`snowflake_stats().clock_regressions`).
     #[inline]
-    pub fn count_step_back(&self, shard: &ShardState) {
+    pub fn count_step_back(&self, shard: &ShardSlot) {
         if self.stepped_back {
             shard.clock_regressions.fetch_add(1, Relaxed);
         }

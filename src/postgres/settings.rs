@@ -1,29 +1,27 @@
 //! The `snowflake_id.*` settings: defined once in `init()`, read through typed accessors.
+//! The layout's settings live with the layout (`fixed_layout`), the fence's with the fence
+//! (`fence`); the plumbing they all share is in `guc`.
 //!
 //! | setting | context | why |
 //! |---|---|---|
-//! | `layout`, `epoch`, `shard_bits`, `seq_bits` | postmaster | the layout of every ID: changing any on a running fleet would make old and new IDs collide or sort wrongly, so they are fixed at server start. `layout` names a scheme in use elsewhere and sets the other three, unless they are set themselves |
-//! | `shards` | reload (SIGHUP) | the shard fence: the shards this server may issue; moved with the shards, without a restart |
+//! | `layout`, `epoch`, `shard_bits`, `seq_bits` | postmaster | see `fixed_layout` |
+//! | `shards` | reload (SIGHUP) | see `fence` |
 //! | `shard` | superuser | the default shard of `snowflake_nextval()`; per database or role with `ALTER ... SET`, never by an unprivileged role for others |
 //! | `max_lead_ms`, `max_wait_ms`, `max_reservation_wait_ms` | reload (SIGHUP) | the clock policy; operators tune it without a restart |
 //! | `reserve_ms` | reload (SIGHUP) | how far ahead of the clock the durable reservation is kept |
 //! | `max_clock_skew_ms` | reload (SIGHUP) | how far the clocks of a primary and its standbys may disagree: a promoted standby resumes that much further ahead |
 //! | `wal_rmgr_id`, `legacy_wal_rmgr_id` | postmaster | the custom WAL resource manager ids (written; replayed from earlier versions); the same on a primary and its standbys |
 
+use super::guc::{self, read, refuse_setting, ConfiguredAtStart};
+use super::{fence, fixed_layout};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys::{self, panic::ErrorReport};
 use pgrx::{PgLogLevel, PgSqlErrorCode};
-use snowflake_core::fence::ShardFence;
 use snowflake_core::generator::ClockPolicy;
-use snowflake_core::layout::{
-    self, Layout, SplitError, DEFAULT_EPOCH_UNIX_MS, DEFAULT_SEQ_BITS, DEFAULT_SHARD_BITS, MAX_SEQ_BITS,
-    MAX_SHARD_BITS, MIN_SEQ_BITS, MIN_SHARD_BITS, MIN_TIME_BITS,
-};
-use snowflake_core::utc;
-use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::atomic::{AtomicI64, AtomicPtr, Ordering::Relaxed};
+use snowflake_core::layout::MAX_SHARD_BITS;
+use std::ffi::{c_void, CStr};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-const DEFAULT_EPOCH: &CStr = c"2024-01-01T00:00:00Z";
 /// `snowflake_id.shard` when nothing was set.
 const SHARD_UNSET: i32 = -1;
 /// Defaults of the clock policy. 2 s of lead absorbs the clock steps NTP daemons make
@@ -47,7 +45,7 @@ const DEFAULT_MAX_RESERVATION_WAIT_MS: i32 = 5000;
 const DEFAULT_RESERVE_MS: i32 = 500;
 /// The clocks of a primary and its standbys, kept by NTP or chrony, agree within a few ms;
 /// 250 ms leaves room for a badly synchronised one, and costs a promoted standby at most that
-/// much more waiting before its first IDs (see `reservation::record_promotion_guard`).
+/// much more waiting before its first IDs (see `reservation::worker::record_promotion_guard`).
 const DEFAULT_MAX_CLOCK_SKEW_MS: i32 = 250;
 /// The id the reservation records are written under. Not 128: PostgreSQL keeps that one
 /// (RM_EXPERIMENTAL_ID) for extensions under development, so two of them may both use it.
@@ -60,12 +58,7 @@ const DEFAULT_WAL_RMGR_ID: i32 = 213;
 const LEGACY_WAL_RMGR_AUTO: i32 = -1;
 const DEFAULT_LEGACY_WAL_RMGR_ID: i32 = LEGACY_WAL_RMGR_AUTO;
 
-static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
-static SHARD_BITS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_SHARD_BITS as i32);
-static SEQ_BITS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_SEQ_BITS as i32);
-static LAYOUT_NAME: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
 static SHARD: GucSetting<i32> = GucSetting::<i32>::new(SHARD_UNSET);
-static SHARDS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
 static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_LEAD_MS);
 static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_WAIT_MS);
 static MAX_RESERVATION_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_RESERVATION_WAIT_MS);
@@ -74,94 +67,23 @@ static MAX_CLOCK_SKEW_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_C
 static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_WAL_RMGR_ID);
 static LEGACY_WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_LEGACY_WAL_RMGR_ID);
 
-/// The epoch in Unix ms, parsed once by the assign hook so no call parses a string.
-static EPOCH_UNIX_MS: AtomicI64 = AtomicI64::new(DEFAULT_EPOCH_UNIX_MS);
-
-/// The layout, fixed by `check_split` at start from settings that only a restart changes:
-/// every call copies it from here, its shifts and bounds already worked out.
-struct FixedLayout(std::cell::UnsafeCell<Layout>);
-// SAFETY: written once, in `_PG_init`, before this process runs any query or forks a backend;
-// only read afterwards.
-unsafe impl Sync for FixedLayout {}
-static LAYOUT: FixedLayout = FixedLayout(std::cell::UnsafeCell::new(Layout::new(
-    DEFAULT_EPOCH_UNIX_MS,
-    DEFAULT_SHARD_BITS,
-    DEFAULT_SEQ_BITS,
-)));
-
-/// The parsed `snowflake_id.shards` of this process, set by its assign hook; null: no fence.
-/// Read on every call, so it is parsed once per change and not per call. A backend applies a
-/// reload only between statements: the fence that reaches running statements too is the
-/// server-wide one (`shared_fence`), which the reservation worker publishes from its own.
-static FENCE: AtomicPtr<ShardFence> = AtomicPtr::new(std::ptr::null_mut());
+const SHARD_SETTING: &CStr = c"snowflake_id.shard";
+const MAX_LEAD_MS_SETTING: &CStr = c"snowflake_id.max_lead_ms";
+const RESERVE_MS_SETTING: &CStr = c"snowflake_id.reserve_ms";
+const WAL_RMGR_ID_SETTING: &CStr = c"snowflake_id.wal_rmgr_id";
+const LEGACY_WAL_RMGR_ID_SETTING: &CStr = c"snowflake_id.legacy_wal_rmgr_id";
 
 /// Registers every setting. Called from `_PG_init` while shared_preload_libraries is being
-/// processed: PostgreSQL allows postmaster-only settings to be defined only then.
-///
-/// A value in postgresql.conf that PostgreSQL refuses for a setting defined this late only
-/// earns a WARNING, and the setting keeps its default. For the layout that would mean
-/// issuing IDs in another layout than the rest of the fleet, so a refused value stops the
-/// server instead (`CheckedAtStart`).
+/// processed: PostgreSQL allows postmaster-only settings to be defined only then. The layout
+/// first: the default shard and the fence are checked against it.
 pub fn init() {
-    let configured = CheckedAtStart::ALL.map(|setting| (setting, configured_text(setting.name())));
-    // SAFETY: the hooks are `#[pg_guard]`ed and only read their arguments.
-    unsafe {
-        GucRegistry::define_string_guc_with_hooks(
-            EPOCH_NAME,
-            c"Start of the time part of every ID (UTC). Fixed for a fleet: never change it.",
-            c"A UTC timestamp such as 2024-01-01T00:00:00Z. IDs run out 2^time_bits ms later (69.7 \
-              years with the default split). Every server of a fleet must use the same value.",
-            &EPOCH,
-            GucContext::Postmaster,
-            GucFlags::default(),
-            Some(check_epoch),
-            Some(assign_epoch),
-            None,
-        );
-    }
-    GucRegistry::define_int_guc(
-        SHARD_BITS_NAME,
-        c"Bits of an ID given to the shard id. Fixed for a fleet: never change it.",
-        c"10: 1,024 shards (Twitter). 13: 8,192 shards (Instagram). The time part gets what \
-          shard_bits and seq_bits leave of 63 bits.",
-        &SHARD_BITS,
-        MIN_SHARD_BITS as i32,
-        MAX_SHARD_BITS as i32,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        SEQ_BITS_NAME,
-        c"Bits of an ID given to the sequence within a millisecond. Fixed for a fleet: never change it.",
-        c"12: 4,096 IDs per ms and shard (Twitter). 10: 1,024 (Instagram). The time part gets what \
-          shard_bits and seq_bits leave of 63 bits, and must keep at least 38 (8.7 years).",
-        &SEQ_BITS,
-        MIN_SEQ_BITS as i32,
-        MAX_SEQ_BITS as i32,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
-    // SAFETY: as above.
-    unsafe {
-        GucRegistry::define_string_guc_with_hooks(
-            LAYOUT_NAME_NAME,
-            c"A named ID scheme: twitter, discord, instagram or mastodon; empty for none.",
-            c"Sets snowflake_id.epoch, shard_bits and seq_bits to that scheme's; any of them set \
-              explicitly wins. Fixed for a fleet: never change it.",
-            &LAYOUT_NAME,
-            GucContext::Postmaster,
-            GucFlags::default(),
-            Some(check_layout_name),
-            None,
-            None,
-        );
-    }
-    apply_named_layout();
-    check_split();
+    fixed_layout::define();
+    let configured =
+        [SHARD_SETTING, WAL_RMGR_ID_SETTING, LEGACY_WAL_RMGR_ID_SETTING].map(ConfiguredAtStart::capture);
     // SAFETY: as above.
     unsafe {
         GucRegistry::define_int_guc_with_hooks(
-            SHARD_NAME,
+            SHARD_SETTING,
             c"Shard used by snowflake_nextval() without an argument; -1 means unset.",
             c"Set it per database or role: ALTER DATABASE shard7 SET snowflake_id.shard = 7.",
             &SHARD,
@@ -174,25 +96,11 @@ pub fn init() {
             None,
         );
     }
-    // SAFETY: as above.
-    unsafe {
-        GucRegistry::define_string_guc_with_hooks(
-            SHARDS_NAME,
-            c"The shards this server may issue IDs for, such as 0-5,9; empty means all, none means none.",
-            c"Every generator refuses any other shard. Give each shard to one server only, and move \
-              it here only after its old server's list no longer names it.",
-            &SHARDS,
-            GucContext::Sighup,
-            GucFlags::default(),
-            Some(check_shards),
-            Some(assign_shards),
-            None,
-        );
-    }
+    fence::define();
     // SAFETY: as above.
     unsafe {
         GucRegistry::define_int_guc_with_hooks(
-            MAX_LEAD_MS_NAME,
+            MAX_LEAD_MS_SETTING,
             c"How far the time part of an ID may run ahead of the wall clock.",
             c"Used when a millisecond's IDs run out or the clock steps back.",
             &MAX_LEAD_MS,
@@ -234,7 +142,7 @@ pub fn init() {
     // SAFETY: as above.
     unsafe {
         GucRegistry::define_int_guc_with_hooks(
-            RESERVE_MS_NAME,
+            RESERVE_MS_SETTING,
             c"How far ahead of the wall clock the durable reservation of IDs is kept.",
             c"A restarted server resumes at the recorded reservation, so right after a restart IDs may \
               lead the clock by up to this much. Calls that borrow further ahead wait for the worker \
@@ -266,7 +174,7 @@ pub fn init() {
     // SAFETY: as above.
     unsafe {
         GucRegistry::define_int_guc_with_hooks(
-            WAL_RMGR_ID_NAME,
+            WAL_RMGR_ID_SETTING,
             c"Custom WAL resource manager id of the reservation records (128-255), 0 for none.",
             c"Records of this id can only be replayed where snowflake_id is preloaded. Use the same \
               value on a primary and its standbys.",
@@ -280,7 +188,7 @@ pub fn init() {
             None,
         );
         GucRegistry::define_int_guc_with_hooks(
-            LEGACY_WAL_RMGR_ID_NAME,
+            LEGACY_WAL_RMGR_ID_SETTING,
             c"WAL resource manager id of reservation records written by earlier versions (replayed only).",
             c"Versions up to 0.2.0 wrote under 128. -1: 128 while their records may remain in this data \
               directory's WAL (until a checkpoint after the update), else none. 128 to replay old archives; \
@@ -295,11 +203,11 @@ pub fn init() {
             None,
         );
     }
-    for (setting, text) in configured {
-        if let Some(text) = text {
-            setting.stop_unless_applied(&text);
-        }
-    }
+    let [shard, wal_rmgr_id, legacy_wal_rmgr_id] = configured;
+    shard.stop_unless_applied(|text| guc::parse_int_as_postgres(text) == Some(SHARD.get()));
+    wal_rmgr_id.stop_unless_applied(|text| guc::parse_int_as_postgres(text) == Some(WAL_RMGR_ID.get()));
+    legacy_wal_rmgr_id
+        .stop_unless_applied(|text| guc::parse_int_as_postgres(text) == Some(LEGACY_WAL_RMGR_ID.get()));
     // The three once all are set (their hooks check them only from now on).
     if let Some(reason) = reservation_too_long(read(&MAX_LEAD_MS), read(&MAX_WAIT_MS), read(&RESERVE_MS)) {
         ErrorReport::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, reason, "_PG_init")
@@ -316,239 +224,13 @@ pub fn init() {
 /// Set at the end of `init`: from then on (in every process forked afterwards) the hooks of
 /// `max_lead_ms`, `max_wait_ms` and `reserve_ms` check each new value against the others. Not
 /// before: while they are being defined, the other may still hold its default.
-static SETTINGS_DEFINED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
-const SHARD_BITS_NAME: &CStr = c"snowflake_id.shard_bits";
-const SEQ_BITS_NAME: &CStr = c"snowflake_id.seq_bits";
-const LAYOUT_NAME_NAME: &CStr = c"snowflake_id.layout";
-const SHARD_NAME: &CStr = c"snowflake_id.shard";
-const SHARDS_NAME: &CStr = c"snowflake_id.shards";
-const MAX_LEAD_MS_NAME: &CStr = c"snowflake_id.max_lead_ms";
-const RESERVE_MS_NAME: &CStr = c"snowflake_id.reserve_ms";
-const WAL_RMGR_ID_NAME: &CStr = c"snowflake_id.wal_rmgr_id";
-const LEGACY_WAL_RMGR_ID_NAME: &CStr = c"snowflake_id.legacy_wal_rmgr_id";
-
-/// The text a setting was given in the configuration, if any (read before it is defined,
-/// while it is still a placeholder holding the text).
-fn configured_text(name: &CStr) -> Option<String> {
-    // SAFETY: looks a setting up by name; NULL when it is not set anywhere.
-    let value = unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) };
-    // SAFETY: a non-NULL result is a NUL-terminated string owned by the GUC machinery.
-    unsafe { value.as_ref().map(|p| CStr::from_ptr(p).to_string_lossy().into_owned()) }
-}
-
-/// An integer setting's text read the way PostgreSQL reads it (also `0x1A`, octal `012`
-/// and surrounding spaces), so the comparison with the applied value never disagrees.
-fn parse_int_as_postgres(text: &str) -> Option<i32> {
-    let text = std::ffi::CString::new(text).ok()?;
-    let mut value = 0;
-    // SAFETY: `text` is NUL-terminated; no unit flags, and no hint is asked for.
-    let parsed = unsafe { pg_sys::parse_int(text.as_ptr(), &mut value, 0, std::ptr::null_mut()) };
-    parsed.then_some(value)
-}
-
-/// The settings whose configured value must have been applied for the server to start:
-/// the layout, the default shard that IDs are issued for, and the shard fence (refused, it
-/// would fall back to no fence at all).
-#[derive(Clone, Copy)]
-enum CheckedAtStart {
-    Epoch,
-    ShardBits,
-    SeqBits,
-    LayoutName,
-    DefaultShard,
-    Fence,
-    WalRmgrId,
-    LegacyWalRmgrId,
-}
-
-impl CheckedAtStart {
-    const ALL: [CheckedAtStart; 8] = [
-        CheckedAtStart::Epoch,
-        CheckedAtStart::ShardBits,
-        CheckedAtStart::SeqBits,
-        CheckedAtStart::LayoutName,
-        CheckedAtStart::DefaultShard,
-        CheckedAtStart::Fence,
-        CheckedAtStart::WalRmgrId,
-        CheckedAtStart::LegacyWalRmgrId,
-    ];
-
-    fn name(self) -> &'static CStr {
-        match self {
-            CheckedAtStart::Epoch => EPOCH_NAME,
-            CheckedAtStart::ShardBits => SHARD_BITS_NAME,
-            CheckedAtStart::SeqBits => SEQ_BITS_NAME,
-            CheckedAtStart::LayoutName => LAYOUT_NAME_NAME,
-            CheckedAtStart::DefaultShard => SHARD_NAME,
-            CheckedAtStart::Fence => SHARDS_NAME,
-            CheckedAtStart::WalRmgrId => WAL_RMGR_ID_NAME,
-            CheckedAtStart::LegacyWalRmgrId => LEGACY_WAL_RMGR_ID_NAME,
-        }
-    }
-
-    /// Whether the setting holds the value of its configured `text`, read as PostgreSQL reads it.
-    fn applied(self, text: &str) -> bool {
-        match self {
-            CheckedAtStart::Epoch => utc::parse_utc_ms(text).ok() == Some(EPOCH_UNIX_MS.load(Relaxed)),
-            CheckedAtStart::ShardBits => parse_int_as_postgres(text) == Some(SHARD_BITS.get()),
-            CheckedAtStart::SeqBits => parse_int_as_postgres(text) == Some(SEQ_BITS.get()),
-            CheckedAtStart::LayoutName => layout_name() == text,
-            CheckedAtStart::DefaultShard => parse_int_as_postgres(text) == Some(SHARD.get()),
-            CheckedAtStart::Fence => fence_text() == text,
-            CheckedAtStart::WalRmgrId => parse_int_as_postgres(text) == Some(WAL_RMGR_ID.get()),
-            CheckedAtStart::LegacyWalRmgrId => parse_int_as_postgres(text) == Some(LEGACY_WAL_RMGR_ID.get()),
-        }
-    }
-
-    /// Stops the server when PostgreSQL refused the configured `text` (the setting then kept
-    /// its default). The refusal's reason is in the WARNING just before.
-    fn stop_unless_applied(self, text: &str) {
-        if !self.applied(text) {
-            refuse_start(&self.name().to_string_lossy(), text);
-        }
-    }
-}
-
-/// Stops the server (an ERROR while preloading is fatal to the postmaster).
-fn refuse_start(name: &str, text: &str) {
-    ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
-        format!("invalid value for parameter \"{name}\": \"{text}\""),
-        "_PG_init",
-    )
-    .set_detail("snowflake_id will not start with a setting it cannot apply: the IDs would not follow the configured layout.")
-    .set_hint(format!("Correct {name} in postgresql.conf (see the warning above for why it was refused), then start the server."))
-    .report(PgLogLevel::ERROR);
-}
-
-/// The layout of this server's IDs, fixed at start (`check_split`).
-#[inline]
-pub fn layout() -> Layout {
-    // SAFETY: see `FixedLayout`.
-    unsafe { *LAYOUT.0.get() }
-}
-
-/// `snowflake_id.layout` as configured ('' for none).
-pub fn layout_name() -> String {
-    LAYOUT_NAME.get().map(|value| value.to_string_lossy().into_owned()).unwrap_or_default()
-}
-
-/// Gives the epoch and the widths of the named layout to those of the three settings not set
-/// in the configuration: as PostgreSQL's own defaults computed at start are (wal_buffers),
-/// with the lowest priority above the built-in default, so any value set explicitly wins.
-fn apply_named_layout() {
-    let Some(named) = layout::named_layout(&layout_name()) else { return };
-    let values = [
-        (EPOCH_NAME, utc::format_utc_ms(named.epoch_unix_ms())),
-        (SHARD_BITS_NAME, named.shard_bits().to_string()),
-        (SEQ_BITS_NAME, named.seq_bits().to_string()),
-    ];
-    for (name, value) in values {
-        let value = CString::new(value).expect("no NUL in a number or a timestamp");
-        // SAFETY: both strings are NUL-terminated; called while preloading, in the postmaster.
-        unsafe {
-            pg_sys::SetConfigOption(
-                name.as_ptr(),
-                value.as_ptr(),
-                pg_sys::GucContext::PGC_POSTMASTER,
-                pg_sys::GucSource::PGC_S_DYNAMIC_DEFAULT,
-            )
-        };
-    }
-}
-
-/// Stops the server unless the epoch, shard_bits and seq_bits together make a usable layout:
-/// at least 8 years of time bits (more than 4,459 would outlast what timestamps show), and
-/// IDs left to issue after now. A usable one becomes the layout every call reads (`layout()`).
-fn check_split() {
-    let (epoch, shard_bits, seq_bits) =
-        (EPOCH_UNIX_MS.load(Relaxed), read(&SHARD_BITS) as u32, read(&SEQ_BITS) as u32);
-    let fail = |message: String, hint: String| {
-        ErrorReport::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message, "_PG_init")
-            .set_detail(format!(
-                "The time part of an ID gets what snowflake_id.shard_bits and snowflake_id.seq_bits leave of \
-                 63 bits: here {}.",
-                layout::ID_BITS as i64 - shard_bits as i64 - seq_bits as i64
-            ))
-            .set_hint(hint)
-            .report(PgLogLevel::ERROR);
-    };
-    match Layout::try_new(epoch, shard_bits, seq_bits) {
-        Err(SplitError::TimeBits { time_bits }) if time_bits < MIN_TIME_BITS as i64 => fail(
-            format!(
-                "snowflake_id.shard_bits = {shard_bits} and snowflake_id.seq_bits = {seq_bits} leave {time_bits} \
-                 bits of time, less than 8 years of IDs"
-            ),
-            format!(
-                "Lower snowflake_id.shard_bits or snowflake_id.seq_bits so that together they are at most {}.",
-                layout::ID_BITS - MIN_TIME_BITS
-            ),
-        ),
-        Err(SplitError::TimeBits { time_bits }) => fail(
-            format!(
-                "snowflake_id.shard_bits = {shard_bits} and snowflake_id.seq_bits = {seq_bits} leave {time_bits} \
-                 bits of time, more than the 47 (4,459 years) that timestamps can show"
-            ),
-            format!(
-                "Raise snowflake_id.shard_bits or snowflake_id.seq_bits so that together they are at least {}.",
-                layout::ID_BITS - layout::MAX_TIME_BITS
-            ),
-        ),
-        // Each width alone was checked against its range when it was set.
-        Err(SplitError::ShardBits { .. } | SplitError::SeqBits { .. }) => {
-            unreachable!("shard_bits and seq_bits are range-checked settings")
-        }
-        Ok(layout) if layout.last_unix_ms() < snowflake_core::clock::wall_clock_unix_ms() => {
-            let ran_out = utc::format_utc_ms(layout.last_unix_ms());
-            ErrorReport::new(
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("IDs with snowflake_id.epoch = '{}' and {} bits of time ran out on {ran_out}", utc::format_utc_ms(epoch), layout.time_bits()),
-                "_PG_init",
-            )
-            .set_hint("Choose a later epoch, or a split that leaves more time bits.")
-            .report(PgLogLevel::ERROR);
-        }
-        // SAFETY: see `FixedLayout`: still in `_PG_init`.
-        Ok(layout) => unsafe { *LAYOUT.0.get() = layout },
-    }
-}
-
-/// The current value of an integer setting, read on the hot path. `GucSetting::get` first
-/// checks that the caller is the backend's main thread (a thread-local lookup each time);
-/// the generators only ever run there, as every SQL function does, so it is skipped.
-#[inline(always)]
-fn read(setting: &GucSetting<i32>) -> i32 {
-    // SAFETY: PostgreSQL writes the value only between statements, in this same thread.
-    unsafe { *setting.as_ptr() }
-}
+static SETTINGS_DEFINED: AtomicBool = AtomicBool::new(false);
 
 /// `snowflake_id.shard`, if set.
 #[inline]
 pub fn default_shard() -> Option<i32> {
     let shard = read(&SHARD);
     (shard != SHARD_UNSET).then_some(shard)
-}
-
-/// Whether this process's shard fence lets it issue `shard` (a shard of the layout).
-#[inline(always)]
-pub fn fence_allows(shard: u32) -> bool {
-    let fence = FENCE.load(Relaxed);
-    // SAFETY: a non-null pointer is a fence leaked by `assign_shards`, replaced (and freed)
-    // only between statements, in this same thread.
-    fence.is_null() || unsafe { (*fence).allows(shard) }
-}
-
-/// This process's shard fence, parsed.
-pub fn fence() -> ShardFence {
-    // SAFETY: as in `fence_allows`.
-    unsafe { FENCE.load(Relaxed).as_ref() }.cloned().unwrap_or(ShardFence::Open)
-}
-
-/// `snowflake_id.shards` as configured, for messages.
-pub fn fence_text() -> String {
-    SHARDS.get().map(|value| value.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// The reloadable clock policy.
@@ -595,85 +277,6 @@ pub fn legacy_wal_rmgr_id() -> LegacyRmgr {
     }
 }
 
-/// Hands PostgreSQL the reason for refusing a setting; it prints them with its own
-/// "invalid value for parameter" message, at startup or at `SET`/`ALTER SYSTEM`.
-fn refuse_setting(detail: &str, hint: &str) -> bool {
-    // SAFETY: PostgreSQL reads these strings right after the check hook returns false;
-    // `pstrdup` puts them in the current memory context, as its own macros do.
-    unsafe {
-        let detail = CString::new(detail).unwrap_or_default();
-        let hint = CString::new(hint).unwrap_or_default();
-        pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr());
-        pg_sys::GUC_check_errhint_string = pg_sys::pstrdup(hint.as_ptr());
-    }
-    false
-}
-
-/// A string setting's value as hooks receive it; NULL (never set) reads as empty.
-///
-/// # Safety
-/// `value` is NULL or points to a NUL-terminated string that outlives the returned text.
-unsafe fn guc_text<'a>(value: *const c_char) -> std::borrow::Cow<'a, str> {
-    // SAFETY: as the caller promises.
-    unsafe { value.as_ref().map_or("".into(), |p| CStr::from_ptr(p).to_string_lossy()) }
-}
-
-/// The epoch must parse and lie in the past. Whether IDs are left after it depends on the
-/// split too: `check_split` checks that once every width is known.
-fn validate_epoch(text: &str) -> Result<i64, String> {
-    let epoch = utc::parse_utc_ms(text)?;
-    if epoch > snowflake_core::clock::wall_clock_unix_ms() {
-        return Err(format!("The epoch {} is in the future.", utc::format_utc_ms(epoch)));
-    }
-    Ok(epoch)
-}
-
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_layout_name(
-    newval: *mut *mut c_char,
-    _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
-) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to a string or to NULL.
-    let text = unsafe { guc_text(*newval) };
-    if text.is_empty() || layout::named_layout(&text).is_some() {
-        return true;
-    }
-    refuse_setting(
-        &format!("\"{text}\" is not a named layout."),
-        &format!(
-            "Use one of {} (lowercase), or '' and set snowflake_id.epoch, shard_bits and seq_bits.",
-            layout::layout_names()
-        ),
-    )
-}
-
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_epoch(
-    newval: *mut *mut c_char,
-    _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
-) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to a string or to NULL.
-    let text = unsafe { guc_text(*newval) };
-    match validate_epoch(&text) {
-        Ok(_) => true,
-        Err(reason) => refuse_setting(
-            &reason,
-            "Set snowflake_id.epoch to a past UTC timestamp such as '2024-01-01T00:00:00Z', the \
-             same on every server of the fleet.",
-        ),
-    }
-}
-
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn assign_epoch(newval: *const c_char, _extra: *mut c_void) {
-    // SAFETY: as in `check_epoch`; the value passed the check just before.
-    if let Ok(epoch) = utc::parse_utc_ms(&unsafe { guc_text(newval) }) {
-        EPOCH_UNIX_MS.store(epoch, Relaxed);
-    }
-}
-
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn check_default_shard(
     newval: *mut i32,
@@ -682,7 +285,7 @@ unsafe extern "C-unwind" fn check_default_shard(
 ) -> bool {
     // SAFETY: PostgreSQL passes a valid pointer.
     let shard = unsafe { *newval };
-    let layout = layout();
+    let layout = fixed_layout::get();
     if shard == SHARD_UNSET || layout.check_shard(shard as i64).is_ok() {
         return true;
     }
@@ -694,37 +297,6 @@ unsafe extern "C-unwind" fn check_default_shard(
         ),
         "Choose a shard in that range, or -1 to unset it.",
     )
-}
-
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_shards(
-    newval: *mut *mut c_char,
-    _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
-) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to a string or to NULL.
-    let text = unsafe { guc_text(*newval) };
-    match ShardFence::parse(&text, layout().max_shard()) {
-        Ok(_) => true,
-        Err(reason) => refuse_setting(
-            &reason,
-            "List the shards this server owns, such as '0-5,9'; '' allows every shard, 'none' none.",
-        ),
-    }
-}
-
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_void) {
-    // SAFETY: as in `check_shards`; the value passed the check just before.
-    let fence = match ShardFence::parse(&unsafe { guc_text(newval) }, layout().max_shard()) {
-        Ok(ShardFence::Open) | Err(_) => std::ptr::null_mut(),
-        Ok(fence) => Box::into_raw(Box::new(fence)),
-    };
-    let old = FENCE.swap(fence, Relaxed);
-    if !old.is_null() {
-        // SAFETY: leaked by an earlier call of this hook, and no longer published.
-        drop(unsafe { Box::from_raw(old) });
-    }
 }
 
 /// `reserve_ms` at most `max_lead_ms + max_wait_ms`: a restart resumes at the reservation, up

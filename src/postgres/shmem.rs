@@ -1,17 +1,20 @@
 //! The generator state in PostgreSQL shared memory, shared by all backends of the server:
-//! the durable reservation, then one `ShardState` per shard.
+//! the durable reservation, what the postmaster found at start, then one slot (`ShardSlot`)
+//! per shard of the layout.
 //!
 //! Allocated only while the library is preloaded (`shared_preload_libraries`): shared
 //! memory can only be requested then. Without it `attached()` is false and every SQL
 //! function raises an error naming the fix; there is deliberately no per-backend fallback,
 //! which is how other in-database generators end up issuing duplicates.
 //!
-//! One subsystem with `reservation.rs` (see `postgres/mod.rs`): creating the state restores
-//! the recorded reservation into it, and the reservation's worker renews it here.
+//! Creating the state restores the recorded reservation into it (`reservation::restore`,
+//! after the layout's check); the reservation's worker and WAL replay, which run on it, import
+//! this module and never the other way round.
 
-use super::{recorded_layout, reservation, settings, shared_fence};
+use super::reservation::restore;
+use super::{fence, fixed_layout};
 use pgrx::pg_sys;
-use snowflake_core::generator::{Reservation, ShardState};
+use snowflake_core::generator::{Reservation, ShardSlot};
 use std::sync::atomic::{AtomicBool, Ordering::Release};
 
 const SHMEM_NAME: &std::ffi::CStr = c"snowflake_id generator state";
@@ -22,8 +25,8 @@ static mut RESERVATION: *const Reservation = std::ptr::null();
 /// What the postmaster found when it created the state, after the reservation.
 static mut START_STATE: *const StartState = std::ptr::null();
 /// The shard slots that follow it, `2^shard_bits` of them, fixed at server start.
-static mut SHARDS: *const ShardState = std::ptr::null();
-static mut SHARD_COUNT: usize = 0;
+static mut SLOTS: *const ShardSlot = std::ptr::null();
+static mut SLOT_COUNT: usize = 0;
 
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
@@ -34,7 +37,7 @@ static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 pub struct StartState {
     /// The server was in recovery (a standby, or archive recovery) when shared memory was
     /// created: the worker's first start after the recovery ends records the promotion guard
-    /// (`reservation::record_promotion_guard`) and clears this, so that a worker restarted
+    /// (`reservation::worker::record_promotion_guard`) and clears this, so that a worker restarted
     /// later does not run it again. Re-created after a backend crash: the signal files are
     /// gone by then, and crash recovery needs no guard.
     pub promotion_guard_pending: AtomicBool,
@@ -44,7 +47,7 @@ pub struct StartState {
 const HEADER_BYTES: usize = size_of::<Reservation>() + size_of::<StartState>();
 
 fn bytes_needed() -> usize {
-    HEADER_BYTES + settings::layout().shard_count() as usize * size_of::<ShardState>()
+    HEADER_BYTES + fixed_layout::get().shard_count() as usize * size_of::<ShardSlot>()
 }
 
 /// Requests the shared memory and installs the hook that maps it. Called from `_PG_init`
@@ -68,7 +71,7 @@ unsafe extern "C-unwind" fn request_shmem() {
             previous();
         }
         pg_sys::RequestAddinShmemSpace(bytes_needed());
-        shared_fence::request();
+        fence::shared::request();
     }
 }
 
@@ -93,8 +96,8 @@ unsafe extern "C-unwind" fn startup_shmem() {
         assert!(base.cast::<Reservation>().is_aligned(), "shared memory is not cache-line aligned");
         RESERVATION = base.cast::<Reservation>();
         START_STATE = base.add(size_of::<Reservation>()).cast::<StartState>();
-        SHARDS = base.add(HEADER_BYTES).cast::<ShardState>();
-        SHARD_COUNT = (size - HEADER_BYTES) / size_of::<ShardState>();
+        SLOTS = base.add(HEADER_BYTES).cast::<ShardSlot>();
+        SLOT_COUNT = (size - HEADER_BYTES) / size_of::<ShardSlot>();
         if !found {
             // The postmaster's working directory is the data directory; PostgreSQL removes
             // these files when recovery ends.
@@ -102,10 +105,10 @@ unsafe extern "C-unwind" fn startup_shmem() {
                 ["standby.signal", "recovery.signal"].iter().any(|file| std::path::Path::new(file).exists());
             (*START_STATE).promotion_guard_pending.store(in_recovery, Release);
             // The layout first: a ceiling read under another layout would mean other IDs.
-            recorded_layout::check_or_record();
-            (*RESERVATION).resume_at(reservation::recorded_ceiling());
+            fixed_layout::record::check_or_record();
+            (*RESERVATION).resume_at(restore::recorded_ceiling());
         }
-        shared_fence::attach();
+        fence::shared::attach();
         pg_sys::LWLockRelease(lock);
     }
 }
@@ -131,14 +134,14 @@ pub fn start_state() -> Option<&'static StartState> {
     unsafe { START_STATE.as_ref() }
 }
 
-/// All shard slots (empty when not preloaded).
-pub fn shards() -> &'static [ShardState] {
-    // SAFETY: as in `reservation`; SHARDS points at SHARD_COUNT initialized slots.
+/// All shard slots, one per shard of the layout (empty when not preloaded).
+pub fn slots() -> &'static [ShardSlot] {
+    // SAFETY: as in `reservation`; SLOTS points at SLOT_COUNT initialized slots.
     unsafe {
-        if SHARDS.is_null() {
+        if SLOTS.is_null() {
             &[]
         } else {
-            std::slice::from_raw_parts(SHARDS, SHARD_COUNT)
+            std::slice::from_raw_parts(SLOTS, SLOT_COUNT)
         }
     }
 }
@@ -146,6 +149,6 @@ pub fn shards() -> &'static [ShardState] {
 /// The slot of a shard already checked against the layout, or `None` when the library
 /// was not preloaded.
 #[inline]
-pub fn shard(shard: u32) -> Option<&'static ShardState> {
-    shards().get(shard as usize)
+pub fn slot(shard: u32) -> Option<&'static ShardSlot> {
+    slots().get(shard as usize)
 }

@@ -5,7 +5,7 @@
 //!   cargo bench -p snowflake_core --bench generator      (SNOWFLAKE_BENCH_OPS=10000 for a quick check)
 
 use snowflake_core::clock::wall_clock_unix_ms;
-use snowflake_core::generator::{self, Clock, ClockPolicy, NoKeeper, Reservation, ShardState};
+use snowflake_core::generator::{self, Clock, ClockPolicy, NoKeeper, Reservation, ShardSlot};
 use snowflake_core::layout::{Layout, DEFAULT_EPOCH_UNIX_MS};
 use std::hint::black_box;
 use std::sync::atomic::Ordering::Relaxed;
@@ -60,7 +60,7 @@ fn main() {
         }
     });
     let claim_one = median_ns_per_op(|ops| {
-        let shard = ShardState::default();
+        let shard = ShardSlot::default();
         for _ in 0..ops {
             let claim =
                 generator::claim(&shard, &reservation, 1, &layout, policy, &mut SystemClock, &mut NoKeeper);
@@ -69,7 +69,7 @@ fn main() {
     });
     let claim_two_threads = median_ns_per_op(|ops| {
         // Two threads on one shard: the cost per ID when every CAS can meet a rival.
-        let shard = ShardState::default();
+        let shard = ShardSlot::default();
         std::thread::scope(|scope| {
             for _ in 0..2 {
                 scope.spawn(|| {

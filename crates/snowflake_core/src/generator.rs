@@ -1,7 +1,7 @@
 //! The generator's rules: how a shard's counter moves, the clock policy, and the durable
 //! reservation it must stay under.
 //!
-//! Pure Rust over a `ShardState` per shard (above all the counter of the last ID issued,
+//! Pure Rust over a `ShardSlot` per shard (above all the counter of the last ID issued,
 //! see `layout.rs`) and one `Reservation` per server, so the rules are tested with a fake
 //! clock by plain `#[test]`s and the same code runs on PostgreSQL shared memory.
 //!
@@ -19,7 +19,7 @@
 //! # Durable reservation
 //! Shared memory is lost on a restart, so every time part handed out must lie inside a
 //! window already recorded on disk: `floor <= time part < ceiling`. The reservation worker
-//! (the extension's `postgres/reservation.rs`) keeps the ceiling a short way ahead of the clock, writing it durably
+//! (the extension's `postgres/reservation`) keeps the ceiling a short way ahead of the clock, writing it durably
 //! *before* publishing it here; after a restart both bounds start at the recorded ceiling, so
 //! every shard resumes strictly above anything issued before. A call that would reach the
 //! ceiling (a shard borrowing time, or every call when the disk is slow) asks the worker for
@@ -70,7 +70,7 @@ use crate::sync::{
 /// shards never contend for a line. All-zero is the valid initial state.
 #[repr(C, align(64))]
 #[derive(Default)]
-pub struct ShardState {
+pub struct ShardSlot {
     /// The counter (time part and sequence, see `layout.rs`) of the last ID issued; 0: none.
     pub last_issued: AtomicU64,
     /// IDs issued since the server started.
@@ -118,6 +118,17 @@ impl Reservation {
         self.ceiling.fetch_max(recorded_ceiling, Release);
     }
 
+    /// Asks the keeper to reserve past `time_part`: raises `wanted` to it (never lowers it)
+    /// and wakes the keeper. The one way anything asks for more reservation: claims that
+    /// reach the ceiling (`claim`), and the extension's `snowflake_advance`. Relaxed: the
+    /// keeper only reads `wanted` to decide how far to reserve, and is woken again by the
+    /// next call that still finds the ceiling too close.
+    #[inline(always)]
+    pub fn ask_for(&self, time_part: u64, keeper: &mut impl ReservationKeeper, now: u64) {
+        self.wanted.fetch_max(time_part + 1, Relaxed);
+        keeper.extend_soon(self, now);
+    }
+
     /// Sets both bounds to a ceiling replayed from WAL, higher or lower than before: records
     /// are replayed in the order they were decided, so the last one read is the one that
     /// holds (a lower one was written only once nothing had been issued above it).
@@ -152,8 +163,8 @@ pub trait Clock {
 }
 
 /// Whoever keeps the durable reservation (in the extension, its background worker). A claim
-/// that finds the ceiling too close raises `Reservation::wanted` and tells the keeper, then
-/// waits for the new ceiling.
+/// that finds the ceiling too close asks it for more (`Reservation::ask_for`), then waits for
+/// the new ceiling.
 pub trait ReservationKeeper {
     /// `Reservation::wanted` went up; `now` is the clock's time part as the claim read it.
     fn extend_soon(&mut self, reservation: &Reservation, now: u64);
@@ -180,7 +191,7 @@ pub struct Claim {
 /// Why nothing was issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
-    /// The wall clock is before the epoch or past the 41-bit range.
+    /// The wall clock is before the epoch or past the range of the layout's time bits.
     Clock(LayoutError),
     /// Issuing would put the time part more than `max_lead_ms` ahead of the clock, and
     /// waiting `max_wait_ms` could not bring it within the bound.
@@ -193,7 +204,7 @@ pub enum Refusal {
     /// The time part would reach the durable reservation, and the worker did not extend
     /// it within `max_reservation_wait_ms`.
     NotReserved { time_part: u64, ceiling: u64, policy: ClockPolicy },
-    /// The time part would pass the last millisecond 41 bits can hold.
+    /// The time part would pass the last millisecond the layout's time bits can hold.
     Exhausted,
 }
 
@@ -210,14 +221,14 @@ pub fn max_batch(layout: &Layout, policy: ClockPolicy) -> u64 {
 /// about 40 instructions less per ID (`scripts/profile.sh`); left to itself it stopped
 /// inlining once the function grew.
 #[inline(always)]
-pub fn claim(
-    shard: &ShardState,
+pub fn claim<K: ReservationKeeper>(
+    shard: &ShardSlot,
     reservation: &Reservation,
     count: u64,
     layout: &Layout,
     policy: ClockPolicy,
     clock: &mut impl Clock,
-    keeper: &mut impl ReservationKeeper,
+    keeper: &mut K,
 ) -> Result<Claim, Refusal> {
     debug_assert!(count >= 1);
     let max_count = max_batch(layout, policy);
@@ -259,17 +270,15 @@ pub fn claim(
                     Refusal::TooFarAhead { lead_ms, first_time_part, policy },
                 );
             }
+            // Ask the worker to reserve this far (it does within a few milliseconds, the
+            // time of one fsync) and look again shortly.
+            let wait_for_reservation = |ceiling, keeper: &mut K| {
+                reservation.ask_for(last_time_part, keeper, now);
+                let refusal = Refusal::NotReserved { time_part: last_time_part, ceiling, policy };
+                (1, WAITING_FOR_RESERVATION, policy.max_reservation_wait_ms, refusal)
+            };
             if last_time_part >= ceiling {
-                // Ask the worker to reserve this far (it does within a few milliseconds, the
-                // time of one fsync) and look again shortly.
-                reservation.wanted.fetch_max(last_time_part + 1, Relaxed);
-                keeper.extend_soon(reservation, now);
-                break (
-                    1,
-                    WAITING_FOR_RESERVATION,
-                    policy.max_reservation_wait_ms,
-                    Refusal::NotReserved { time_part: last_time_part, ceiling, policy },
-                );
+                break wait_for_reservation(ceiling, keeper);
             }
             // On failure `now` is reused: it is still a valid lower bound, and contended
             // callers retry without another clock read.
@@ -278,15 +287,7 @@ pub fn claim(
                 // below what was claimed, the claim is dropped (a gap in the shard, as a
                 // rolled-back sequence leaves), and the call waits for the worker as above.
                 Ok(_) if last_time_part >= reservation.ceiling.load(SeqCst) => {
-                    let ceiling = reservation.ceiling.load(Relaxed);
-                    reservation.wanted.fetch_max(last_time_part + 1, Relaxed);
-                    keeper.extend_soon(reservation, now);
-                    break (
-                        1,
-                        WAITING_FOR_RESERVATION,
-                        policy.max_reservation_wait_ms,
-                        Refusal::NotReserved { time_part: last_time_part, ceiling, policy },
-                    );
+                    break wait_for_reservation(reservation.ceiling.load(Relaxed), keeper);
                 }
                 Ok(_) => return Ok(count_claim(shard, Claim { first, last, waited_ms })),
                 Err(newer) => last_issued = newer,
@@ -309,7 +310,7 @@ pub fn claim(
 
 /// Adds a successful claim to the shard's statistics.
 #[inline]
-fn count_claim(shard: &ShardState, claim: Claim) -> Claim {
+fn count_claim(shard: &ShardSlot, claim: Claim) -> Claim {
     shard.issued.fetch_add(claim.last - claim.first + 1, Relaxed);
     if claim.waited_ms > 0 {
         count_wait(shard, claim.waited_ms);
@@ -318,7 +319,7 @@ fn count_claim(shard: &ShardState, claim: Claim) -> Claim {
 }
 
 #[cold]
-fn count_wait(shard: &ShardState, waited_ms: u64) {
+fn count_wait(shard: &ShardSlot, waited_ms: u64) {
     shard.waits.fetch_add(1, Relaxed);
     shard.wait_ms.fetch_add(waited_ms, Relaxed);
 }
@@ -357,7 +358,7 @@ pub fn check_advance(
 /// ceiling wait for the worker. The same handshake as a claim's (see the top): the counter
 /// moved with SeqCst, then the ceiling read again with SeqCst.
 #[must_use]
-pub fn advance(shard: &ShardState, reservation: &Reservation, first_allowed: u64, layout: &Layout) -> bool {
+pub fn advance(shard: &ShardSlot, reservation: &Reservation, first_allowed: u64, layout: &Layout) -> bool {
     shard.last_issued.fetch_max(first_allowed.saturating_sub(1), SeqCst);
     layout.counter_time_part(first_allowed) < reservation.ceiling.load(SeqCst)
 }
@@ -414,7 +415,7 @@ pub fn next_ceiling(
 pub fn lower_ceiling(
     now: u64,
     reservation: &Reservation,
-    shards: &[ShardState],
+    shards: &[ShardSlot],
     layout: &Layout,
     reserve_ms: u64,
     max_lead_ms: u64,
@@ -487,20 +488,20 @@ mod tests {
         worker: AtomicUsize::new(0),
     };
 
-    fn one(slot: &ShardState, clock: &mut FakeClock) -> Result<Parts, Refusal> {
+    fn one(slot: &ShardSlot, clock: &mut FakeClock) -> Result<Parts, Refusal> {
         let claim = claim(slot, &OPEN, 1, &LAYOUT, POLICY, clock, &mut NoKeeper)?;
         assert_eq!(claim.first, claim.last);
         Ok(LAYOUT.decode(LAYOUT.id_of_counter(7, claim.first)).unwrap())
     }
 
-    fn lead_of(slot: &ShardState, clock: &FakeClock) -> i64 {
+    fn lead_of(slot: &ShardSlot, clock: &FakeClock) -> i64 {
         let time_part = LAYOUT.counter_time_part(slot.last_issued.load(Relaxed)) as i64;
         time_part - LAYOUT.time_part(clock.now).unwrap() as i64
     }
 
     #[test]
     fn a_still_clock_fills_the_millisecond_then_borrows_the_next() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
         let now = LAYOUT.time_part(T0).unwrap();
         let mut previous = None;
@@ -517,7 +518,7 @@ mod tests {
 
     #[test]
     fn a_moving_clock_restarts_the_sequence_at_zero() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
         one(&slot, &mut clock).unwrap();
         one(&slot, &mut clock).unwrap();
@@ -528,7 +529,7 @@ mod tests {
 
     #[test]
     fn a_small_step_back_continues_ahead_without_waiting() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
         let before = one(&slot, &mut clock).unwrap();
         clock.now -= 1500; // within max_lead_ms
@@ -540,7 +541,7 @@ mod tests {
 
     #[test]
     fn a_step_back_just_past_the_bound_waits_for_the_clock() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
         let before = one(&slot, &mut clock).unwrap();
         clock.now -= 2300; // 300 ms past the lead bound, within max_wait_ms
@@ -552,7 +553,7 @@ mod tests {
 
     #[test]
     fn a_large_step_back_is_refused_at_once_and_issues_nothing() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
         one(&slot, &mut clock).unwrap();
         let counter_before = slot.last_issued.load(Relaxed);
@@ -569,7 +570,7 @@ mod tests {
 
     #[test]
     fn sequence_overflow_borrows_up_to_the_lead_bound_then_waits() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
         // Exactly fill the lead bound: milliseconds now..=now+2000.
         let full = max_batch(&LAYOUT, POLICY);
@@ -585,7 +586,7 @@ mod tests {
 
     #[test]
     fn batches_are_consecutive_and_bounded() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
         let a = claim(&slot, &OPEN, 10_000, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
         let b = claim(&slot, &OPEN, 10, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
@@ -601,15 +602,15 @@ mod tests {
 
     #[test]
     fn a_clock_before_the_epoch_is_refused() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let mut clock = FakeClock::at(DEFAULT_EPOCH_UNIX_MS - 1);
         assert!(matches!(one(&slot, &mut clock), Err(Refusal::Clock(LayoutError::BeforeEpoch { .. }))));
         assert_eq!(slot.last_issued.load(Relaxed), 0);
     }
 
     #[test]
-    fn the_end_of_the_41_bit_range_is_refused() {
-        let slot = ShardState::default();
+    fn the_end_of_the_time_range_is_refused() {
+        let slot = ShardSlot::default();
         slot.last_issued.store(LAYOUT.counter_at(LAYOUT.max_time_part()) + LAYOUT.max_seq() as u64, Relaxed);
         let mut clock = FakeClock::at(LAYOUT.last_unix_ms());
         assert_eq!(one(&slot, &mut clock), Err(Refusal::Exhausted));
@@ -617,7 +618,7 @@ mod tests {
 
     #[test]
     fn advance_moves_forward_only_and_respects_the_bound() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
         let now = LAYOUT.time_part(T0).unwrap();
         let checked_advance = |first_allowed| {
@@ -638,7 +639,7 @@ mod tests {
 
     #[test]
     fn an_advance_is_covered_unless_the_ceiling_was_lowered_under_it_first() {
-        let shards = [ShardState::default()];
+        let shards = [ShardSlot::default()];
         let reservation = Reservation::default();
         let now = LAYOUT.time_part(T0).unwrap();
         let jumped = now + 3_600_000 + 500;
@@ -672,7 +673,7 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
             }
         }
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let per_thread = 100_000;
         let all: Vec<Vec<u64>> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..4)
@@ -803,7 +804,7 @@ mod tests {
 
     #[test]
     fn a_ceiling_left_ahead_by_a_clock_jump_is_lowered_unless_ids_were_issued_up_there() {
-        let shards = [ShardState::default(), ShardState::default()];
+        let shards = [ShardSlot::default(), ShardSlot::default()];
         let reservation = Reservation::default();
         let now = LAYOUT.time_part(T0).unwrap();
         // The clock read an hour ahead while the server was idle; the worker reserved there.
@@ -832,7 +833,7 @@ mod tests {
 
     #[test]
     fn statistics_count_ids_and_waits() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
         claim(&slot, &OPEN, 10, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
         one(&slot, &mut clock).unwrap();
@@ -847,7 +848,7 @@ mod tests {
 
     #[test]
     fn nothing_is_issued_until_a_ceiling_is_reserved_and_never_below_the_floor() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let reservation = Reservation::default();
         let now = LAYOUT.time_part(T0).unwrap();
         // After a restart whose recorded ceiling is 1.5 s ahead of the clock.
@@ -866,7 +867,7 @@ mod tests {
 
     #[test]
     fn a_published_ceiling_only_rises_and_a_promotion_resumes_at_its_guard() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let reservation = Reservation::default();
         let now = LAYOUT.time_part(T0).unwrap();
         reservation.resume_at(now - 100);
@@ -897,7 +898,7 @@ mod tests {
 
     #[test]
     fn a_claim_waits_for_the_ceiling_to_pass_and_never_reaches_it() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let reservation = Reservation::default();
         let now = LAYOUT.time_part(T0).unwrap();
         reservation.ceiling.store(now + 10, Relaxed);
@@ -919,7 +920,7 @@ mod tests {
     fn a_call_that_waited_for_the_clock_still_has_its_whole_reservation_wait() {
         // After a restart 8 s ahead of the clock, nothing reserved beyond: a call allowed 10 s
         // for the clock waits 6 s for it, then asks the worker, with its 5 s still whole.
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let reservation = Reservation::default();
         let now = LAYOUT.time_part(T0).unwrap();
         reservation.resume_at(now + 8000);
@@ -932,7 +933,7 @@ mod tests {
 
     #[test]
     fn a_borrowing_claim_gets_its_reservation_from_the_worker() {
-        let slot = ShardState::default();
+        let slot = ShardSlot::default();
         let reservation = Reservation::default();
         let now = LAYOUT.time_part(T0).unwrap();
         reservation.ceiling.store(now + 10, Relaxed);

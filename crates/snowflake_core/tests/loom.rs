@@ -24,7 +24,7 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use snowflake_core::generator::{self, Claim, Clock, ClockPolicy, NoKeeper, Reservation, ShardState};
+use snowflake_core::generator::{self, Claim, Clock, ClockPolicy, NoKeeper, Reservation, ShardSlot};
 use snowflake_core::layout::Layout;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -50,7 +50,7 @@ impl Clock for FakeClock {
 
 /// One server's shared memory: two shards and the reservation.
 struct Server {
-    shards: [ShardState; 2],
+    shards: [ShardSlot; 2],
     reservation: Reservation,
 }
 

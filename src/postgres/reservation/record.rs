@@ -1,6 +1,6 @@
 //! The reservation's record in the data directory, `snowflake_id.reservation`: one line that
 //! says how far this server may have issued IDs, and whether WAL of versions up to 0.2.0 may
-//! still have to be replayed here. `reservation.rs` decides what to record and when.
+//! still have to be replayed here. `reservation` decides what to record and when.
 //!
 //! Since 0.5.0 the line ends with its CRC-32C, as `pg_control` does: a torn or bit-flipped
 //! record that still parses would otherwise be trusted, and a ceiling read too low repeats
@@ -10,7 +10,7 @@
 //! `i64`; the flag and the checksum have fixed widths), so the worker writes each one over
 //! the last in place with one fdatasync (`durable_file::overwrite`).
 
-use super::durable_file;
+use crate::postgres::durable_file;
 use snowflake_core::crc32c::crc32c;
 
 /// The record file, relative to the data directory (every server process's working

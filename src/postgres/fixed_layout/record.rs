@@ -1,4 +1,4 @@
-//! The layout this server issues IDs in, recorded in its data directory.
+//! The layout this server issues IDs in, recorded in its data directory (`snowflake_id.layout`).
 //!
 //! `snowflake_id.epoch`, `snowflake_id.shard_bits` and `snowflake_id.seq_bits` (set
 //! themselves or by `snowflake_id.layout`) decide what every ID means. Changed on
@@ -17,7 +17,7 @@
 //! unconfirmed layout until an operator copies the old server's file (the documented step,
 //! docs/operations.md), which is then checked as usual, or confirms the noted one.
 
-use super::{compat, durable_file, settings};
+use crate::postgres::{compat, durable_file};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::layout::Layout;
@@ -91,7 +91,7 @@ const LEGACY_SHARD_AND_SEQ_BITS: u32 = 22;
 /// unconfirmed instead (see the top). Called by the postmaster when it creates shared
 /// memory, before any ID can be issued.
 pub fn check_or_record() {
-    let configured = settings::layout();
+    let configured = super::get();
     let binary_upgrade = compat::in_binary_upgrade();
     match std::fs::read_to_string(FILE) {
         Ok(text) => match parse_noted(&text) {
@@ -184,7 +184,7 @@ fn unreadable(reason: &str) -> ! {
     .set_hint(format!(
         "Restore the file from a backup, or write the line \"{}\" into it with this server's epoch, shard_bits \
          and seq_bits.",
-        format_record(&settings::layout()).trim_end()
+        format_record(&super::get()).trim_end()
     ))
     .report(PgLogLevel::ERROR);
     unreachable!("an ERROR report returns control to PostgreSQL")

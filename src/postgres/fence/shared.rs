@@ -14,7 +14,7 @@
 //! soon as the worker has read the new configuration, and says so in the server log
 //! (`apply_setting`). While the worker is restarting it moves when the worker is back.
 //!
-//! A call also obeys its session's own setting (`settings::fence_allows`), which refuses a
+//! A call also obeys its session's own setting (`fence::session_allows`), which refuses a
 //! shard as soon as the session has applied the reload that took it away, worker or not; a
 //! session that has a shard the worker has not given yet waits for it (`api::issuing`).
 //!
@@ -25,7 +25,8 @@
 //! is followed by a load that sees it, so such a claim never hands out an ID of a shard the
 //! new fence refuses.
 
-use super::settings;
+use super::{session_fence, setting_text};
+use crate::postgres::fixed_layout;
 use pgrx::pg_sys;
 use snowflake_core::fence::ShardFence;
 use std::sync::atomic::{
@@ -42,7 +43,7 @@ static mut WORD_COUNT: usize = 0;
 
 /// 64 shards per word.
 fn words_needed() -> usize {
-    (settings::layout().shard_count() as usize).div_ceil(64)
+    (fixed_layout::get().shard_count() as usize).div_ceil(64)
 }
 
 fn words() -> &'static [AtomicU64] {
@@ -81,7 +82,7 @@ pub unsafe fn attach() {
         WORD_COUNT = count;
     }
     if !found {
-        publish(&settings::fence());
+        publish(&session_fence());
     }
 }
 
@@ -101,7 +102,7 @@ pub fn still_allows(shard: u32) -> bool {
 
 /// Makes `fence` the fence of every call; returns whether it changed.
 fn publish(fence: &ShardFence) -> bool {
-    let shard_count = settings::layout().shard_count() as u64;
+    let shard_count = fixed_layout::get().shard_count() as u64;
     let mut changed = false;
     for (index, word) in words().iter().enumerate() {
         let first = index as u64 * 64;
@@ -119,9 +120,9 @@ fn publish(fence: &ShardFence) -> bool {
 /// when it starts and after each reload it applies, and logs it when it changed (at start,
 /// when it is not open), so that an operator sees from when it holds.
 pub fn apply_setting(starting: bool) {
-    let fence = settings::fence();
+    let fence = session_fence();
     if publish(&fence) || (starting && fence != ShardFence::Open) {
-        let text = settings::fence_text();
+        let text = setting_text();
         match fence {
             ShardFence::Open => pgrx::log!(
                 "snowflake_id: the shard fence is lifted (snowflake_id.shards = '{text}'): every shard may be \

@@ -1,0 +1,106 @@
+//! The durable reservation: how far this server may issue IDs, kept on disk ahead of use.
+//!
+//! Shared memory is lost on any restart, so the generator may hand out a time part only
+//! below a ceiling that is already durable (see `generator.rs`). A background worker keeps
+//! the ceiling `snowflake_id.reserve_ms` ahead of the clock (further while recording is slow,
+//! see `generator::next_ceiling`); each time it moves it, it
+//!
+//! 1. writes a WAL record carrying the ceiling (`wal`), without waiting for its flush: a
+//!    streaming standby replays it, so once promoted it resumes above anything the old
+//!    primary issued in rows the standby has received. Those rows' WAL follows the record,
+//!    and their commits flush it;
+//! 2. writes the ceiling to the record file (`record`), over the old one in place, and
+//!    fdatasyncs it (see `durable_file::overwrite`), so a crash leaves the old or the new
+//!    ceiling, never a torn one. This is what makes the ceiling durable on this server:
+//!    crash recovery replays only the WAL after the last checkpoint, and may miss the newest
+//!    records, which were not flushed;
+//! 3. only then publishes the new ceiling in shared memory.
+//!
+//! So a new ceiling costs one fsync. On every start (and after a backend crash, when the
+//! postmaster re-creates shared memory) all shards resume at the recorded ceiling
+//! (`restore`). The hot path never touches the disk: about four reservations a second are
+//! done by the worker alone, or sooner when a call borrowing time asks for more.
+//!
+//! The chain, each link importing only the ones before it, so that `shmem` can restore the
+//! ceiling at its creation without importing what runs on it:
+//! * `record`: the file's line, its checksum, reading and writing it;
+//! * `legacy_wal`: whether WAL of versions up to 0.2.0 may remain (a flag in the record);
+//! * this module: recording a ceiling, the lead bound both guards use, and the one way to
+//!   ask the worker for more (`Worker`, `wait_until_reserved`);
+//! * `restore`: the ceiling read (or, under pg_upgrade, raised) when shared memory is created;
+//! * `wal`: the custom WAL resource manager, writing and replaying ceilings;
+//! * `worker`: the background worker that renews the ceiling, and the promotion guard.
+
+pub mod legacy_wal;
+pub mod record;
+pub mod restore;
+pub mod wal;
+pub mod worker;
+
+use super::{fixed_layout, settings};
+use pgrx::pg_sys;
+use record::Record;
+use snowflake_core::generator::{self, Reservation, ReservationKeeper};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+
+/// Records a ceiling so that it survives a crash at any moment.
+fn write_durably(ceiling_unix_ms: i64) -> std::io::Result<()> {
+    record::write(Record { ceiling_unix_ms, wal128: legacy_wal::may_remain() })
+}
+
+/// How far ahead of its own clock a server with this server's lead settings can have issued
+/// IDs (`generator::max_ceiling_lead_ms`). Both guards (`restore::record_upgrade_guard`,
+/// `worker::record_promotion_guard`) resume this far ahead.
+fn old_server_lead_bound_ms() -> u64 {
+    generator::max_ceiling_lead_ms(settings::reserve_ms(), settings::clock_policy().max_lead_ms)
+}
+
+/// A recorded ceiling (Unix ms) as a time part: before the epoch it restricts nothing,
+/// past the range of the time bits it means the IDs ran out.
+fn time_part_of_ceiling(unix_ms: i64) -> u64 {
+    let layout = fixed_layout::get();
+    match layout.time_part(unix_ms) {
+        Ok(time_part) => time_part,
+        Err(_) if unix_ms < layout.epoch_unix_ms() => 0,
+        Err(_) => layout.max_time_part() + 1,
+    }
+}
+
+/// The worker, as the generator's keeper of the reservation: the only code that wakes it.
+/// A call that wants more reserved (`Reservation::ask_for`) sets the worker's latch, and the
+/// worker records it within a few milliseconds.
+pub struct Worker;
+
+impl ReservationKeeper for Worker {
+    fn extend_soon(&mut self, reservation: &Reservation, _now: u64) {
+        let latch = reservation.worker.load(Acquire) as *mut pg_sys::Latch;
+        if !latch.is_null() {
+            // SAFETY: the worker's latch lives in shared memory for the server's lifetime; a
+            // stale one (worker restarted) only causes a harmless spurious wake-up.
+            unsafe { pg_sys::SetLatch(latch) };
+        }
+    }
+}
+
+/// Asks the worker to reserve past `time_part` and waits, sleeping through `clock`, until
+/// the ceiling has passed it, spending at most `budget_ms` (what is left of it stays there,
+/// for a caller that asks again). For callers that must see a position durable before they
+/// move a shard there (`snowflake_advance`); claims wait inside `generator::claim`, under
+/// their clock policy. Returns the ceiling it gave up at.
+pub fn wait_until_reserved(
+    reservation: &Reservation,
+    time_part: u64,
+    budget_ms: &mut u64,
+    clock: &mut impl generator::Clock,
+) -> Result<(), u64> {
+    // The worker reads the clock itself: no time part of the caller's to pass on.
+    reservation.ask_for(time_part, &mut Worker, 0);
+    while reservation.ceiling.load(Relaxed) <= time_part && *budget_ms > 0 {
+        clock.sleep_ms(1);
+        *budget_ms -= 1;
+    }
+    match reservation.ceiling.load(Relaxed) {
+        ceiling if ceiling <= time_part => Err(ceiling),
+        _ => Ok(()),
+    }
+}

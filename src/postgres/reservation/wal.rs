@@ -1,0 +1,156 @@
+//! The custom WAL resource manager (custom resource managers exist since PostgreSQL 15): the
+//! worker writes each new ceiling as a record, and every server replaying this WAL (a
+//! standby, crash or archive recovery) brings it into its shared memory (`replay_ceiling`).
+
+use super::record::FILE;
+use super::{legacy_wal, restore, time_part_of_ceiling, write_durably};
+use crate::postgres::{compat, settings, shmem};
+use pgrx::pg_sys;
+use snowflake_core::utc;
+use std::ffi::{c_char, CStr};
+use std::time::Duration;
+
+/// The only record type: "the ceiling is now this Unix ms" (8 bytes, native order).
+const XLOG_CEILING: u8 = 0x10;
+
+/// Registers the resource manager. Replaying our records needs it, so the library must
+/// stay preloaded on every server that replays this WAL.
+pub fn register() {
+    let rmgr = pg_sys::RmgrData {
+        rm_name: c"snowflake_id".as_ptr(),
+        rm_redo: Some(redo),
+        rm_desc: Some(describe),
+        rm_identify: Some(identify),
+        ..Default::default()
+    };
+    if let Some(id) = settings::wal_rmgr_id() {
+        // SAFETY: called from _PG_init while preloading; PostgreSQL copies the struct.
+        unsafe { pg_sys::RegisterCustomRmgr(id, &rmgr as *const _ as *mut _) };
+    }
+    // Records of earlier versions, written under another id, replay the same way (also
+    // with the records turned off now). The name must differ: PostgreSQL refuses two
+    // resource managers of one name.
+    let may_remain = legacy_wal::at_start();
+    let legacy = match settings::legacy_wal_rmgr_id() {
+        settings::LegacyRmgr::Auto => may_remain.then_some(legacy_wal::LEGACY_ID),
+        settings::LegacyRmgr::Id(id) => Some(id),
+        settings::LegacyRmgr::None => None,
+    };
+    // Not twice under one id: the records written now replay under the first.
+    if let Some(legacy) = legacy.filter(|&id| Some(id) != settings::wal_rmgr_id()) {
+        let replay_only = pg_sys::RmgrData { rm_name: c"snowflake_id_0.2".as_ptr(), ..rmgr };
+        // SAFETY: as above.
+        unsafe { pg_sys::RegisterCustomRmgr(legacy, &replay_only as *const _ as *mut _) };
+    }
+}
+
+pub fn log_ceiling(ceiling_unix_ms: i64) {
+    let Some(id) = settings::wal_rmgr_id() else { return };
+    let mut data = ceiling_unix_ms.to_ne_bytes();
+    // SAFETY: the standard sequence for a WAL record without buffers, from a process
+    // with WAL access (the worker starts after recovery); `data` outlives the insert.
+    unsafe {
+        pg_sys::XLogBeginInsert();
+        // Not "activity": an idle server still skips checkpoints and segment switches.
+        pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
+        compat::xlog_register_data(&mut data);
+        let lsn = pg_sys::XLogInsert(id, XLOG_CEILING);
+        // Flushed by the WAL writer shortly, as an asynchronous commit is: the worker
+        // waits for no WAL fsync (see the top of this file).
+        pg_sys::XLogSetAsyncXactLSN(lsn);
+    }
+}
+
+/// The ceiling carried by one of our records.
+unsafe fn ceiling_of(record: *mut pg_sys::XLogReaderState) -> Option<i64> {
+    // SAFETY: PostgreSQL passes a decoded record; its main data is main_data_len bytes,
+    // and is read only when it has the size of ours (it may be NULL otherwise).
+    unsafe {
+        let decoded = (*record).record;
+        if (*decoded).main_data_len as usize != size_of::<i64>() || (*decoded).main_data.is_null() {
+            return None;
+        }
+        Some((*decoded).main_data.cast::<i64>().read_unaligned())
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+    // SAFETY: called by PostgreSQL with a record of ours.
+    match unsafe { ceiling_of(record) } {
+        Some(ceiling_unix_ms) => replay_ceiling(ceiling_unix_ms),
+        None => pgrx::error!("snowflake_id WAL record of unexpected size"),
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn describe(buffer: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
+    // SAFETY: as in `redo`; appendStringInfoString copies the text into the buffer.
+    unsafe {
+        let text = match ceiling_of(record) {
+            Some(ms) => format!("ceiling {ms} ({})", utc::format_utc_ms(ms)),
+            None => "malformed".to_string(),
+        };
+        let text = std::ffi::CString::new(text).unwrap_or_default();
+        pg_sys::appendStringInfoString(buffer, text.as_ptr());
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
+    const CEILING: &CStr = c"CEILING";
+    if info & !(pg_sys::XLR_INFO_MASK as u8) == XLOG_CEILING {
+        CEILING.as_ptr()
+    } else {
+        std::ptr::null()
+    }
+}
+
+/// Brings a ceiling read from a primary's WAL (or replayed in crash recovery) into this
+/// server's shared memory, as both bounds: later records come later in WAL, so the last one
+/// replayed holds, lower or higher (see `Reservation::replay`). With floor and ceiling equal,
+/// nothing is issued until the worker has recorded a new ceiling, durably, above them.
+///
+/// In crash recovery, never below the ceiling the file held at the start: the worker records
+/// each ceiling in the file right after its WAL record and before any ID uses it, without
+/// waiting for the record's flush, so the newest records may be missing from the WAL while
+/// the file has them. Above it, the last record replayed holds: on a server restored from a
+/// base backup the file may be older than the WAL replayed after it.
+///
+/// The file is not rewritten and fsynced for every record (replay would wait for an fsync
+/// per record; a standby catching up replays thousands):
+/// * in crash recovery not at all: the file already holds what was issued under, and
+///   rewriting it with the older records replayed first could only set it back;
+/// * on a standby (or in archive recovery) at most once per `REPLAY_RECORD_INTERVAL`, so
+///   that a restart of the standby, or a base backup taken from it, starts from a recent
+///   ceiling; the rest, should the standby restart, is replayed again from WAL, and at
+///   promotion `worker::record_promotion_guard` covers what the standby never received.
+fn replay_ceiling(ceiling_unix_ms: i64) {
+    // Asked of PostgreSQL for this recovery, not taken from how the postmaster started: a
+    // server that started as a standby and was promoted runs crash recovery after a later
+    // backend crash, with the postmaster still the same.
+    // SAFETY: a PostgreSQL global, set by the startup process before it replays anything.
+    let in_crash_recovery = !unsafe { pg_sys::ArchiveRecoveryRequested };
+    if let Some(reservation) = shmem::reservation() {
+        let replayed = time_part_of_ceiling(ceiling_unix_ms);
+        let floor = if in_crash_recovery { restore::recorded_at_start() } else { 0 };
+        reservation.replay(replayed.max(floor));
+    }
+    if in_crash_recovery {
+        return;
+    }
+    let now = std::time::Instant::now();
+    let mut last = LAST_REPLAY_RECORD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if last.is_some_and(|at| now.duration_since(at) < REPLAY_RECORD_INTERVAL) {
+        return;
+    }
+    if let Err(error) = write_durably(ceiling_unix_ms) {
+        pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" during replay: {error}");
+    }
+    *last = Some(now);
+}
+
+/// How often a standby records the ceilings it replays in its file.
+const REPLAY_RECORD_INTERVAL: Duration = Duration::from_secs(1);
+/// When the startup process last did (it alone replays WAL: the lock is never contended).
+static LAST_REPLAY_RECORD: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);

@@ -1,0 +1,182 @@
+//! The reservation worker: a background worker that keeps the ceiling ahead of the clock,
+//! recording each new one (WAL, then the file) before it publishes it, and records the
+//! promotion guard once after a recovery ends. Calls ask it for more only through
+//! `reservation::Worker`.
+
+use super::record::FILE;
+use super::{legacy_wal, old_server_lead_bound_ms, time_part_of_ceiling, wal, write_durably};
+use crate::postgres::{clock, compat, fence, fixed_layout, settings, shmem};
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
+use pgrx::pg_sys;
+use snowflake_core::generator::{self, Reservation};
+use snowflake_core::utc;
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
+use std::time::{Duration, Instant};
+
+/// How often the worker looks at the clock.
+const TICK: Duration = Duration::from_millis(50);
+
+/// The end of recovery on a standby (promotion) or after archive recovery, once per
+/// recovery: the reservation worker runs it when it first starts after the recovery (see
+/// `shmem::StartState`), not when it is restarted later. The WAL this server replayed may
+/// stop short of what the old primary wrote: with asynchronous replication it never
+/// received the latest records, ceilings included, nor the rows with the IDs issued under
+/// them. The old primary issued at most `max_lead_ms + reserve_ms` ahead of its clock, and
+/// that clock, when it stopped, read at most `max_clock_skew_ms` more than this server's
+/// does now. So the shards resume that far ahead of this clock: above every ID the old
+/// primary could have issued, as long as it ran with lead settings no larger than these and
+/// the clocks agree within the skew. The first calls wait (within `max_wait_ms`) until the
+/// clock is within `max_lead_ms` of the resumed position, at most `reserve_ms + max_clock_skew_ms`.
+///
+/// Or at the floor replayed from the old primary's WAL, when that is higher (the old primary
+/// ran with a longer lead). Either way it is recorded before anything is issued: replay
+/// writes the file at most once a second, so the floor may not be in it yet, and a clean
+/// restart (no signal file, no WAL to replay) resumes at the file.
+fn record_promotion_guard(reservation: &Reservation) {
+    let layout = fixed_layout::get();
+    let bound_ms = old_server_lead_bound_ms() + settings::max_clock_skew_ms();
+    let guard = time_part_of_ceiling(clock::wall_clock_unix_ms().saturating_add(bound_ms as i64));
+    let ceiling = guard.max(reservation.floor.load(Relaxed));
+    let ceiling_unix_ms = layout.unix_ms(ceiling);
+    wal::log_ceiling(ceiling_unix_ms);
+    if let Err(error) = write_durably(ceiling_unix_ms) {
+        // Without the record the shards cannot resume above it after a crash: issue nothing.
+        pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" after recovery: {error}");
+    }
+    reservation.resume_at(ceiling);
+    if ceiling == guard {
+        pgrx::log!(
+            "snowflake_id: recovery ended; shards resume at {} ({bound_ms} ms ahead of the clock), above \
+             anything the old primary could have issued, including WAL this server never received, if the \
+             clocks agree within snowflake_id.max_clock_skew_ms",
+            utc::format_utc_ms(ceiling_unix_ms)
+        );
+    } else {
+        pgrx::log!(
+            "snowflake_id: recovery ended; shards resume at {}, the reservation replayed from the old \
+             primary's WAL (further ahead than {bound_ms} ms)",
+            utc::format_utc_ms(ceiling_unix_ms)
+        );
+    }
+}
+
+/// Registers the worker; called from `_PG_init` while preloading. Not under pg_upgrade: the
+/// worker would record a reservation of its own (and WAL) in a cluster that issues nothing.
+pub fn register() {
+    if compat::in_binary_upgrade() {
+        return;
+    }
+    BackgroundWorkerBuilder::new("snowflake_id reservation")
+        .set_type("snowflake_id reservation")
+        .set_library("snowflake_id")
+        .set_function("snowflake_id_reservation_worker")
+        .enable_shmem_access(None)
+        // A standby issues nothing; on promotion the worker starts from the replayed ceiling.
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
+}
+
+/// The worker's main loop: renew the reservation whenever it gets too close.
+#[pgrx::pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let reservation = shmem::reservation().expect("the worker runs only when preloaded");
+    // SAFETY: MyLatch is this process's latch in shared memory, valid while it runs.
+    // Release: a caller that loads the address (with Acquire) sees the latch as set up.
+    reservation.worker.store(unsafe { pg_sys::MyLatch } as usize, Release);
+    // Once per recovery: cleared only once the guard is recorded, so a worker that failed
+    // to record it runs it again when restarted, and one restarted later does not.
+    let start = shmem::start_state().expect("the worker runs only when preloaded");
+    if start.promotion_guard_pending.load(Acquire) {
+        record_promotion_guard(reservation);
+        start.promotion_guard_pending.store(false, Release);
+    }
+    legacy_wal::worker_started();
+    let layout = fixed_layout::get();
+    pgrx::log!(
+        "snowflake_id reservation worker started: shards resume at {}",
+        utc::format_utc_ms(layout.unix_ms(reservation.floor.load(Relaxed)))
+    );
+    fence::shared::apply_setting(true);
+    let mut failing = false;
+    loop {
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: the documented way for a worker to apply a reload.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+            fence::shared::apply_setting(false);
+        }
+        legacy_wal::look_at_checkpoints();
+        match renew(reservation) {
+            Ok(()) if failing => {
+                pgrx::log!("snowflake_id reservation is being recorded again");
+                failing = false;
+            }
+            Ok(()) => {}
+            Err(error) if !failing => {
+                pgrx::warning!(
+                    "could not record the snowflake_id reservation in \"{FILE}\": {error}; IDs will stop once \
+                     the current reservation is used up"
+                );
+                failing = true;
+            }
+            Err(_) => {}
+        }
+        if !BackgroundWorker::wait_latch(Some(TICK)) {
+            break;
+        }
+    }
+    reservation.worker.store(0, Release);
+    // Exit code 1, so that the postmaster restarts the worker if it was terminated while the
+    // server goes on (at shutdown it is not restarted anyway); without it no ID can be issued.
+    // SAFETY: the standard way for a worker to exit.
+    unsafe { pg_sys::proc_exit(1) }
+}
+
+/// One look at the clock: records and publishes a new ceiling when the current one is too close.
+fn renew(reservation: &Reservation) -> std::io::Result<()> {
+    let layout = fixed_layout::get();
+    // A clock outside the ID range makes every call refuse anyway; nothing to reserve.
+    let Ok(now) = layout.time_part(clock::wall_clock_unix_ms()) else { return Ok(()) };
+    let max_lead_ms = settings::clock_policy().max_lead_ms;
+    if let Some(lower) = generator::lower_ceiling(
+        now,
+        reservation,
+        shmem::slots(),
+        &layout,
+        settings::reserve_ms(),
+        max_lead_ms,
+    ) {
+        // Already published: until it is recorded, the higher record on disk still holds.
+        let lower_unix_ms = layout.unix_ms(lower);
+        wal::log_ceiling(lower_unix_ms);
+        write_durably(lower_unix_ms)?;
+        pgrx::log!(
+            "snowflake_id: the clock had jumped ahead and is back, and no ID was issued up there: the \
+             reservation moves back to {}",
+            utc::format_utc_ms(lower_unix_ms)
+        );
+        return Ok(());
+    }
+    let recording_ms = LAST_RECORDING_MS.load(Relaxed);
+    let Some(ceiling) =
+        generator::next_ceiling(now, reservation, &layout, settings::reserve_ms(), max_lead_ms, recording_ms)
+    else {
+        return Ok(());
+    };
+    let started = Instant::now();
+    let ceiling_unix_ms = layout.unix_ms(ceiling);
+    wal::log_ceiling(ceiling_unix_ms);
+    write_durably(ceiling_unix_ms)?;
+    reservation.publish_ceiling(ceiling);
+    LAST_RECORDING_MS.store(started.elapsed().as_millis() as u64, Relaxed);
+    Ok(())
+}
+
+/// How long the worker's last recording of a new ceiling took (ms): the next one is reserved
+/// further ahead when the disk is slow (`generator::next_ceiling`).
+static LAST_RECORDING_MS: AtomicU64 = AtomicU64::new(0);
