@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the SQL examples of README.md and docs/*.md against a throwaway server with the
+# Runs the SQL examples of README.md and docs/ against a throwaway server with the
 # extension preloaded, and compares what psql prints with the transcripts shown, so that a
 # renamed function, column or setting, or a changed message or SQLSTATE, fails here rather
 # than misleads a reader. The format of the examples and what is compared:
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 FILES=("$@")
-[ ${#FILES[@]} -gt 0 ] || FILES=(README.md docs/*.md)
+[ ${#FILES[@]} -gt 0 ] || FILES=(README.md docs/*.md docs/*/*.md)
 
 # The format first: a malformed block fails before anything is built.
 python3 scripts/doc_examples.py --parse-only "${FILES[@]}" >/dev/null
