@@ -10,7 +10,8 @@
 #
 # Prints one line per file (the blocks run and those not run) and a last line
 # `doc-examples: N blocks in M files: ok`; a failing block is named by file and line, with
-# the difference. Fails too when README.md has no runnable block.
+# the difference. Fails too when README.md has no runnable block, when the tree of
+# docs/development.md and the files disagree, or when a relative link or anchor is broken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -18,7 +19,11 @@ source scripts/lib.sh
 FILES=("$@")
 [ ${#FILES[@]} -gt 0 ] || FILES=(README.md docs/*.md docs/*/*.md)
 
-# The format first: a malformed block fails before anything is built.
+# What needs no server first, so that it fails before anything is built: the tree of
+# docs/development.md against the files, every relative link and anchor, and the format of
+# the blocks (docs/development.md, "The tree, checked").
+python3 scripts/doc_tree.py docs/development.md
+python3 scripts/doc_links.py README.md docs/*.md docs/*/*.md
 python3 scripts/doc_examples.py --parse-only "${FILES[@]}" >/dev/null
 
 install_extension
