@@ -22,8 +22,8 @@ FILES=("$@")
 # What needs no server first, so that it fails before anything is built: the tree of
 # docs/development.md against the files, every relative link and anchor, and the format of
 # the blocks (docs/development.md, "The tree, checked").
-python3 scripts/doc_tree.py docs/development.md
-python3 scripts/doc_links.py README.md docs/*.md docs/*/*.md
+python3 scripts/doc_check.py tree docs/development.md
+python3 scripts/doc_check.py links README.md docs/*.md docs/*/*.md
 python3 scripts/doc_examples.py --parse-only "${FILES[@]}" >/dev/null
 
 install_extension

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Checks that the tree drawn in docs/development.md and the files of the checkout agree.
+"""The documentation checks that need no server (scripts/doc-examples.sh runs them first, so
+that they fail before anything is built):
 
-    doc_tree.py docs/development.md
+    doc_check.py tree docs/development.md
+    doc_check.py links FILE...
 
+`tree` checks that the tree drawn in docs/development.md and the files of the checkout agree.
 The tree is the ```text block under the heading "The layout of the tree". Each line names
 one or more paths (separated by ", ") followed, after at least two spaces, by what they are
 for; a description too long for one line goes on in lines indented to where it starts. A line
-indented under a folder (a path ending with "/") names paths inside that folder.
-
-It fails, naming the path and what to do,
+indented under a folder (a path ending with "/") names paths inside that folder. It fails,
+naming the path and what to do,
 
 - when the tree names a path that does not exist (a file moved or removed), and
 - when a source file is not in the tree. The source files are
@@ -20,12 +22,18 @@ It fails, naming the path and what to do,
   3. every entry at the top of the checkout and directly inside tests/ and crates/: a file
      by its name; a folder by its name (docs/, sql/, tests/pg_regress/ ...), standing for
      its contents, or by the paths named inside it.
-  Files git ignores (builds, installs) and hidden ones (.ci/, .gitignore) are not source
-  files. Files not yet added to git count, so that a new file fails the check before its
+  Files git ignores (builds, installs), hidden ones (.ci/, .gitignore) and Python's
+  __pycache__/ are not source files. Files not yet added to git count, so that a new file fails the check before its
   commit.
 
-Prints `doc-tree: N paths named, M source files, each named: ok`. Runs before anything is
-built (scripts/doc-examples.sh calls it first).
+`links` checks the relative links of Markdown pages: each file it points at exists, and each
+anchor (`page.md#a-heading`, `#a-heading`) is a heading of that page. Links outside the
+checkout (http:, https:, mailto:) are not followed; links inside code (fenced blocks and
+`code spans`) are not links. An anchor is made from a heading as GitHub makes it: lower case,
+punctuation but `-` and `_` dropped, spaces made `-`, and `-1`, `-2` ... added to a heading
+that comes again.
+
+Each prints one line `doc-tree: ... ok` or `doc-links: ... ok`, or one line per failure.
 """
 
 import os
@@ -34,10 +42,16 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HEADING = "## The layout of the tree"
-FENCE = re.compile(r"^```(\w*)\s*$")
+USAGE = "usage: doc_check.py tree docs/development.md | doc_check.py links FILE..."
+TREE_HEADING = "## The layout of the tree"
+TREE_FENCE = re.compile(r"^```(\w*)\s*$")
 GAP = re.compile(r" {2,}")
 SKIPPED_DIRS = {"target", "node_modules", "__pycache__", "results"}
+# The links check: fences, code spans, links and headings of Markdown.
+MD_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+LINK = re.compile(r"\]\(([^()\s]*(?:\([^()\s]*\)[^()\s]*)*)(?:\s+\"[^\"]*\")?\)")
+MD_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
 def tree_lines(doc):
@@ -45,12 +59,12 @@ def tree_lines(doc):
     with open(doc, encoding="utf-8") as f:
         lines = f.read().split("\n")
     try:
-        start = lines.index(HEADING)
+        start = lines.index(TREE_HEADING)
     except ValueError:
-        sys.exit(f"doc-tree: {doc} has no heading '{HEADING}'")
-    opening = next((i for i in range(start + 1, len(lines)) if FENCE.match(lines[i])), None)
-    if opening is None or FENCE.match(lines[opening]).group(1) != "text":
-        sys.exit(f"doc-tree: {doc}: no ```text block under '{HEADING}'")
+        sys.exit(f"doc-tree: {doc} has no heading '{TREE_HEADING}'")
+    opening = next((i for i in range(start + 1, len(lines)) if TREE_FENCE.match(lines[i])), None)
+    if opening is None or TREE_FENCE.match(lines[opening]).group(1) != "text":
+        sys.exit(f"doc-tree: {doc}: no ```text block under '{TREE_HEADING}'")
     closing = next((i for i in range(opening + 1, len(lines)) if lines[i].startswith("```")), None)
     if closing is None:
         sys.exit(f"doc-tree: {doc}:{opening + 1}: the tree's block is never closed")
@@ -107,7 +121,7 @@ def source_paths(files):
     required = {}
     for path in files:
         parts = path.split("/")
-        if any(part.startswith(".") for part in parts):
+        if any(part.startswith(".") or part == "__pycache__" for part in parts):
             continue
         if parts[0] == "src" or (len(parts) > 3 and parts[0] == "crates" and parts[2] in ("src", "tests", "benches")):
             required[path] = False  # rule 1
@@ -125,10 +139,10 @@ def source_paths(files):
     return required
 
 
-def main():
-    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
-        sys.exit("usage: doc_tree.py docs/development.md")
-    doc = sys.argv[1]
+def check_tree(args):
+    if len(args) != 1:
+        sys.exit(USAGE)
+    doc = args[0]
     named = named_paths(doc)
     failures = []
     for path, number in sorted(named.items(), key=lambda item: item[1]):
@@ -144,16 +158,92 @@ def main():
             continue
         folder = os.path.dirname(path.rstrip("/"))
         failures.append(
-            f"{doc}: the tree (under '{HEADING[3:]}') does not name {path}: add a line for it"
+            f"{doc}: the tree (under '{TREE_HEADING[3:]}') does not name {path}: add a line for it"
             + (f" under {folder}/" if folder else "")
             + ", saying in a few words what it is for"
         )
-    if failures:
-        print("\n".join(f"doc-tree: {failure}" for failure in failures), file=sys.stderr)
-        print(f"doc-tree: {len(failures)} failed: the tree of {doc} and the files disagree", file=sys.stderr)
-        return 1
-    print(f"doc-tree: {len(named)} paths named, {len(required)} source files and folders, each named: ok")
-    return 0
+    return report(
+        "doc-tree", failures, f"{len(failures)} failed: the tree of {doc} and the files disagree",
+        f"{len(named)} paths named, {len(required)} source files and folders, each named: ok",
+    )
+
+
+def prose_lines(path):
+    """(line number, text) of the lines outside fenced blocks, code spans blanked."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    fence = None
+    for number, line in enumerate(lines, 1):
+        opening = MD_FENCE.match(line)
+        if fence is None and opening:
+            fence = opening.group(1)
+            continue
+        if fence is not None:
+            if line.strip().startswith(fence[0] * len(fence)) and not line.strip().strip(fence[0]):
+                fence = None
+            continue
+        yield number, CODE_SPAN.sub(lambda m: " " * len(m.group(0)), line)
+
+
+def anchor(text):
+    text = re.sub(r"`([^`]*)`", r"\1", text)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link in a heading: its text
+    text = re.sub(r"[^\w\- ]", "", text.lower())
+    return text.replace(" ", "-")
+
+
+def anchors(path, cache={}):
+    if path not in cache:
+        seen, found = {}, set()
+        for _, line in prose_lines(path):
+            heading = MD_HEADING.match(line)
+            if heading:
+                base = anchor(heading.group(2))
+                count = seen.get(base, 0)
+                seen[base] = count + 1
+                found.add(base if count == 0 else f"{base}-{count}")
+        cache[path] = found
+    return cache[path]
+
+
+def check_links(args):
+    files = args
+    if not files:
+        sys.exit(USAGE)
+    failures, count = [], 0
+    for path in files:
+        for number, line in prose_lines(path):
+            for match in LINK.finditer(line):
+                target = match.group(1)
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target) or not target:
+                    continue
+                count += 1
+                where = f"{path}:{number}: {target}"
+                file_part, _, fragment = target.partition("#")
+                linked = os.path.normpath(os.path.join(os.path.dirname(path), file_part)) if file_part else path
+                if not os.path.exists(linked):
+                    failures.append(f"{where}: no file {linked}")
+                elif fragment and linked.endswith(".md") and fragment not in anchors(linked):
+                    failures.append(f"{where}: {linked} has no heading with the anchor #{fragment}")
+    return report(
+        "doc-links", failures, f"{len(failures)} of {count} links broken",
+        f"{count} links in {len(files)} files: ok",
+    )
+
+
+def report(name, failures, failed, passed):
+    """Prints each failure and a last line; returns the exit status."""
+    for failure in failures:
+        print(f"{name}: {failure}", file=sys.stderr)
+    print(f"{name}: {failed if failures else passed}", file=sys.stderr if failures else sys.stdout)
+    return 1 if failures else 0
+
+
+def main():
+    checks = {"tree": check_tree, "links": check_links}
+    if len(sys.argv) < 2 or sys.argv[1] not in checks or any(a.startswith("-") for a in sys.argv[2:]):
+        sys.exit(USAGE)
+    return checks[sys.argv[1]](sys.argv[2:])
 
 
 if __name__ == "__main__":
