@@ -8,7 +8,7 @@
 #
 #   ./scripts/bench.sh                 full run on PostgreSQL 15 (PG_MAJOR=16, 17 or 18 for
 #                                      another); keeps its measurements in docs/results/pg<major>.*,
-#                                      and rewrites docs/BENCHMARKS.md and docs/benchmarks.png from
+#                                      and rewrites docs/benchmarks.md and docs/benchmarks.png from
 #                                      those of every major measured
 #   ./scripts/bench.sh --smoke DIR     tiny sizes, report into DIR; checks that every contender
 #                                      produced all its rows and that the report was written, and
@@ -377,7 +377,7 @@ cp "$RESULTS" "$OUT/results/pg$PG_MAJOR.tsv"
   echo "index_rows=$INDEX_ROWS"
 } >"$OUT/results/pg$PG_MAJOR.meta"
 python3 scripts/bench_report.py "$OUT"
-for file in "$OUT/BENCHMARKS.md" "$OUT/benchmarks.png"; do
+for file in "$OUT/benchmarks.md" "$OUT/benchmarks.png"; do
   [ -s "$file" ] || { echo "the report did not write $file" >&2; exit 1; }
 done
 if [ $MODE = smoke ]; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turns the measurements of scripts/bench.sh, one run per PostgreSQL major, into a report.
 
-    bench_report.py OUT_DIR      writes OUT_DIR/BENCHMARKS.md and OUT_DIR/benchmarks.png
+    bench_report.py OUT_DIR      writes OUT_DIR/benchmarks.md and OUT_DIR/benchmarks.png
     bench_report.py --machine    prints this machine (CPU, cores, memory, kernel) on one line,
                                  for bench.sh's meta file
 
@@ -568,8 +568,8 @@ def main():
     out_dir = sys.argv[1]
     runs = load_runs(out_dir)
     # The whole report first: a missing measurement stops it before anything is written.
-    text = report(runs) + "\n" + kept_by_hand(os.path.join(out_dir, "BENCHMARKS.md"))
-    with open(os.path.join(out_dir, "BENCHMARKS.md"), "w") as out:
+    text = report(runs) + "\n" + kept_by_hand(os.path.join(out_dir, "benchmarks.md"))
+    with open(os.path.join(out_dir, "benchmarks.md"), "w") as out:
         out.write(text)
     chart(runs, out_dir)
 

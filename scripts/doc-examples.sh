@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the SQL examples of README.md and docs/*.md against a throwaway server with the
+# Runs the SQL examples of README.md and docs/ against a throwaway server with the
 # extension preloaded, and compares what psql prints with the transcripts shown, so that a
 # renamed function, column or setting, or a changed message or SQLSTATE, fails here rather
 # than misleads a reader. The format of the examples and what is compared:
@@ -10,15 +10,20 @@
 #
 # Prints one line per file (the blocks run and those not run) and a last line
 # `doc-examples: N blocks in M files: ok`; a failing block is named by file and line, with
-# the difference. Fails too when README.md has no runnable block.
+# the difference. Fails too when README.md has no runnable block, when the tree of
+# docs/development.md and the files disagree, or when a relative link or anchor is broken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 FILES=("$@")
-[ ${#FILES[@]} -gt 0 ] || FILES=(README.md docs/*.md)
+[ ${#FILES[@]} -gt 0 ] || FILES=(README.md docs/*.md docs/*/*.md)
 
-# The format first: a malformed block fails before anything is built.
+# What needs no server first, so that it fails before anything is built: the tree of
+# docs/development.md against the files, every relative link and anchor, and the format of
+# the blocks (docs/development.md, "The tree, checked").
+python3 scripts/doc_check.py tree docs/development.md
+python3 scripts/doc_check.py links README.md docs/*.md docs/*/*.md
 python3 scripts/doc_examples.py --parse-only "${FILES[@]}" >/dev/null
 
 install_extension

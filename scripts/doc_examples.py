@@ -380,7 +380,7 @@ def main():
         print(f"doc-examples: {error}", file=sys.stderr)
         return 1
     for path, blocks in parsed.items():
-        if os.path.basename(path) == "README.md" and not any(block.runnable for block in blocks):
+        if os.path.relpath(path) == "README.md" and not any(block.runnable for block in blocks):
             print(f"doc-examples: {path}: no sql or psql block: the README's examples would go untested", file=sys.stderr)
             return 1
 

@@ -35,7 +35,7 @@
 #                            benchmark runs with tiny sizes, the report is written, and the
 #                            scaling sweep runs one short point (no timing asserted)
 #   8. clients               tests/clients/run.sh, on the first major only: the recipes of
-#                            docs/clients.md run with real drivers and ORMs (Python, Node, Rust,
+#                            docs/clients/ run with real drivers and ORMs (Python, Node, Rust,
 #                            Go, Java, Ruby), pinned installs in git-ignored folders
 #   last, bystanders         a cluster started before the layers, not by any of them, still
 #                            answers from the same postmaster (and so does a running demo):
@@ -186,7 +186,7 @@ for major in "${MAJORS[@]}"; do
   fi
 
   if [ "$major" = "${MAJORS[0]}" ]; then
-    step "PostgreSQL $major: clients (the recipes of docs/clients.md with real drivers and ORMs; once, on the first major)"
+    step "PostgreSQL $major: clients (the recipes of docs/clients/ with real drivers and ORMs; once, on the first major)"
     ./tests/clients/run.sh
   fi
 done

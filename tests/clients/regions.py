@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Keeps the recipes of docs/clients.md and the code the clients layer runs the same text.
+"""Keeps the recipes of docs/clients/ and the code the clients layer runs the same text.
 
 A recipe in a test file is a region: the lines between a comment `region: NAME` and a
-comment `endregion` (`#` or `//`), taken without their common indentation. The page shows
+comment `endregion` (`#` or `//`), taken without their common indentation. A page shows
 it in the fenced block right after a line
 
     <!-- region: tests/clients/python/test_psycopg.py insert -->
 
-    regions.py --check docs/clients.md    fails, naming each block, unless every block is its
-                                          region's text, and every region is shown somewhere
-    regions.py --write docs/clients.md    rewrites the blocks from the regions
+    regions.py --check docs/clients/*.md    fails, naming each block, unless every block is its
+                                            region's text, and every region is shown on one of
+                                            the pages
+    regions.py --write docs/clients/*.md    rewrites the blocks from the regions
 """
 
 import argparse
@@ -70,25 +71,27 @@ def main():
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true")
     mode.add_argument("--write", action="store_true")
-    parser.add_argument("doc")
+    parser.add_argument("docs", nargs="+")
     args = parser.parse_args()
-    with open(args.doc, encoding="utf-8") as f:
-        doc_lines = f.read().splitlines()
-    cache, shown, failures, out, last = {}, set(), [], [], 0
-    for start, end, path, name in blocks(doc_lines):
-        if path not in cache:
-            cache[path] = regions(path)
-        if name not in cache[path]:
-            sys.exit(f"{args.doc}:{start - 1}: {path} has no region {name}")
-        shown.add((path, name))
-        want = cache[path][name].splitlines()
-        got = doc_lines[start:end]
-        if got != want:
-            failures.append(f"{args.doc}:{start - 1}: the block differs from {path}, region {name}:\n"
-                            + "\n".join(difflib.unified_diff(got, want, "docs", path, lineterm="")))
-        out += doc_lines[last:start] + want
-        last = end
-    out += doc_lines[last:]
+    cache, shown, failures, rewritten = {}, set(), [], {}
+    for doc in args.docs:
+        with open(doc, encoding="utf-8") as f:
+            doc_lines = f.read().splitlines()
+        out, last = [], 0
+        for start, end, path, name in blocks(doc_lines):
+            if path not in cache:
+                cache[path] = regions(path)
+            if name not in cache[path]:
+                sys.exit(f"{doc}:{start - 1}: {path} has no region {name}")
+            shown.add((path, name))
+            want = cache[path][name].splitlines()
+            got = doc_lines[start:end]
+            if got != want:
+                failures.append(f"{doc}:{start - 1}: the block differs from {path}, region {name}:\n"
+                                + "\n".join(difflib.unified_diff(got, want, "docs", path, lineterm="")))
+            out += doc_lines[last:start] + want
+            last = end
+        rewritten[doc] = out + doc_lines[last:]
     # Every file of the layer with regions is shown, each region somewhere.
     for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, "tests/clients")):
         dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in ("node_modules", "target")]
@@ -98,16 +101,18 @@ def main():
                 if path not in cache:
                     cache[path] = regions(path)
     unshown = [f"{p} {n}" for p in sorted(cache) for n in cache[p] if (p, n) not in shown]
+    pages = ", ".join(args.docs)
     if args.write:
-        with open(args.doc, "w", encoding="utf-8") as f:
-            f.write("\n".join(out) + "\n")
-        print(f"regions: {args.doc}: {len(shown)} blocks written")
+        for doc, out in rewritten.items():
+            with open(doc, "w", encoding="utf-8") as f:
+                f.write("\n".join(out) + "\n")
+        print(f"regions: {pages}: {len(shown)} blocks written")
     else:
         if failures:
             sys.exit("\n".join(failures))
         if unshown:
-            sys.exit(f"regions: not shown in {args.doc}: " + ", ".join(unshown))
-        print(f"regions: {args.doc}: {len(shown)} blocks, each the text of the code the layer runs: ok")
+            sys.exit(f"regions: not shown in {pages}: " + ", ".join(unshown))
+        print(f"regions: {pages}: {len(shown)} blocks, each the text of the code the layer runs: ok")
 
 
 if __name__ == "__main__":

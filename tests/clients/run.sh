@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The clients layer: every recipe of docs/clients.md, run with the real client libraries
+# The clients layer: every recipe of docs/clients/, run with the real client libraries
 # against a throwaway server with the extension, asserting what the page says: keys read back
 # equal the stored ones, batch inserts return distinct increasing keys, decoded parts agree
 # with the server's decoders, the documented way to JSON keeps every digit, and each trap the
-# page states is real. First it checks that the page shows the code it runs, verbatim
+# page states is real. First it checks that the pages show the code it runs, verbatim
 # (tests/clients/regions.py).
 #
 #   ./tests/clients/run.sh                   every client
@@ -36,7 +36,7 @@ took() { echo "clients: $1 ($((SECONDS - STARTED)) s into the layer)"; }
 fail() { echo "clients: FAILED: $*" >&2; exit 1; }
 
 # ---- The page shows what runs ----------------------------------------------------------------
-python3 "$HERE/regions.py" --check docs/clients.md
+python3 "$HERE/regions.py" --check docs/clients/*.md
 
 # ---- Toolchains: each missing one fails, naming the step that installs it ---------------------
 missing() { fail "$1 is missing: ./scripts/setup.sh installs it ($2)"; }

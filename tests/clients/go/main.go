@@ -1,4 +1,4 @@
-// pgx (v4, Debian's golang-github-jackc-pgx-v4-dev): the recipes of docs/clients.md, run
+// pgx (v4, Debian's golang-github-jackc-pgx-v4-dev): the recipes of docs/clients/go.md, run
 // against a server with the extension. Connects as PGHOST, PGPORT, PGUSER and PGDATABASE say.
 // Exits 1 on the first claim that does not hold; prints one line of what it checked.
 package main

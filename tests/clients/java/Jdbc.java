@@ -1,5 +1,5 @@
-// JDBC (pgjdbc, Debian's libpostgresql-jdbc-java): the recipes of docs/clients.md, run against a
-// server with the extension over TCP (pgjdbc has no Unix-socket transport):
+// JDBC (pgjdbc, Debian's libpostgresql-jdbc-java): the recipes of docs/clients/java.md, run
+// against a server with the extension over TCP (pgjdbc has no Unix-socket transport):
 // java -cp postgresql.jar Jdbc.java JDBC_URL. Exits 1 on the first claim that does not hold.
 
 import java.sql.Connection;

@@ -1,4 +1,5 @@
-// knex (on node-postgres): the recipes of docs/clients.md, run against a server with the extension.
+// knex (on node-postgres): the recipes of docs/clients/node.md, run against a server with
+// the extension.
 'use strict';
 const { assert, increasing, numberTraps } = require('./check');
 

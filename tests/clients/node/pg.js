@@ -1,4 +1,4 @@
-// node-postgres: the recipes of docs/clients.md, run against a server with the extension.
+// node-postgres: the recipes of docs/clients/node.md, run against a server with the extension.
 'use strict';
 const pg = require('pg');
 const { assert, increasing, numberTraps } = require('./check');

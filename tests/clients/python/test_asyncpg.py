@@ -1,4 +1,4 @@
-"""asyncpg: the recipes of docs/clients.md, run against a server with the extension."""
+"""asyncpg: the recipes of docs/clients/python.md, run against a server with the extension."""
 import asyncio
 import json
 

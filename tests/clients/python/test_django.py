@@ -1,4 +1,4 @@
-"""Django: the recipes of docs/clients.md, run against a server with the extension, on each
+"""Django: the recipes of docs/clients/python.md, run against a server with the extension, on each
 Django version the docs name (tests/clients/run.sh runs it in one virtualenv per version)."""
 import json
 import os

@@ -1,4 +1,4 @@
-"""psycopg 3: the recipes of docs/clients.md, run against a server with the extension."""
+"""psycopg 3: the recipes of docs/clients/python.md, run against a server with the extension."""
 import json
 
 import psycopg

@@ -1,4 +1,5 @@
-"""SQLAlchemy 2 ORM: the recipes of docs/clients.md, run against a server with the extension."""
+"""SQLAlchemy 2 ORM: the recipes of docs/clients/python.md, run against a server with the
+extension."""
 import json
 
 import sqlalchemy

@@ -1,4 +1,4 @@
-# ActiveRecord 6.1 (Debian's ruby-activerecord, ruby-pg): the recipes of docs/clients.md, run
+# ActiveRecord 6.1 (Debian's ruby-activerecord, ruby-pg): the recipes of docs/clients/ruby.md, run
 # against a server with the extension. Connects as PGHOST, PGPORT, PGUSER and PGDATABASE say.
 # Exits 1 on the first claim that does not hold; prints one line of what it checked.
 require "active_record"

@@ -1,4 +1,4 @@
-//! The Rust recipes of docs/clients.md (tokio-postgres, sqlx), run against a server with the
+//! The Rust recipes of docs/clients/rust.md (tokio-postgres, sqlx), run against a server with the
 //! extension: `snowflake_id_clients tokio-postgres|sqlx`, connecting as PGHOST, PGPORT, PGUSER
 //! and PGDATABASE say (tests/clients/run.sh sets them). Fails (exit 1) on the first claim that
 //! does not hold; prints one line of what it checked.

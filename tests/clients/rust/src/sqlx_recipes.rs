@@ -1,4 +1,4 @@
-//! sqlx: the recipes of docs/clients.md.
+//! sqlx: the recipes of docs/clients/rust.md.
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};

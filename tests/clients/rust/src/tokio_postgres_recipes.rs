@@ -1,4 +1,4 @@
-//! tokio-postgres: the recipes of docs/clients.md.
+//! tokio-postgres: the recipes of docs/clients/rust.md.
 
 use std::env::var;
 use std::time::SystemTime;
