@@ -392,13 +392,41 @@ pub fn kill_9(pid: u32) {
 /// offset can be changed while the server runs: the file is read at every clock reading
 /// (libfaketime's cache would delay a change by an amount that depends on the faked time
 /// itself). Monotonic clocks stay real, so PostgreSQL's own timeouts are unaffected.
-pub fn faketime_env(offset_file: &Path) -> Vec<(&'static str, String)> {
+fn faketime_env(offset_file: &Path) -> Vec<(&'static str, String)> {
     vec![
         ("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1".into()),
         ("FAKETIME_TIMESTAMP_FILE", offset_file.display().to_string()),
         ("FAKETIME_NO_CACHE", "1".into()),
         ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
     ]
+}
+
+/// A server's wall clock faked through libfaketime (see `faketime_env`): the real time offset
+/// by what `set` last wrote, which takes effect at once, also while the server runs.
+pub struct FakeClock {
+    offset_file: PathBuf,
+    env: Vec<(&'static str, String)>,
+}
+
+impl FakeClock {
+    /// A clock for `cluster`, at the real time ("+0") until set; its file is in the cluster's
+    /// folder.
+    pub fn of(cluster: &Cluster) -> FakeClock {
+        let offset_file = cluster.scratch_file("faketime", "+0\n");
+        let env = faketime_env(&offset_file);
+        FakeClock { offset_file, env }
+    }
+
+    /// Starts the (stopped) server on this clock.
+    pub fn start(&self, cluster: &mut Cluster) {
+        let env: Vec<(&str, &str)> = self.env.iter().map(|(key, value)| (*key, value.as_str())).collect();
+        cluster.start_with(&env);
+    }
+
+    /// Sets the offset from the real time, in seconds as libfaketime reads it: "-10", "+0".
+    pub fn set(&self, offset: &str) {
+        fs::write(&self.offset_file, format!("{offset}\n")).unwrap();
+    }
 }
 
 impl Drop for Cluster {
