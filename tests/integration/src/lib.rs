@@ -5,11 +5,13 @@
 //! and removed when the `Cluster` is dropped, also when a test fails (its log is printed then).
 
 use postgres::error::DbError;
+use postgres::types::ToSql;
 use postgres::{Client, Config, NoTls};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The port only names the socket file; nothing listens on TCP.
@@ -390,7 +392,7 @@ pub fn kill_9(pid: u32) {
 /// offset can be changed while the server runs: the file is read at every clock reading
 /// (libfaketime's cache would delay a change by an amount that depends on the faked time
 /// itself). Monotonic clocks stay real, so PostgreSQL's own timeouts are unaffected.
-pub fn faketime_env(offset_file: &Path) -> Vec<(&'static str, String)> {
+fn faketime_env(offset_file: &Path) -> Vec<(&'static str, String)> {
     vec![
         ("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1".into()),
         ("FAKETIME_TIMESTAMP_FILE", offset_file.display().to_string()),
@@ -399,15 +401,38 @@ pub fn faketime_env(offset_file: &Path) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// A server's wall clock faked through libfaketime (see `faketime_env`): the real time offset
+/// by what `set` last wrote, which takes effect at once, also while the server runs.
+pub struct FakeClock {
+    offset_file: PathBuf,
+    env: Vec<(&'static str, String)>,
+}
+
+impl FakeClock {
+    /// A clock for `cluster`, at the real time ("+0") until set; its file is in the cluster's
+    /// folder.
+    pub fn of(cluster: &Cluster) -> FakeClock {
+        let offset_file = cluster.scratch_file("faketime", "+0\n");
+        let env = faketime_env(&offset_file);
+        FakeClock { offset_file, env }
+    }
+
+    /// Starts the (stopped) server on this clock.
+    pub fn start(&self, cluster: &mut Cluster) {
+        let env: Vec<(&str, &str)> = self.env.iter().map(|(key, value)| (*key, value.as_str())).collect();
+        cluster.start_with(&env);
+    }
+
+    /// Sets the offset from the real time, in seconds as libfaketime reads it: "-10", "+0".
+    pub fn set(&self, offset: &str) {
+        fs::write(&self.offset_file, format!("{offset}\n")).unwrap();
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            let log = self.log();
-            let tail: Vec<&str> = log.lines().rev().take(40).collect();
-            eprintln!("--- last lines of the server log ---");
-            for line in tail.iter().rev() {
-                eprintln!("{line}");
-            }
+            print_log_tail("the server log", &self.log_file, 40);
         }
         if self.running {
             let mut stop = as_server_owner(self.bin.join("pg_ctl"));
@@ -415,6 +440,86 @@ impl Drop for Cluster {
             let _ = stop.output();
         }
         let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Prints the last `lines` lines of a server's log file to stderr, under a line naming it
+/// (`what`): what a failed test leaves to read.
+pub fn print_log_tail(what: &str, log_file: &Path, lines: usize) {
+    let log = fs::read_to_string(log_file).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(lines).collect();
+    eprintln!("--- last lines of {what} ---");
+    for line in tail.iter().rev() {
+        eprintln!("{line}");
+    }
+}
+
+/// A kit of deploy/ (`fleet.sh`, `mesh.sh`) run for real, in a temporary folder of its own
+/// that the script is given as `SNOWFLAKE_<NAME>_DIR`, each server in a subfolder with its
+/// `server.log`. `<name>.sh down` stops it and the folder is removed when it is dropped, also
+/// when the test fails (the last lines of every server's log are printed then).
+pub struct Kit {
+    name: &'static str,
+    dir: PathBuf,
+    env: Vec<(String, std::ffi::OsString)>,
+}
+
+impl Kit {
+    /// Runs `deploy/<name>.sh up <servers>`, with `env` for this and every later call.
+    pub fn up(name: &'static str, servers: usize, env: &[(&str, &str)]) -> Kit {
+        let dir = server_owned_temp_dir(name);
+        let mut all = vec![(format!("SNOWFLAKE_{}_DIR", name.to_uppercase()), dir.clone().into_os_string())];
+        all.extend(env.iter().map(|(key, value)| (key.to_string(), value.into())));
+        let kit = Kit { name, dir, env: all };
+        kit.run(&["up", &servers.to_string()]);
+        kit
+    }
+
+    /// The kit's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `deploy/<name>.sh args`, to run.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../deploy/{}.sh", self.name));
+        let mut command = Command::new(script);
+        command.args(args).envs(self.env.iter().map(|(key, value)| (key, value)));
+        command
+    }
+
+    /// Runs `deploy/<name>.sh args`, which must succeed; returns what it printed.
+    pub fn run(&self, args: &[&str]) -> String {
+        let name = self.name;
+        let out = self.command(args).output().unwrap_or_else(|e| panic!("run deploy/{name}.sh: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{name}.sh {args:?} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+}
+
+impl Drop for Kit {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut servers: Vec<PathBuf> = fs::read_dir(&self.dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|entry| entry.path())
+                .filter(|path| path.join("server.log").is_file())
+                .collect();
+            servers.sort();
+            for server in servers {
+                let name = server.file_name().unwrap_or_default().to_string_lossy().into_owned();
+                print_log_tail(&format!("the log of {name}"), &server.join("server.log"), 15);
+            }
+        }
+        let _ = self.command(&["down"]).output();
+        let _ = fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -438,79 +543,112 @@ pub fn apply_settings(client: &mut Client, settings: &[(&str, &str)]) {
 /// Rows inserted by a `Load`: one table, no unique index, so that a duplicate ID would show.
 pub const LOAD_TABLE: &str = "CREATE TABLE ids (id bigint NOT NULL, shard int NOT NULL, round int NOT NULL)";
 
-/// Connections inserting IDs concurrently until told to stop or cut off by a crash.
-pub struct Load {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    inserted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    backends: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
-    errors: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    workers: Vec<std::thread::JoinHandle<Vec<(i32, i64)>>>,
+/// What one of `Writers` runs over and over: a statement returning the keys it wrote (a
+/// `bigint` in its first column), with its parameters.
+pub struct Write {
+    sql: String,
+    params: Vec<i32>,
+    prepared: bool,
 }
 
-impl Load {
-    /// Starts one connection per entry of `shards`, each inserting batches of rows with
-    /// `snowflake_nextval(its shard)` tagged with `round`, one transaction per batch.
-    pub fn start(cluster: &Cluster, shards: &[i32], round: i32) -> Load {
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        use std::sync::{Arc, Mutex};
+impl Write {
+    /// Sent as text at every run.
+    pub fn text(sql: &str, params: &[i32]) -> Write {
+        Write { sql: sql.to_string(), params: params.to_vec(), prepared: false }
+    }
+
+    /// Prepared once by its connection and run as that prepared statement, as an
+    /// application's connection pool does (PostgreSQL plans it again when a table it uses
+    /// changes).
+    pub fn prepared(sql: &str) -> Write {
+        Write { sql: sql.to_string(), params: Vec::new(), prepared: true }
+    }
+}
+
+/// Connections writing at once, each with a connection of its own, until told to stop or
+/// until its first error (a crash cutting it off, a refusal), which is recorded.
+pub struct Writers {
+    stop: Arc<AtomicBool>,
+    rows: Arc<AtomicUsize>,
+    backends: Arc<Mutex<Vec<u32>>>,
+    errors: Arc<Mutex<Vec<String>>>,
+    workers: Vec<std::thread::JoinHandle<Vec<i64>>>,
+}
+
+impl Writers {
+    /// Starts one connection per entry of `writes`, each running its write over and over.
+    pub fn start(cluster: &Cluster, writes: Vec<Write>) -> Writers {
         let stop = Arc::new(AtomicBool::new(false));
-        let inserted = Arc::new(AtomicUsize::new(0));
+        let rows = Arc::new(AtomicUsize::new(0));
         let backends = Arc::new(Mutex::new(Vec::new()));
         let errors = Arc::new(Mutex::new(Vec::new()));
-        let workers = shards
-            .iter()
-            .map(|&shard| {
-                let (stop, inserted, backends) = (stop.clone(), inserted.clone(), backends.clone());
+        let workers = writes
+            .into_iter()
+            .map(|write| {
+                let (stop, rows, backends) = (stop.clone(), rows.clone(), backends.clone());
                 let errors = errors.clone();
                 let config = cluster.config();
                 std::thread::spawn(move || {
-                    let mut acknowledged = Vec::new();
+                    let mut keys = Vec::new();
+                    let fail = |error: String| errors.lock().unwrap().push(error);
                     let mut client = match config.connect(NoTls) {
                         Ok(client) => client,
                         Err(error) => {
-                            errors.lock().unwrap().push(error.to_string());
-                            return acknowledged;
+                            fail(error.to_string());
+                            return keys;
                         }
                     };
                     if let Ok(row) = client.query_one("SELECT pg_backend_pid()", &[]) {
                         backends.lock().unwrap().push(row.get::<_, i32>(0) as u32);
                     }
-                    let insert = "INSERT INTO ids (id, shard, round) \
-                                  SELECT snowflake_nextval($1), $1, $2 FROM generate_series(1, 250) RETURNING id";
+                    let params: Vec<&(dyn ToSql + Sync)> =
+                        write.params.iter().map(|param| param as &(dyn ToSql + Sync)).collect();
+                    let prepared = match write.prepared.then(|| client.prepare(&write.sql)) {
+                        None => None,
+                        Some(Ok(statement)) => Some(statement),
+                        Some(Err(error)) => {
+                            fail(format!("{error:?}"));
+                            return keys;
+                        }
+                    };
                     while !stop.load(Ordering::Relaxed) {
-                        match client.query(insert, &[&shard, &round]) {
-                            Ok(rows) => {
-                                acknowledged.extend(rows.iter().map(|row| (shard, row.get::<_, i64>(0))));
-                                inserted.fetch_add(rows.len(), Ordering::Relaxed);
+                        let result = match &prepared {
+                            Some(statement) => client.query(statement, &params),
+                            None => client.query(write.sql.as_str(), &params),
+                        };
+                        match result {
+                            Ok(written) => {
+                                keys.extend(written.iter().map(|row| row.get::<_, i64>(0)));
+                                rows.fetch_add(written.len(), Ordering::Relaxed);
                             }
                             Err(error) => {
                                 // The server went away (or refused): this connection is done.
-                                errors.lock().unwrap().push(format!("{error:?}"));
+                                fail(format!("{error:?}"));
                                 break;
                             }
                         }
                     }
-                    acknowledged
+                    keys
                 })
             })
             .collect();
-        Load { stop, inserted, backends, errors, workers }
+        Writers { stop, rows, backends, errors, workers }
     }
 
     /// Rows acknowledged so far.
-    pub fn inserted(&self) -> usize {
-        self.inserted.load(std::sync::atomic::Ordering::Relaxed)
+    pub fn rows(&self) -> usize {
+        self.rows.load(Ordering::Relaxed)
     }
 
     /// Waits until at least `rows` were acknowledged (at most a minute).
     pub fn wait_for(&self, rows: usize) {
         let deadline = Instant::now() + Duration::from_secs(60);
-        while self.inserted() < rows {
-            let errors = self.errors.lock().unwrap().clone();
+        while self.rows() < rows {
+            let errors = self.errors();
             assert!(
                 Instant::now() < deadline,
                 "the load reached only {} rows; errors: {errors:?}",
-                self.inserted()
+                self.rows()
             );
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -521,16 +659,66 @@ impl Load {
         self.errors.lock().unwrap().clone()
     }
 
-    /// Process ids of the load's backends.
+    /// Process ids of the writers' backends.
     pub fn backends(&self) -> Vec<u32> {
         self.backends.lock().unwrap().clone()
+    }
+
+    /// Stops (or collects, after a crash) the connections; returns each one's keys, in the
+    /// order of `writes` and each in the order they were returned, and every error.
+    pub fn finish(self) -> (Vec<Vec<i64>>, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let keys = self.workers.into_iter().map(|worker| worker.join().unwrap()).collect();
+        let errors = self.errors.lock().unwrap().clone();
+        (keys, errors)
+    }
+}
+
+/// Connections inserting IDs concurrently until told to stop or cut off by a crash.
+pub struct Load {
+    writers: Writers,
+    shards: Vec<i32>,
+}
+
+impl Load {
+    /// Starts one connection per entry of `shards`, each inserting batches of rows with
+    /// `snowflake_nextval(its shard)` tagged with `round`, one transaction per batch.
+    pub fn start(cluster: &Cluster, shards: &[i32], round: i32) -> Load {
+        let insert = "INSERT INTO ids (id, shard, round) \
+                      SELECT snowflake_nextval($1), $1, $2 FROM generate_series(1, 250) RETURNING id";
+        let writes = shards.iter().map(|&shard| Write::text(insert, &[shard, round])).collect();
+        Load { writers: Writers::start(cluster, writes), shards: shards.to_vec() }
+    }
+
+    /// Rows acknowledged so far.
+    pub fn inserted(&self) -> usize {
+        self.writers.rows()
+    }
+
+    /// Waits until at least `rows` were acknowledged (at most a minute).
+    pub fn wait_for(&self, rows: usize) {
+        self.writers.wait_for(rows)
+    }
+
+    /// The errors the connections stopped at so far (each stops at its first).
+    pub fn errors(&self) -> Vec<String> {
+        self.writers.errors()
+    }
+
+    /// Process ids of the load's backends.
+    pub fn backends(&self) -> Vec<u32> {
+        self.writers.backends()
     }
 
     /// Stops (or collects, after a crash) the connections; returns every acknowledged
     /// `(shard, id)`.
     pub fn finish(self) -> Vec<(i32, i64)> {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.workers.into_iter().flat_map(|worker| worker.join().unwrap()).collect()
+        let (keys, _) = self.writers.finish();
+        self.shards
+            .into_iter()
+            .zip(keys)
+            .flat_map(|(shard, ids)| ids.into_iter().map(move |id| (shard, id)))
+            .collect()
     }
 }
 

@@ -6,10 +6,7 @@
 //! to exactly what the PL/pgSQL formula put into them. The SQL run is the page's own: the
 //! files under sql/adopt/, which the page must show word for word.
 
-use postgres::NoTls;
-use snowflake_id_integration::{count, wait_until, Cluster};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use snowflake_id_integration::{count, wait_until, Cluster, Write, Writers};
 
 const PAGE: &str = include_str!("../../../docs/adopting.md");
 
@@ -215,36 +212,10 @@ fn adopt(scheme: Scheme) {
     let before = 50 * WRITES;
 
     // Writers: each its own connection and prepared INSERT, as an application's pool has.
-    let stop = Arc::new(AtomicBool::new(false));
-    let inserted = Arc::new(AtomicUsize::new(0));
-    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
-    let writers: Vec<_> = (0..4)
-        .map(|_| {
-            let (stop, inserted, errors) = (stop.clone(), inserted.clone(), errors.clone());
-            let mut writer = cluster.config().connect(NoTls).unwrap();
-            let insert = insert.clone();
-            std::thread::spawn(move || {
-                let mut keys = Vec::new();
-                let statement = writer.prepare(&insert).unwrap();
-                while !stop.load(Ordering::Relaxed) {
-                    match writer.query(&statement, &[]) {
-                        Ok(rows) => {
-                            keys.extend(rows.iter().map(|row| row.get::<_, i64>(0)));
-                            inserted.fetch_add(rows.len(), Ordering::Relaxed);
-                        }
-                        Err(error) => {
-                            errors.lock().unwrap().push(format!("{error:?}"));
-                            break;
-                        }
-                    }
-                }
-                keys
-            })
-        })
-        .collect();
+    let writers = Writers::start(&cluster, (0..4).map(|_| Write::prepared(&insert)).collect());
     // A writer that failed stops; the waits end then too, and the failure is reported below.
-    let failed = || !errors.lock().unwrap().is_empty();
-    wait_until("the writers are running", || inserted.load(Ordering::Relaxed) >= 2000 || failed());
+    let failed = || !writers.errors().is_empty();
+    wait_until("the writers are running", || writers.rows() >= 2000 || failed());
 
     // The switch, statement by statement as the page gives it. COMMIT waits until a writer
     // is queued behind the table's lock, so that writers provably write across the switch.
@@ -263,11 +234,11 @@ fn adopt(scheme: Scheme) {
         }
         switcher.batch_execute(statement).unwrap_or_else(|error| panic!("{statement}: {error:?}"));
     }
-    let at_commit = inserted.load(Ordering::Relaxed);
-    wait_until("the writers continue", || inserted.load(Ordering::Relaxed) >= at_commit + 2000 || failed());
-    stop.store(true, Ordering::Relaxed);
-    let acknowledged: Vec<i64> = writers.into_iter().flat_map(|writer| writer.join().unwrap()).collect();
-    assert_eq!(*errors.lock().unwrap(), Vec::<String>::new(), "writes failed");
+    let at_commit = writers.rows();
+    wait_until("the writers continue", || writers.rows() >= at_commit + 2000 || failed());
+    let (keys, errors) = writers.finish();
+    let acknowledged: Vec<i64> = keys.concat();
+    assert_eq!(errors, Vec::<String>::new(), "writes failed");
 
     // Every acknowledged row is there, once.
     let table = scheme.table;

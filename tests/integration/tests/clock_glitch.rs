@@ -3,8 +3,7 @@
 //! worker moves the reservation back once the clock is back, so a restart issues at once.
 //! With IDs issued at the jump, the reservation stays, and the refusal says why.
 
-use snowflake_id_integration::{db_error, faketime_env, Cluster};
-use std::path::Path;
+use snowflake_id_integration::{db_error, Cluster, FakeClock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The ceiling recorded in the reservation file, in ms ahead of the real clock.
@@ -24,17 +23,11 @@ fn wait_for_record(cluster: &Cluster, what: &str, done: impl Fn(i64) -> bool) {
     panic!("{what}: the recorded ceiling leads the clock by {} ms", recorded_lead_ms(cluster));
 }
 
-fn set_offset(offset: &Path, seconds: i64) {
-    std::fs::write(offset, format!("{seconds:+}\n")).unwrap();
-}
-
 #[test]
 fn a_clock_jump_ahead_while_idle_does_not_block_issue_after_a_restart() {
     let mut cluster = Cluster::create("clock-glitch", &[]);
-    let offset = cluster.scratch_file("faketime", "+0\n");
-    let env = faketime_env(&offset);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    cluster.start_with(&env);
+    let clock = FakeClock::of(&cluster);
+    clock.start(&mut cluster);
     // libfaketime does not fake the clock of the worker the postmaster forks as it starts
     // (its log lines, and the ceilings it records, follow the real clock); one started later
     // reads the faked clock as backends do.
@@ -44,13 +37,13 @@ fn a_clock_jump_ahead_while_idle_does_not_block_issue_after_a_restart() {
     let before: i64 = client.query_one("SELECT snowflake_nextval(2)", &[]).unwrap().get(0);
 
     // An hour ahead, idle: the worker reserves there. Back: it moves the reservation back.
-    set_offset(&offset, 3600);
+    clock.set("+3600");
     wait_for_record(&cluster, "the jump", |lead| lead > 3_000_000);
-    set_offset(&offset, 0);
+    clock.set("+0");
     wait_for_record(&cluster, "back from the jump", |lead| lead < 10_000);
     drop(client);
     cluster.stop("fast");
-    cluster.start_with(&env);
+    clock.start(&mut cluster);
     cluster.restart_reservation_worker();
     let mut client = cluster.connect();
     let (after, lead_s): (i64, f64) = {
@@ -68,10 +61,10 @@ fn a_clock_jump_ahead_while_idle_does_not_block_issue_after_a_restart() {
 
     // Now IDs are issued at the jump: the reservation stays an hour ahead, and the refusals
     // after the clock came back say IDs were issued up there.
-    set_offset(&offset, 3600);
+    clock.set("+3600");
     wait_for_record(&cluster, "the second jump", |lead| lead > 3_000_000);
     let at_the_jump: i64 = client.query_one("SELECT snowflake_nextval(3)", &[]).unwrap().get(0);
-    set_offset(&offset, 0);
+    clock.set("+0");
     std::thread::sleep(Duration::from_secs(2));
     assert!(recorded_lead_ms(&cluster) > 3_000_000, "the reservation was moved back below an issued ID");
     let error = db_error(&mut client, "SELECT snowflake_nextval(3)");
@@ -82,7 +75,7 @@ fn a_clock_jump_ahead_while_idle_does_not_block_issue_after_a_restart() {
     // Another shard is refused after a restart alike: the server resumes above the ID at the jump.
     drop(client);
     cluster.stop("fast");
-    cluster.start_with(&env);
+    clock.start(&mut cluster);
     cluster.restart_reservation_worker();
     let mut client = cluster.connect();
     let error = db_error(&mut client, "SELECT snowflake_nextval(2)");

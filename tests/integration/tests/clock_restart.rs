@@ -5,7 +5,7 @@
 
 use postgres::Client;
 use snowflake_id_integration::{
-    apply_settings, assert_no_duplicates, assert_rounds_increase, db_error, faketime_env, Cluster, LOAD_TABLE,
+    apply_settings, assert_no_duplicates, assert_rounds_increase, db_error, Cluster, FakeClock, LOAD_TABLE,
 };
 
 fn insert(client: &mut Client, rows: i32, round: i32) {
@@ -22,10 +22,8 @@ fn insert(client: &mut Client, rows: i32, round: i32) {
 #[test]
 fn restarts_with_the_clock_set_back_never_repeat_an_id() {
     let mut cluster = Cluster::create("clock-restart", &[]);
-    let offset = cluster.scratch_file("faketime", "+0\n");
-    let env = faketime_env(&offset);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    cluster.start_with(&env);
+    let clock = FakeClock::of(&cluster);
+    clock.start(&mut cluster);
     let mut client = cluster.connect();
     client.batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
     insert(&mut client, 25_000, 0);
@@ -35,8 +33,8 @@ fn restarts_with_the_clock_set_back_never_repeat_an_id() {
         drop(client);
         let stopped_at = std::time::Instant::now();
         cluster.stop("fast");
-        std::fs::write(&offset, format!("-{seconds_back}\n")).unwrap();
-        cluster.start_with(&env);
+        clock.set(&format!("-{seconds_back}"));
+        clock.start(&mut cluster);
         client = cluster.connect();
 
         // The default bound: refused, nothing issued, the gap in the message. The recorded

@@ -4,7 +4,7 @@
 //! IDs keep increasing through all of it.
 
 use postgres::NoTls;
-use snowflake_id_integration::{faketime_env, Cluster};
+use snowflake_id_integration::{Cluster, FakeClock};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,10 +17,8 @@ fn clock_steps_back_while_running() {
     // Up to 5 s of waiting, so that the medium step (4 s back, 2 s past the lead bound)
     // is waited out rather than refused.
     let mut cluster = Cluster::create("clock-steps", &["snowflake_id.max_wait_ms = 5s"]);
-    let offset = cluster.scratch_file("faketime", "+0\n");
-    let env = faketime_env(&offset);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    cluster.start_with(&env);
+    let clock = FakeClock::of(&cluster);
+    clock.start(&mut cluster);
     cluster.connect().batch_execute("CREATE EXTENSION snowflake_id").unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -52,7 +50,7 @@ fn clock_steps_back_while_running() {
     // on a loaded machine the loaders may still be finishing the medium step's waits.
     let steps = [("-1", 2.0), ("+0", 1.5), ("-4", 5.0), ("+0", 1.5), ("-3600", 2.0), ("+0", 2.0)];
     for (step, seconds) in steps {
-        std::fs::write(&offset, format!("{step}\n")).unwrap();
+        clock.set(step);
         std::thread::sleep(Duration::from_secs_f64(seconds));
         let held_since = std::time::Instant::now();
         while step == "-3600" && refused.load(Ordering::Relaxed) == 0 && held_since.elapsed().as_secs() < 30 {

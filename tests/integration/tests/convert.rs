@@ -4,9 +4,7 @@
 //! with the new default; no insert fails, no row is lost, and every new key sorts after every
 //! old one, in each connection's own order too.
 
-use snowflake_id_integration::{count, wait_until, Cluster};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use snowflake_id_integration::{count, wait_until, Cluster, Write, Writers};
 
 /// What the writers insert: a customer (the converted key), or an order of the newest customer
 /// (a row checked against the key through the foreign key). Both return the customer key;
@@ -32,32 +30,8 @@ fn conversion_under_concurrent_inserts_keeps_rows_keys_and_order() {
         )
         .unwrap();
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let inserted = Arc::new(AtomicUsize::new(0));
-    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
-    let writers: Vec<_> = (0..4)
-        .map(|i| {
-            let (stop, inserted, errors) = (stop.clone(), inserted.clone(), errors.clone());
-            let mut writer = cluster.connect();
-            let write = WRITES[i % 2];
-            std::thread::spawn(move || {
-                let mut keys = Vec::new();
-                while !stop.load(Ordering::Relaxed) {
-                    match writer.query_one(write, &[]) {
-                        Ok(row) => keys.push(row.get::<_, i64>(0)),
-                        Err(error) => {
-                            errors.lock().unwrap().push(format!("{write}: {error:?}"));
-                            break;
-                        }
-                    }
-                    inserted.fetch_add(1, Ordering::Relaxed);
-                }
-                (write, keys)
-            })
-        })
-        .collect();
-
-    wait_until("the writers are running", || inserted.load(Ordering::Relaxed) >= 400);
+    let writers = Writers::start(&cluster, (0..4).map(|i| Write::text(WRITES[i % 2], &[])).collect());
+    wait_until("the writers are running", || writers.rows() >= 400);
     let mut converter = cluster.connect();
     converter.batch_execute("BEGIN").unwrap();
     converter.execute("SELECT snowflake_convert_column('customers', 'id', $1)", &[&SHARD]).unwrap();
@@ -72,11 +46,13 @@ fn conversion_under_concurrent_inserts_keeps_rows_keys_and_order() {
         ) >= 1
     });
     converter.batch_execute("COMMIT").unwrap();
-    let at_commit = inserted.load(Ordering::Relaxed);
-    wait_until("the writers continue", || inserted.load(Ordering::Relaxed) >= at_commit + 400);
-    stop.store(true, Ordering::Relaxed);
-    let results: Vec<_> = writers.into_iter().map(|writer| writer.join().unwrap()).collect();
-    assert_eq!(*errors.lock().unwrap(), Vec::<String>::new(), "writes failed");
+    let at_commit = writers.rows();
+    wait_until("the writers continue", || writers.rows() >= at_commit + 400);
+    let (keys, errors) = writers.finish();
+    assert_eq!(errors, Vec::<String>::new(), "writes failed");
+    // Each writer's statement with the keys it returned, in order (one per statement).
+    let results: Vec<(&str, Vec<i64>)> =
+        keys.into_iter().enumerate().map(|(i, keys)| (WRITES[i % 2], keys)).collect();
 
     // Every acknowledged customer is there; old keys are the sequence's, new ones shard 5's.
     let acknowledged_customers: usize =

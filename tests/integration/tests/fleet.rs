@@ -9,10 +9,8 @@
 //! The rows per second reached through the router are printed for the notes, never asserted.
 
 use postgres::{Client, Config, NoTls};
-use snowflake_id_integration::{apply_settings, db_error, server_owned_temp_dir, PORT};
+use snowflake_id_integration::{apply_settings, db_error, Kit, PORT};
 use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -36,46 +34,27 @@ const MOVE_WRITERS: usize = 4;
 /// here read one clock, so a wrong shard's generator or a wrong time part would show.
 const MAX_SKEW_SECONDS: f64 = 2.0;
 
-fn fleet_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/fleet.sh")
-}
-
-/// A fleet started by `deploy/fleet.sh up` in a temporary folder; `fleet.sh down` stops and
-/// removes it when dropped, also when the test fails.
+/// A fleet started by `deploy/fleet.sh up` in a temporary folder, down and removed when
+/// dropped (see `Kit`).
 struct Fleet {
-    dir: PathBuf,
+    kit: Kit,
 }
 
 impl Fleet {
     fn up(servers: usize) -> Fleet {
-        let fleet = Fleet { dir: server_owned_temp_dir("fleet") };
-        fleet.run(&["up", &servers.to_string()]);
-        fleet
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(fleet_script());
         // The extension is installed by the test command's earlier step.
-        command.args(args).env("SNOWFLAKE_FLEET_DIR", &self.dir).env("SNOWFLAKE_FLEET_SKIP_INSTALL", "1");
-        command
+        Fleet { kit: Kit::up("fleet", servers, &[("SNOWFLAKE_FLEET_SKIP_INSTALL", "1")]) }
     }
 
     /// Runs `fleet.sh args`, which must succeed; returns what it printed.
     fn run(&self, args: &[&str]) -> String {
-        let out = self.command(args).output().expect("run deploy/fleet.sh");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "fleet.sh {args:?} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
+        self.kit.run(args)
     }
 
     /// Connection settings for database `fleet` of a server (`router`, `node1`, ...).
     fn config(&self, server: &str) -> Config {
         let mut config = Config::new();
-        config.host_path(self.dir.join(server)).port(PORT).user("postgres").dbname("fleet");
+        config.host_path(self.kit.dir().join(server)).port(PORT).user("postgres").dbname("fleet");
         // Bounds every statement, also a router call waiting for a shard server.
         config.options("-c statement_timeout=120s");
         config
@@ -95,21 +74,6 @@ impl Fleet {
     fn shard_map(&self) -> BTreeMap<i32, String> {
         let rows = self.connect("router").query("SELECT shard, server FROM fleet.shard_map", &[]).unwrap();
         rows.iter().map(|row| (row.get(0), row.get(1))).collect()
-    }
-}
-
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            for log in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
-                let text = std::fs::read_to_string(log.path().join("server.log")).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(15).collect();
-                eprintln!("--- last lines of the log of {} ---", log.file_name().to_string_lossy());
-                tail.iter().rev().for_each(|line| eprintln!("{line}"));
-            }
-        }
-        let _ = self.command(&["down"]).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

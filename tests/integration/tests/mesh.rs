@@ -20,7 +20,7 @@
 //! Rows, rates and conflict counts are printed for the notes, never asserted as speeds.
 
 use postgres::{Client, Config, NoTls};
-use snowflake_id_integration::{children_of, kill_9, major_of, pg_bin_dir, server_owned_temp_dir};
+use snowflake_id_integration::{children_of, kill_9, major_of, pg_bin_dir, Kit};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -67,58 +67,43 @@ CREATE TABLE control.load (
 );
 ";
 
-fn mesh_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/mesh.sh")
-}
-
 fn node_name(node: usize) -> String {
     format!("node{node}")
 }
 
-/// A mesh started by `deploy/mesh.sh up` in a temporary folder; `mesh.sh down` stops and
-/// removes it when dropped, also when the test fails.
+/// A mesh started by `deploy/mesh.sh up` in a temporary folder, down and removed when
+/// dropped (see `Kit`).
 struct Mesh {
-    dir: PathBuf,
-    major: u32,
+    kit: Kit,
 }
 
 impl Mesh {
     fn up(major: u32) -> Mesh {
-        let mesh = Mesh { dir: server_owned_temp_dir("mesh"), major };
-        mesh.run(&["up", &NODES.to_string()]);
-        mesh
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(mesh_script());
         // The extension is installed by the test command's earlier step; the kit runs the
         // PostgreSQL under test.
-        command
-            .args(args)
-            .env("SNOWFLAKE_MESH_DIR", &self.dir)
-            .env("SNOWFLAKE_MESH_PORT", FIRST_PORT.to_string())
-            .env("SNOWFLAKE_MESH_SKIP_INSTALL", "1")
-            .env("SNOWFLAKE_MESH_EXAMPLE", "0")
-            .env("PG_MAJOR", self.major.to_string());
-        command
+        let (port, major) = (FIRST_PORT.to_string(), major.to_string());
+        let env = [
+            ("SNOWFLAKE_MESH_PORT", port.as_str()),
+            ("SNOWFLAKE_MESH_SKIP_INSTALL", "1"),
+            ("SNOWFLAKE_MESH_EXAMPLE", "0"),
+            ("PG_MAJOR", major.as_str()),
+        ];
+        Mesh { kit: Kit::up("mesh", NODES, &env) }
     }
 
     /// Runs `mesh.sh args`, which must succeed; returns what it printed.
     fn run(&self, args: &[&str]) -> String {
-        let out = self.command(args).output().expect("run deploy/mesh.sh");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "mesh.sh {args:?} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
+        self.kit.run(args)
+    }
+
+    fn dir(&self) -> &Path {
+        self.kit.dir()
     }
 
     fn config(&self, node: usize) -> Config {
         let mut config = Config::new();
         config
-            .host_path(self.dir.join(node_name(node)))
+            .host_path(self.dir().join(node_name(node)))
             .port(FIRST_PORT + node as u16 - 1)
             .user("postgres")
             .dbname("mesh")
@@ -132,23 +117,7 @@ impl Mesh {
     }
 
     fn data_dir(&self, node: usize) -> PathBuf {
-        self.dir.join(node_name(node)).join("data")
-    }
-}
-
-impl Drop for Mesh {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            for node in 1..=NODES {
-                let log = self.dir.join(node_name(node)).join("server.log");
-                let text = std::fs::read_to_string(log).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(15).collect();
-                eprintln!("--- last lines of the log of {} ---", node_name(node));
-                tail.iter().rev().for_each(|line| eprintln!("{line}"));
-            }
-        }
-        let _ = self.command(&["down"]).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.dir().join(node_name(node)).join("data")
     }
 }
 
@@ -438,7 +407,7 @@ fn wait_converged(mesh: &Mesh, conflicts_counted: bool) -> (i64, f64) {
 
 /// What `mesh.sh status` prints, whether or not it finds the mesh healthy.
 fn status(mesh: &Mesh) -> String {
-    let out = mesh.command(&["status"]).output().expect("run mesh.sh status");
+    let out = mesh.kit.command(&["status"]).output().expect("run mesh.sh status");
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
@@ -485,7 +454,7 @@ fn three_nodes_active_active_with_a_node_killed() {
     let conflicts_counted = major >= 18;
 
     let mesh = Mesh::up(major);
-    let schema = mesh.dir.join("load.sql");
+    let schema = mesh.dir().join("load.sql");
     std::fs::write(&schema, SCHEMA).unwrap();
     mesh.run(&["ddl", schema.to_str().unwrap()]);
     for node in 1..=NODES {
@@ -641,7 +610,7 @@ fn three_nodes_active_active_with_a_node_killed() {
     assert_eq!(snowflake_conflicts, 0, "conflicts on snowflake keys:\n{}", status(&mesh));
     // The apply workers log every conflict they detect (PostgreSQL 18), whatever the counters.
     for node in 1..=NODES {
-        let log = std::fs::read_to_string(mesh.dir.join(node_name(node)).join("server.log")).unwrap();
+        let log = std::fs::read_to_string(mesh.dir().join(node_name(node)).join("server.log")).unwrap();
         let logged: Vec<&str> =
             log.lines().filter(|line| line.contains("conflict detected on relation \"app.")).collect();
         assert!(logged.is_empty(), "node{node} logged conflicts on snowflake keys: {logged:?}");
