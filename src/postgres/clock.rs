@@ -23,9 +23,9 @@ impl WallClock {
     /// Counts, in the statistics of the shard the call claimed from, a reading of this call
     /// that went back in time (`snowflake_stats().clock_regressions`).
     #[inline]
-    pub fn count_step_back(&self, shard: &ShardSlot) {
+    pub fn count_step_back(&self, slot: &ShardSlot) {
         if self.stepped_back {
-            shard.clock_regressions.fetch_add(1, Relaxed);
+            slot.clock_regressions.fetch_add(1, Relaxed);
         }
     }
 }

@@ -19,9 +19,9 @@
 //! # Durable reservation
 //! Shared memory is lost on a restart, so every time part handed out must lie inside a
 //! window already recorded on disk: `floor <= time part < ceiling`. The reservation worker
-//! (the extension's `postgres/reservation`) keeps the ceiling a short way ahead of the clock, writing it durably
-//! *before* publishing it here; after a restart both bounds start at the recorded ceiling, so
-//! every shard resumes strictly above anything issued before. A call that would reach the
+//! (the extension's `postgres/reservation`) keeps the ceiling a short way ahead of the clock,
+//! writing it durably *before* publishing it here; after a restart both bounds start at the
+//! recorded ceiling, so every shard resumes strictly above anything issued before. A call that would reach the
 //! ceiling (a shard borrowing time, or every call when the disk is slow) asks the worker for
 //! more and waits for it, within `max_reservation_wait_ms`. The window is kept short because
 //! a restart resumes at its end: the shorter it is, the less IDs lead the clock after a
@@ -222,7 +222,7 @@ pub fn max_batch(layout: &Layout, policy: ClockPolicy) -> u64 {
 /// inlining once the function grew.
 #[inline(always)]
 pub fn claim<K: ReservationKeeper>(
-    shard: &ShardSlot,
+    slot: &ShardSlot,
     reservation: &Reservation,
     count: u64,
     layout: &Layout,
@@ -249,7 +249,7 @@ pub fn claim<K: ReservationKeeper>(
         // after it (Release), so a claim that sees the ceiling sees that floor too (see the top).
         let ceiling = reservation.ceiling.load(Acquire);
         let start = now.max(reservation.floor.load(Relaxed));
-        let mut last_issued = shard.last_issued.load(Relaxed);
+        let mut last_issued = slot.last_issued.load(Relaxed);
         // Each blocked case says how long to wait, for what, how long it may wait for that in
         // all, and what to report if that is too long.
         let (wait_ms, waiting_for, max_wait_ms, refusal) = loop {
@@ -282,14 +282,14 @@ pub fn claim<K: ReservationKeeper>(
             }
             // On failure `now` is reused: it is still a valid lower bound, and contended
             // callers retry without another clock read.
-            match shard.last_issued.compare_exchange_weak(last_issued, last, SeqCst, Relaxed) {
+            match slot.last_issued.compare_exchange_weak(last_issued, last, SeqCst, Relaxed) {
                 // The ceiling again, after the claim (see `lower_ceiling`): lowered meanwhile
                 // below what was claimed, the claim is dropped (a gap in the shard, as a
                 // rolled-back sequence leaves), and the call waits for the worker as above.
                 Ok(_) if last_time_part >= reservation.ceiling.load(SeqCst) => {
                     break wait_for_reservation(reservation.ceiling.load(Relaxed), keeper);
                 }
-                Ok(_) => return Ok(count_claim(shard, Claim { first, last, waited_ms })),
+                Ok(_) => return Ok(count_claim(slot, Claim { first, last, waited_ms })),
                 Err(newer) => last_issued = newer,
             }
         };
@@ -303,25 +303,25 @@ pub fn claim<K: ReservationKeeper>(
         waited_ms += wait_ms;
     };
     if waited_ms > 0 {
-        count_wait(shard, waited_ms);
+        count_wait(slot, waited_ms);
     }
     result
 }
 
 /// Adds a successful claim to the shard's statistics.
 #[inline]
-fn count_claim(shard: &ShardSlot, claim: Claim) -> Claim {
-    shard.issued.fetch_add(claim.last - claim.first + 1, Relaxed);
+fn count_claim(slot: &ShardSlot, claim: Claim) -> Claim {
+    slot.issued.fetch_add(claim.last - claim.first + 1, Relaxed);
     if claim.waited_ms > 0 {
-        count_wait(shard, claim.waited_ms);
+        count_wait(slot, claim.waited_ms);
     }
     claim
 }
 
 #[cold]
-fn count_wait(shard: &ShardSlot, waited_ms: u64) {
-    shard.waits.fetch_add(1, Relaxed);
-    shard.wait_ms.fetch_add(waited_ms, Relaxed);
+fn count_wait(slot: &ShardSlot, waited_ms: u64) {
+    slot.waits.fetch_add(1, Relaxed);
+    slot.wait_ms.fetch_add(waited_ms, Relaxed);
 }
 
 /// Whether a shard may be moved so that its claims start at counter `first_allowed`:
@@ -358,8 +358,8 @@ pub fn check_advance(
 /// ceiling wait for the worker. The same handshake as a claim's (see the top): the counter
 /// moved with SeqCst, then the ceiling read again with SeqCst.
 #[must_use]
-pub fn advance(shard: &ShardSlot, reservation: &Reservation, first_allowed: u64, layout: &Layout) -> bool {
-    shard.last_issued.fetch_max(first_allowed.saturating_sub(1), SeqCst);
+pub fn advance(slot: &ShardSlot, reservation: &Reservation, first_allowed: u64, layout: &Layout) -> bool {
+    slot.last_issued.fetch_max(first_allowed.saturating_sub(1), SeqCst);
     layout.counter_time_part(first_allowed) < reservation.ceiling.load(SeqCst)
 }
 
@@ -415,7 +415,7 @@ pub fn next_ceiling(
 pub fn lower_ceiling(
     now: u64,
     reservation: &Reservation,
-    shards: &[ShardSlot],
+    slots: &[ShardSlot],
     layout: &Layout,
     reserve_ms: u64,
     max_lead_ms: u64,
@@ -431,7 +431,7 @@ pub fn lower_ceiling(
     if lower >= ceiling || reservation.ceiling.compare_exchange(ceiling, lower, SeqCst, Relaxed).is_err() {
         return None;
     }
-    let highest = shards.iter().map(|shard| layout.counter_time_part(shard.last_issued.load(SeqCst))).max();
+    let highest = slots.iter().map(|slot| layout.counter_time_part(slot.last_issued.load(SeqCst))).max();
     if highest.is_some_and(|highest| highest >= lower) {
         reservation.ceiling.fetch_max(ceiling, SeqCst);
         return None;
