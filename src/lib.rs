@@ -58,6 +58,7 @@ pub extern "C-unwind" fn _PG_init() {
         pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr());
     }
     postgres::shmem::init();
+    postgres::horizon::register();
     postgres::reservation::wal::register();
     postgres::reservation::worker::register();
 }

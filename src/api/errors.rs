@@ -45,6 +45,35 @@ pub fn during_recovery(function: &'static str) -> ! {
     )
 }
 
+/// `snowflake_horizon()` on a hot standby: the horizon is the primary's, where the IDs are issued.
+pub fn horizon_on_standby(function: &'static str) -> ! {
+    raise(
+        READ_ONLY,
+        function,
+        format!("cannot execute {function}() during recovery"),
+        "This server is a hot standby or is still recovering: the transactions that hold IDs run on the \
+         primary, which alone knows them."
+            .into(),
+        "Take the horizon on the primary, and read pg_current_wal_lsn() there right after it; on this standby, \
+         read below that horizon once pg_last_wal_replay_lsn() has reached that LSN (docs/reading-in-order.md)."
+            .into(),
+    )
+}
+
+/// `snowflake_horizon(shard)` for a shard this server does not issue.
+pub fn horizon_of_a_shard_elsewhere(function: &'static str, shard: u32, fence: &str) -> ! {
+    raise(
+        NOT_READY,
+        function,
+        format!("shard {shard} is not issued by this server"),
+        format!(
+            "snowflake_id.shards = '{fence}' names the shards this server issues: the horizon of another shard \
+             is known only where its IDs are issued."
+        ),
+        format!("Take the horizon of shard {shard} on the server that issues it, and read that shard's rows there."),
+    )
+}
+
 /// A shard the fence (`snowflake_id.shards`, whose text is `fence`) does not give this server.
 pub fn shard_fenced(function: &'static str, shard: u32, fence: &str) -> ! {
     raise(

@@ -12,9 +12,10 @@ use super::{errors, preloaded_layout};
 use crate::postgres::clock::{self, NoWaitClock, WallClock};
 use crate::postgres::fence::{self, shared as shared_fence};
 use crate::postgres::fmgr::{self, version_1_function_info};
-use crate::postgres::{fixed_layout, reservation, settings, shmem};
+use crate::postgres::{fixed_layout, horizon, reservation, settings, shmem};
 use pgrx::prelude::*;
 use snowflake_core::generator::{self, Claim, Clock, NoKeeper, Refusal, Reservation, ShardSlot};
+use snowflake_core::horizon::PendingSlot;
 use snowflake_core::layout::{Layout, LayoutError};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -25,6 +26,8 @@ struct OpenShard {
     shard: u32,
     slot: &'static ShardSlot,
     reservation: &'static Reservation,
+    /// This backend's pending slot: the horizon stays below the IDs its transaction claims.
+    pending: &'static PendingSlot,
 }
 
 /// Why a shard cannot be issued from, in the order an operator would fix it.
@@ -55,10 +58,12 @@ fn try_open_shard(shard: Option<i32>, in_recovery: impl FnOnce() -> bool) -> Res
         return Err(Closed::FencedServerWide(shard));
     }
     let slot = shmem::slot(shard).ok_or(Closed::NotPreloaded)?;
+    // Every process that runs SQL has one (its number is below MaxBackends).
+    let pending = horizon::my_slot().ok_or(Closed::NotPreloaded)?;
     if in_recovery() {
         return Err(Closed::InRecovery);
     }
-    Ok(OpenShard { layout, shard, slot, reservation })
+    Ok(OpenShard { layout, shard, slot, reservation, pending })
 }
 
 /// The shard, or the error that says what to fix.
@@ -128,6 +133,7 @@ fn claim(function: &'static str, shard: Option<i32>, count: u64) -> (Layout, u32
     let result = generator::claim(
         open.slot,
         open.reservation,
+        open.pending,
         count,
         &open.layout,
         policy,
@@ -182,14 +188,14 @@ version_1_function_info!(pg_finfo_snowflake_nextval_wrapper);
 #[inline(always)]
 fn nextval_without_waiting(shard: Option<i32>) -> Option<i64> {
     // Recovery not yet seen finished: the guarded path asks PostgreSQL.
-    let OpenShard { layout, shard, slot, reservation } =
+    let OpenShard { layout, shard, slot, reservation, pending } =
         try_open_shard(shard, || !RECOVERY_FINISHED.load(Relaxed)).ok()?;
     // No time to wait: past a bound, the claim is refused at once instead of sleeping.
     let policy =
         generator::ClockPolicy { max_wait_ms: 0, max_reservation_wait_ms: 0, ..settings::clock_policy() };
     let mut clock = NoWaitClock(WallClock::default());
     // Waking the worker is a call into PostgreSQL: left to the guarded path, which waits for it.
-    let claim = generator::claim(slot, reservation, 1, &layout, policy, &mut clock, &mut NoKeeper);
+    let claim = generator::claim(slot, reservation, pending, 1, &layout, policy, &mut clock, &mut NoKeeper);
     clock.0.count_step_back(slot);
     let claim = claim.ok()?;
     // The fence again, as `claim` looks at it: moved away meanwhile, the claimed ID is dropped
@@ -320,7 +326,7 @@ fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     let Some(id) = id else { errors::null_argument(FUNCTION, "id") };
     // The fence is looked at before only: an advance moves the shard and issues no ID, so one
     // that races a move of the fence can only leave a gap in the shard, never hand out an ID.
-    let OpenShard { layout, shard, slot, reservation } = open_shard(FUNCTION, shard);
+    let OpenShard { layout, shard, slot, reservation, .. } = open_shard(FUNCTION, shard);
     let first_allowed =
         layout.first_counter_above(shard, id).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
     let policy = settings::clock_policy();

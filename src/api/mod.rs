@@ -8,6 +8,8 @@ mod convert;
 pub mod decoding;
 /// Every SQL-facing error, with its SQLSTATE, detail and hint.
 pub mod errors;
+/// `snowflake_horizon()`: how far readers paging by ID may read.
+mod horizon;
 /// Issuing IDs: `snowflake_nextval`, `snowflake_nextvals`, `snowflake_advance`.
 mod issuing;
 /// `snowflake_stats()`: per-shard counters.

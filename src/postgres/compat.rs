@@ -54,3 +54,34 @@ pub fn in_binary_upgrade() -> bool {
     // SAFETY: a PostgreSQL global, set from the command line before libraries are preloaded.
     unsafe { pg_sys::IsBinaryUpgrade }
 }
+
+/// The number of a process's PGPROC, its index in `ProcGlobal->allProcs` (PostgreSQL 17 calls
+/// it `GetNumberFromPGProc`; 15 and 16 keep it in `pgprocno`): the same arithmetic on all.
+///
+/// # Safety
+/// `proc` is a PGPROC of this server's `ProcGlobal->allProcs`.
+pub unsafe fn proc_number(proc: *const pg_sys::PGPROC) -> usize {
+    // SAFETY: as the caller promises; ProcGlobal is set before any backend runs.
+    unsafe { proc.offset_from((*pg_sys::ProcGlobal).allProcs) as usize }
+}
+
+/// The transaction state of the server read together, under ProcArrayLock (which its writers
+/// hold): the newest xid that has ended (`latestCompletedXid`), and the next xid to be assigned.
+/// In `ShmemVariableCache` up to PostgreSQL 16, in `TransamVariables` from 17.
+pub fn completed_and_next_xid() -> (pg_sys::TransactionId, pg_sys::TransactionId) {
+    // ProcArrayLock, the fourth of PostgreSQL's built-in locks (lwlocklist.h) on every major.
+    const PROC_ARRAY_LOCK: usize = 4;
+    // SAFETY: shared state read under the lock PostgreSQL's own readers take.
+    unsafe {
+        let lock = &raw mut (*pg_sys::MainLWLockArray.add(PROC_ARRAY_LOCK)).lock;
+        pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_SHARED);
+        #[cfg(any(feature = "pg15", feature = "pg16"))]
+        let variables = pg_sys::ShmemVariableCache;
+        #[cfg(any(feature = "pg17", feature = "pg18"))]
+        let variables = pg_sys::TransamVariables;
+        let completed = (*variables).latestCompletedXid.value;
+        let next = (*variables).nextXid.value;
+        pg_sys::LWLockRelease(lock);
+        (pg_sys::TransactionId::from_inner(completed as u32), pg_sys::TransactionId::from_inner(next as u32))
+    }
+}

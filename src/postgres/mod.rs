@@ -24,6 +24,8 @@ pub mod fixed_layout;
 pub mod fmgr;
 /// The plumbing the settings share: hot-path reads, refusals, checks at start.
 pub mod guc;
+/// The committed horizon: pending slots, the transaction callback, prepared transactions.
+pub mod horizon;
 /// The durable reservation: its record file, WAL records, and the worker that renews it.
 pub mod reservation;
 /// The other `snowflake_id.*` settings: default shard, clock policy, reservation, WAL ids.

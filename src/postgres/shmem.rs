@@ -12,10 +12,13 @@
 //! this module and never the other way round.
 
 use super::reservation::restore;
-use super::{fence, fixed_layout};
+use super::{fence, fixed_layout, horizon};
 use pgrx::pg_sys;
 use snowflake_core::generator::{Reservation, ShardSlot};
-use std::sync::atomic::{AtomicBool, Ordering::Release};
+use std::sync::atomic::{
+    AtomicBool,
+    Ordering::{Relaxed, Release},
+};
 
 const SHMEM_NAME: &std::ffi::CStr = c"snowflake_id generator state";
 
@@ -72,6 +75,7 @@ unsafe extern "C-unwind" fn request_shmem() {
         }
         pg_sys::RequestAddinShmemSpace(bytes_needed());
         fence::shared::request();
+        horizon::request();
     }
 }
 
@@ -109,6 +113,7 @@ unsafe extern "C-unwind" fn startup_shmem() {
             (*RESERVATION).resume_at(restore::recorded_ceiling());
         }
         fence::shared::attach();
+        horizon::attach((*RESERVATION).floor.load(Relaxed));
         pg_sys::LWLockRelease(lock);
     }
 }

@@ -6,6 +6,7 @@
 
 use snowflake_core::clock::wall_clock_unix_ms;
 use snowflake_core::generator::{self, Clock, ClockPolicy, NoKeeper, Reservation, ShardSlot};
+use snowflake_core::horizon::PendingSlot;
 use snowflake_core::layout::{Layout, DEFAULT_EPOCH_UNIX_MS};
 use std::hint::black_box;
 use std::sync::atomic::Ordering::Relaxed;
@@ -61,9 +62,18 @@ fn main() {
     });
     let claim_one = median_ns_per_op(|ops| {
         let shard = ShardSlot::default();
+        let pending = PendingSlot::default();
         for _ in 0..ops {
-            let claim =
-                generator::claim(&shard, &reservation, 1, &layout, policy, &mut SystemClock, &mut NoKeeper);
+            let claim = generator::claim(
+                &shard,
+                &reservation,
+                &pending,
+                1,
+                &layout,
+                policy,
+                &mut SystemClock,
+                &mut NoKeeper,
+            );
             black_box(claim.expect("claim refused"));
         }
     });
@@ -73,10 +83,13 @@ fn main() {
         std::thread::scope(|scope| {
             for _ in 0..2 {
                 scope.spawn(|| {
+                    // Each thread a backend of its own.
+                    let pending = PendingSlot::default();
                     for _ in 0..ops / 2 {
                         let claim = generator::claim(
                             &shard,
                             &reservation,
+                            &pending,
                             1,
                             &layout,
                             policy,

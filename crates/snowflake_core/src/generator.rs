@@ -60,6 +60,7 @@
 //! * `Reservation::worker`, the address of the worker's latch, publishes memory: stored
 //!   with Release after the latch is set up, loaded with Acquire before it is used.
 
+use crate::horizon::PendingSlot;
 use crate::layout::{Layout, LayoutError};
 use crate::sync::{
     AtomicU64, AtomicUsize,
@@ -220,10 +221,14 @@ pub fn max_batch(layout: &Layout, policy: ClockPolicy) -> u64 {
 /// compiler then drops every waiting branch (its policy waits 0 ms), and a call less is
 /// about 40 instructions less per ID (`scripts/profile.sh`); left to itself it stopped
 /// inlining once the function grew.
+// Each argument has another owner (shard, server, backend, call, fleet, settings, process,
+// worker): bundling them would only move the list into a struct built on the hot path.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn claim<K: ReservationKeeper>(
     slot: &ShardSlot,
     reservation: &Reservation,
+    pending: &PendingSlot,
     count: u64,
     layout: &Layout,
     policy: ClockPolicy,
@@ -248,7 +253,8 @@ pub fn claim<K: ReservationKeeper>(
         // The ceiling first, with Acquire: a ceiling raised above a new floor is published
         // after it (Release), so a claim that sees the ceiling sees that floor too (see the top).
         let ceiling = reservation.ceiling.load(Acquire);
-        let start = now.max(reservation.floor.load(Relaxed));
+        // Covered for the horizon before anything is claimed (see `horizon.rs`).
+        let start = pending.cover(now.max(reservation.floor.load(Relaxed)), reservation);
         let mut last_issued = slot.last_issued.load(Relaxed);
         // Each blocked case says how long to wait, for what, how long it may wait for that in
         // all, and what to report if that is too long.
@@ -489,7 +495,7 @@ mod tests {
     };
 
     fn one(slot: &ShardSlot, clock: &mut FakeClock) -> Result<Parts, Refusal> {
-        let claim = claim(slot, &OPEN, 1, &LAYOUT, POLICY, clock, &mut NoKeeper)?;
+        let claim = claim(slot, &OPEN, &PendingSlot::default(), 1, &LAYOUT, POLICY, clock, &mut NoKeeper)?;
         assert_eq!(claim.first, claim.last);
         Ok(LAYOUT.decode(LAYOUT.id_of_counter(7, claim.first)).unwrap())
     }
@@ -574,7 +580,9 @@ mod tests {
         let mut clock = FakeClock::at(T0);
         // Exactly fill the lead bound: milliseconds now..=now+2000.
         let full = max_batch(&LAYOUT, POLICY);
-        let claim = claim(&slot, &OPEN, full, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
+        let claim =
+            claim(&slot, &OPEN, &PendingSlot::default(), full, &LAYOUT, POLICY, &mut clock, &mut NoKeeper)
+                .unwrap();
         assert_eq!(claim.last - claim.first + 1, full);
         assert_eq!(lead_of(&slot, &clock), 2000);
         // The next ID needs one more millisecond of clock.
@@ -588,13 +596,25 @@ mod tests {
     fn batches_are_consecutive_and_bounded() {
         let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
-        let a = claim(&slot, &OPEN, 10_000, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
-        let b = claim(&slot, &OPEN, 10, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
+        let a =
+            claim(&slot, &OPEN, &PendingSlot::default(), 10_000, &LAYOUT, POLICY, &mut clock, &mut NoKeeper)
+                .unwrap();
+        let b = claim(&slot, &OPEN, &PendingSlot::default(), 10, &LAYOUT, POLICY, &mut clock, &mut NoKeeper)
+            .unwrap();
         assert_eq!(a.last - a.first + 1, 10_000);
         assert_eq!(b.first, a.last + 1);
         let too_many = max_batch(&LAYOUT, POLICY) + 1;
         assert_eq!(
-            claim(&slot, &OPEN, too_many, &LAYOUT, POLICY, &mut clock, &mut NoKeeper),
+            claim(
+                &slot,
+                &OPEN,
+                &PendingSlot::default(),
+                too_many,
+                &LAYOUT,
+                POLICY,
+                &mut clock,
+                &mut NoKeeper
+            ),
             Err(Refusal::BatchTooLarge { count: too_many, max_count: too_many - 1 })
         );
         assert_eq!(slot.last_issued.load(Relaxed), b.last);
@@ -681,9 +701,18 @@ mod tests {
                     scope.spawn(|| {
                         (0..per_thread)
                             .map(|_| {
-                                claim(&slot, &OPEN, 1, &LAYOUT, POLICY, &mut SystemClock, &mut NoKeeper)
-                                    .unwrap()
-                                    .first
+                                claim(
+                                    &slot,
+                                    &OPEN,
+                                    &PendingSlot::default(),
+                                    1,
+                                    &LAYOUT,
+                                    POLICY,
+                                    &mut SystemClock,
+                                    &mut NoKeeper,
+                                )
+                                .unwrap()
+                                .first
                             })
                             .collect::<Vec<_>>()
                     })
@@ -835,7 +864,7 @@ mod tests {
     fn statistics_count_ids_and_waits() {
         let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
-        claim(&slot, &OPEN, 10, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
+        claim(&slot, &OPEN, &PendingSlot::default(), 10, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
         one(&slot, &mut clock).unwrap();
         assert_eq!(slot.issued.load(Relaxed), 11);
         clock.now -= 2300;
@@ -854,14 +883,35 @@ mod tests {
         // After a restart whose recorded ceiling is 1.5 s ahead of the clock.
         reservation.resume_at(now + 1500);
         let mut clock = FakeClock::at(T0);
-        let refusal = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap_err();
+        let refusal = claim(
+            &slot,
+            &reservation,
+            &PendingSlot::default(),
+            1,
+            &LAYOUT,
+            POLICY,
+            &mut clock,
+            &mut NoKeeper,
+        )
+        .unwrap_err();
         assert!(matches!(refusal, Refusal::NotReserved { ceiling, .. } if ceiling == now + 1500));
         assert_eq!(slot.last_issued.load(Relaxed), 0);
         // The worker extends the ceiling: IDs resume at the floor, above all earlier ones.
         // (The refused call waited on the fake clock; the next one starts at the same time.)
         clock.now = T0;
         reservation.ceiling.store(now + 3000, Relaxed);
-        let first = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first;
+        let first = claim(
+            &slot,
+            &reservation,
+            &PendingSlot::default(),
+            1,
+            &LAYOUT,
+            POLICY,
+            &mut clock,
+            &mut NoKeeper,
+        )
+        .unwrap()
+        .first;
         assert_eq!(LAYOUT.counter_time_part(first), now + 1500);
     }
 
@@ -877,7 +927,18 @@ mod tests {
         assert_eq!(reservation.ceiling.load(Relaxed), now + 500);
         let mut clock = FakeClock::at(T0);
         assert_eq!(
-            claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first,
+            claim(
+                &slot,
+                &reservation,
+                &PendingSlot::default(),
+                1,
+                &LAYOUT,
+                POLICY,
+                &mut clock,
+                &mut NoKeeper
+            )
+            .unwrap()
+            .first,
             LAYOUT.counter_at(now)
         );
         // A promotion's guard, a second ahead: nothing is issued until a ceiling above it is
@@ -888,11 +949,31 @@ mod tests {
             (now + 1000, now + 1000)
         );
         let no_wait = ClockPolicy { max_reservation_wait_ms: 0, ..POLICY };
-        let refusal = claim(&slot, &reservation, 1, &LAYOUT, no_wait, &mut clock, &mut NoKeeper);
+        let refusal = claim(
+            &slot,
+            &reservation,
+            &PendingSlot::default(),
+            1,
+            &LAYOUT,
+            no_wait,
+            &mut clock,
+            &mut NoKeeper,
+        );
         assert!(matches!(refusal, Err(Refusal::NotReserved { time_part, .. }) if time_part == now + 1000));
         reservation.publish_ceiling(now + 1500);
         let mut clock = FakeClock::at(T0);
-        let first = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first;
+        let first = claim(
+            &slot,
+            &reservation,
+            &PendingSlot::default(),
+            1,
+            &LAYOUT,
+            POLICY,
+            &mut clock,
+            &mut NoKeeper,
+        )
+        .unwrap()
+        .first;
         assert_eq!(first, LAYOUT.counter_at(now + 1000));
     }
 
@@ -904,14 +985,33 @@ mod tests {
         reservation.ceiling.store(now + 10, Relaxed);
         let mut clock = FakeClock::at(T0);
         // 12 ms of IDs: the last would be at now + 11, past the ceiling.
-        let refusal = claim(&slot, &reservation, 12 * 4096, &LAYOUT, POLICY, &mut clock, &mut NoKeeper);
+        let refusal = claim(
+            &slot,
+            &reservation,
+            &PendingSlot::default(),
+            12 * 4096,
+            &LAYOUT,
+            POLICY,
+            &mut clock,
+            &mut NoKeeper,
+        );
         // No worker moves the ceiling, so the wait runs out; the call said what it wanted.
         assert!(matches!(refusal, Err(Refusal::NotReserved { ceiling, .. }) if ceiling == now + 10));
         assert_eq!(slot.last_issued.load(Relaxed), 0);
         assert!(reservation.wanted.load(Relaxed) > now + 11);
         // What fits below the ceiling is issued without waiting.
         let mut clock = FakeClock::at(T0);
-        let claimed = claim(&slot, &reservation, 4096, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
+        let claimed = claim(
+            &slot,
+            &reservation,
+            &PendingSlot::default(),
+            4096,
+            &LAYOUT,
+            POLICY,
+            &mut clock,
+            &mut NoKeeper,
+        )
+        .unwrap();
         assert!(LAYOUT.counter_time_part(claimed.last) < now + 10);
         assert!(clock.slept.is_empty());
     }
@@ -926,7 +1026,17 @@ mod tests {
         reservation.resume_at(now + 8000);
         let policy = ClockPolicy { max_lead_ms: 2000, max_wait_ms: 10_000, max_reservation_wait_ms: 5000 };
         let mut clock = FakeClock::at(T0);
-        let claimed = claim(&slot, &reservation, 1, &LAYOUT, policy, &mut clock, &mut InstantWorker).unwrap();
+        let claimed = claim(
+            &slot,
+            &reservation,
+            &PendingSlot::default(),
+            1,
+            &LAYOUT,
+            policy,
+            &mut clock,
+            &mut InstantWorker,
+        )
+        .unwrap();
         assert_eq!(LAYOUT.counter_time_part(claimed.first), now + 8000);
         assert_eq!(clock.slept, vec![6000, 1]);
     }
@@ -938,8 +1048,17 @@ mod tests {
         let now = LAYOUT.time_part(T0).unwrap();
         reservation.ceiling.store(now + 10, Relaxed);
         let mut clock = FakeClock::at(T0);
-        let claimed =
-            claim(&slot, &reservation, 100 * 4096, &LAYOUT, POLICY, &mut clock, &mut InstantWorker).unwrap();
+        let claimed = claim(
+            &slot,
+            &reservation,
+            &PendingSlot::default(),
+            100 * 4096,
+            &LAYOUT,
+            POLICY,
+            &mut clock,
+            &mut InstantWorker,
+        )
+        .unwrap();
         // One millisecond of waiting for the worker, then 100 ms of IDs from there.
         assert_eq!(LAYOUT.counter_time_part(claimed.last), now + 100);
         assert!(reservation.ceiling.load(Relaxed) > now + 100);

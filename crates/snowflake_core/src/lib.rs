@@ -10,6 +10,8 @@ pub mod crc32c;
 pub mod fence;
 /// Claims over one atomic word per shard: the clock policy and the durable reservation's rules.
 pub mod generator;
+/// The committed horizon: how far readers paging by ID may read without skipping a row.
+pub mod horizon;
 /// The bit layout of an ID: widths, shifts, masks, pack and unpack. The one source of truth.
 pub mod layout;
 /// The atomics of the shared state: std's, or loom's for the model checks of `tests/loom.rs`.

@@ -25,6 +25,7 @@
 use loom::sync::Arc;
 use loom::thread;
 use snowflake_core::generator::{self, Claim, Clock, ClockPolicy, NoKeeper, Reservation, ShardSlot};
+use snowflake_core::horizon::{self, PendingSlot};
 use snowflake_core::layout::Layout;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -48,16 +49,22 @@ impl Clock for FakeClock {
     }
 }
 
-/// One server's shared memory: two shards and the reservation.
+/// One server's shared memory: two shards, the reservation, and the pending slots of two
+/// backends (the calls on shard 0 are backend 0's, those on shard 1 backend 1's).
 struct Server {
     shards: [ShardSlot; 2],
     reservation: Reservation,
+    pending: [PendingSlot; 2],
 }
 
 impl Server {
     /// A server whose reservation is `floor..ceiling`, with nothing issued yet.
     fn new(floor: u64, ceiling: u64) -> Arc<Server> {
-        let server = Server { shards: Default::default(), reservation: Reservation::default() };
+        let server = Server {
+            shards: Default::default(),
+            reservation: Reservation::default(),
+            pending: Default::default(),
+        };
         server.reservation.floor.store(floor, Relaxed);
         server.reservation.ceiling.store(ceiling, Relaxed);
         Arc::new(server)
@@ -69,6 +76,7 @@ impl Server {
         let claimed = generator::claim(
             &self.shards[shard],
             &self.reservation,
+            &self.pending[shard],
             count,
             &LAYOUT,
             POLICY,
@@ -216,7 +224,7 @@ fn advance_racing_a_lowering() {
                 // As the extension's `snowflake_advance` does, once the worker has passed it.
                 let time_part = generator::check_advance(first_allowed, &LAYOUT, POLICY, 100).unwrap();
                 let reservation = &server.reservation;
-                reservation.wanted.fetch_max(time_part + 1, Relaxed);
+                reservation.ask_for(time_part, &mut NoKeeper, 0);
                 reservation.ceiling.load(Relaxed) > time_part
                     && generator::advance(&server.shards[0], reservation, first_allowed, &LAYOUT)
             })
@@ -297,5 +305,69 @@ fn two_claims_on_one_shard() {
             ],
         );
         check(&issued, 0, 1000);
+    });
+}
+
+/// A reader takes the horizon with its clock at 100 while two backends claim with clocks that
+/// read 98 and 97, backend 0 twice (the second claim finds its slot already set and stores
+/// nothing). Neither transaction ends: none of their IDs may lie below the horizon, which
+/// either saw their slots or raised the floor before their claims looked at it.
+#[test]
+fn a_claim_racing_a_horizon_is_covered() {
+    loom::model(|| {
+        let server = Server::new(0, 1000);
+        let reader = {
+            let server = server.clone();
+            thread::spawn(move || horizon::compute(100, &server.reservation, &server.pending))
+        };
+        let (_, issued) = run(
+            &server,
+            |_| None,
+            vec![
+                Box::new(|server| {
+                    [server.claim(0, 98, 1), server.claim(0, 99, 1)].into_iter().flatten().collect()
+                }),
+                Box::new(|server| server.claim(1, 97, 1).into_iter().collect()),
+            ],
+        );
+        let horizon = reader.join().unwrap();
+        for (shard, claim) in &issued {
+            let time_part = LAYOUT.counter_time_part(claim.first);
+            assert!(
+                time_part >= horizon,
+                "backend {shard} issued time part {time_part} in an open transaction, below the horizon {horizon}"
+            );
+        }
+        check(&issued, 0, 1000);
+    });
+}
+
+/// Backend 0 claims, its transaction ends (`release`), and it claims again with its clock
+/// stepped back, while a reader takes the horizon: the second transaction's ID may not lie
+/// below it.
+#[test]
+fn a_transaction_after_a_release_is_covered_again() {
+    loom::model(|| {
+        let server = Server::new(0, 1000);
+        let reader = {
+            let server = server.clone();
+            thread::spawn(move || horizon::compute(100, &server.reservation, &server.pending))
+        };
+        let claimer = {
+            let server = server.clone();
+            thread::spawn(move || {
+                server.claim(0, 99, 1);
+                server.pending[0].release();
+                server.claim(0, 90, 1)
+            })
+        };
+        let horizon = reader.join().unwrap();
+        if let Some((_, claim)) = claimer.join().unwrap() {
+            let time_part = LAYOUT.counter_time_part(claim.first);
+            assert!(
+                time_part >= horizon,
+                "issued time part {time_part} in an open transaction, below {horizon}"
+            );
+        }
     });
 }
