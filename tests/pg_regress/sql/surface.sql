@@ -13,6 +13,12 @@ ORDER BY 1;
 
 SELECT * FROM snowflake_layout();
 
+-- The horizon of an idle server follows the clock: past every ID issued so far, at most the
+-- lowest ID of the clock's millisecond.
+SELECT snowflake_horizon() > 0 AS horizon_positive,
+       snowflake_horizon() <= snowflake_min_id(clock_timestamp()) AS horizon_not_ahead,
+       snowflake_horizon(3) >= snowflake_horizon() - (1 << 22) AS per_shard_form;
+
 -- A known ID: 2024-05-01 12:00:00.123 UTC, shard 3, seq 5.
 SELECT snowflake_compose('2024-05-01 12:00:00.123+00', 3, 5) AS id \gset
 SELECT :id AS id;
