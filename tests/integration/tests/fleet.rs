@@ -458,3 +458,116 @@ fn three_servers_behind_plproxy_then_a_fourth_added() {
         max_skew(posts_final.iter().filter(|post| post.body.starts_with("after ") && post.schema_shard != 0));
     assert!(skew <= MAX_SKEW_SECONDS, "an ID's time is {skew:.3} s from its row's insertion time");
 }
+
+/// Reading in order across the fleet (docs/reading-in-order.md): one cursor per logical shard,
+/// each read on the server that issues the shard, below that server's horizon for it
+/// (`snowflake_horizon(shard)`). A post held uncommitted on one server while later posts of
+/// its shard commit is read once it commits, not skipped; every post is read exactly once;
+/// and a server refuses the horizon of a shard it does not issue (55000).
+#[test]
+fn a_cursor_per_shard_read_below_its_servers_horizon_skips_no_post() {
+    let fleet = Fleet::up(2);
+    let map = fleet.shard_map();
+    let mut router = fleet.connect("router");
+    let names: Vec<String> = (0..64).map(|n| format!("reader{n}")).collect();
+    let users: Vec<(i64, i32)> = router
+        .query("SELECT id, snowflake_shard(id) FROM fleet.create_users($1)", &[&names])
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let (held_user, held_shard) = users[0];
+    let held_server = map[&held_shard].clone();
+
+    // A post taken on its server and held uncommitted while others commit after it.
+    let mut holder = fleet.connect(&held_server);
+    let mut held = holder.transaction().unwrap();
+    let held_id: i64 = held
+        .query_one(
+            &format!("INSERT INTO s{held_shard:04}.posts (user_id, body) VALUES ($1, 'held') RETURNING id"),
+            &[&held_user],
+        )
+        .unwrap()
+        .get(0);
+
+    let mut reader = ShardReader::new(&fleet, &map);
+    let insert = router.prepare("SELECT fleet.insert_post($1, $2)").unwrap();
+    for round in 0..5 {
+        for (user, _) in &users {
+            router.execute(&insert, &[user, &format!("round {round}")]).unwrap();
+        }
+        reader.poll();
+        let cursor = reader.cursors[&held_shard];
+        assert!(
+            cursor < held_id,
+            "the reader of shard {held_shard} moved its cursor to {cursor}, past the uncommitted post {held_id}: it \
+             would never read it"
+        );
+    }
+    held.commit().unwrap();
+
+    // Every post committed is read, exactly once, once the horizons pass it.
+    let expected = all_post_ids(&fleet);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reader.read.len() < expected.len() && Instant::now() < deadline {
+        reader.poll();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(reader.read.contains(&held_id), "the post held uncommitted, {held_id}, was never read");
+    let mut read = reader.read.clone();
+    read.sort_unstable();
+    let distinct = read.len();
+    read.dedup();
+    assert_eq!(distinct, read.len(), "{} posts were read twice", distinct - read.len());
+    assert_eq!(read, expected, "the posts read are not exactly the posts committed");
+
+    // A server refuses the horizon of a shard another server issues.
+    let elsewhere = map.iter().find(|(_, server)| **server != held_server).map(|(shard, _)| *shard).unwrap();
+    let error = db_error(&mut fleet.connect(&held_server), &format!("SELECT snowflake_horizon({elsewhere})"));
+    assert_eq!(error.code().code(), "55000", "{error:?}");
+    assert!(error.hint().is_some_and(|hint| hint.contains(&format!("shard {elsewhere}"))), "{error:?}");
+}
+
+/// A reader keeping one cursor per logical shard, each read on the shard's server.
+struct ShardReader {
+    clients: BTreeMap<String, Client>,
+    shards: BTreeMap<i32, String>,
+    cursors: BTreeMap<i32, i64>,
+    read: Vec<i64>,
+}
+
+impl ShardReader {
+    fn new(fleet: &Fleet, map: &BTreeMap<i32, String>) -> ShardReader {
+        let clients = map.values().map(|server| (server.clone(), fleet.connect(server))).collect();
+        let cursors = map.keys().map(|shard| (*shard, 0)).collect();
+        ShardReader { clients, shards: map.clone(), cursors, read: Vec::new() }
+    }
+
+    /// One round of the documented loop for every shard: the horizon, then, in a later
+    /// statement, the rows above the cursor and below the horizon.
+    fn poll(&mut self) {
+        for (shard, server) in &self.shards {
+            let client = self.clients.get_mut(server).unwrap();
+            let horizon: i64 = client.query_one("SELECT snowflake_horizon($1)", &[shard]).unwrap().get(0);
+            let cursor = self.cursors[shard];
+            let ids: Vec<i64> = client
+                .query(
+                    &format!("SELECT id FROM s{shard:04}.posts WHERE id > $1 AND id < $2 ORDER BY id"),
+                    &[&cursor, &horizon],
+                )
+                .unwrap()
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            let next = ids.last().copied().unwrap_or(horizon - 1).max(cursor);
+            self.read.extend(ids);
+            self.cursors.insert(*shard, next);
+        }
+    }
+}
+
+/// Every post's id, read on its server, sorted.
+fn all_post_ids(fleet: &Fleet) -> Vec<i64> {
+    let (posts, _) = stored_rows(fleet);
+    sorted(posts.iter().map(|post| post.id).collect())
+}
