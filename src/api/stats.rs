@@ -1,11 +1,15 @@
-//! `snowflake_stats()`: what each shard in use has done since the server started.
+//! What monitoring reads: `snowflake_stats()`, what each shard in use has done since the
+//! server started; `snowflake_status()`, the server's reservation worker, reservation and
+//! fence; `snowflake_fence_allows(shard)`, whether the fence in force lets a shard be issued.
+//! The queries file of `deploy/monitoring/` turns them into Prometheus metrics.
 //!
 //! Cheap to read: plain loads of the shared counters, no lock, nothing on the hot path
 //! beyond the counter increments the generator already makes.
 
 use super::decoding::timestamptz_of_unix_ms;
-use super::preloaded_layout;
-use crate::postgres::{clock, shmem};
+use super::{errors, preloaded_layout};
+use crate::postgres::reservation::worker;
+use crate::postgres::{clock, fence, shmem};
 use pgrx::prelude::*;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -62,4 +66,48 @@ GRANT EXECUTE ON FUNCTION snowflake_stats() TO pg_read_all_stats;
 "#,
     name = "snowflake_stats_privileges",
     requires = [snowflake_stats]
+);
+
+/// One row about the whole server: the reservation worker's process id (NULL while none
+/// runs: it is not in `pg_stat_activity`, having no database connection), the end of the
+/// durable reservation (calls stop there if the worker does not renew it), and the fence in
+/// force on every call (`snowflake_id.shards` as the worker last applied it, ranges merged;
+/// NULL when every shard may be issued, `none` for none). Volatile, parallel safe; raises
+/// 55000 when the library is not preloaded.
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_status() -> TableIterator<
+    'static,
+    (
+        name!(worker_pid, Option<i32>),
+        name!(reserved_until, TimestampWithTimeZone),
+        name!(fence, Option<String>),
+    ),
+> {
+    let layout = preloaded_layout("snowflake_status");
+    let reservation = shmem::reservation().expect("preloaded");
+    let reserved_until = timestamptz_of_unix_ms(layout.unix_ms(reservation.ceiling.load(Relaxed)));
+    let open = (0..layout.shard_count()).all(fence::shared::allows);
+    TableIterator::once((worker::running_pid(reservation), reserved_until, (!open).then(fence::shared::text)))
+}
+
+/// Whether the fence in force on the whole server (`snowflake_id.shards`, as the reservation
+/// worker last applied it) lets this server issue `shard`: what a generator checks first.
+/// Volatile (a reload moves the fence), strict, parallel safe; 22023 for a shard outside the
+/// layout, 55000 when the library is not preloaded.
+#[pg_extern(volatile, strict, parallel_safe)]
+fn snowflake_fence_allows(shard: i32) -> bool {
+    const FUNCTION: &str = "snowflake_fence_allows";
+    let layout = preloaded_layout(FUNCTION);
+    let shard = layout.check_shard(shard.into()).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
+    fence::shared::allows(shard)
+}
+
+extension_sql!(
+    r#"
+/* The worker's process id and the reservation's end are operational data, as snowflake_stats(). */
+REVOKE ALL ON FUNCTION snowflake_status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_status() TO pg_read_all_stats;
+"#,
+    name = "snowflake_status_privileges",
+    requires = [snowflake_status]
 );

@@ -9,7 +9,9 @@ SELECT call, e.* FROM (VALUES
     ('SELECT snowflake_nextval(1024)'),
     ('SELECT snowflake_nextval()'),
     ('SELECT snowflake_nextvals(NULL, 5)'),
-    ('SELECT snowflake_advance(2000, 1)')
+    ('SELECT snowflake_advance(2000, 1)'),
+    ('SELECT snowflake_fence_allows(1024)'),
+    ('SELECT snowflake_fence_allows(-1)')
 ) AS calls(call), regress.error_of(call) e;
 
 -- Counts: NULL, zero, negative, more than the lead bound allows.
