@@ -11,7 +11,15 @@ use super::{errors, preloaded_layout};
 use crate::postgres::reservation::worker;
 use crate::postgres::{clock, fence, shmem};
 use pgrx::prelude::*;
+use snowflake_core::layout::Layout;
 use std::sync::atomic::Ordering::Relaxed;
+
+/// The end of the durable reservation: the server-wide bound of the IDs it may issue before
+/// recording more.
+fn reserved_until(layout: &Layout) -> TimestampWithTimeZone {
+    let reservation = shmem::reservation().expect("preloaded");
+    timestamptz_of_unix_ms(layout.unix_ms(reservation.ceiling.load(Relaxed)))
+}
 
 /// One row per shard that issued an ID (or was advanced) since the server started:
 /// IDs issued, the last ID and its time, how far that time leads the wall clock (0 when it
@@ -34,8 +42,7 @@ fn snowflake_stats() -> TableIterator<
     ),
 > {
     let layout = preloaded_layout("snowflake_stats");
-    let reservation = shmem::reservation().expect("preloaded");
-    let reserved_until = timestamptz_of_unix_ms(layout.unix_ms(reservation.ceiling.load(Relaxed)));
+    let reserved_until = reserved_until(&layout);
     let now = clock::wall_clock_unix_ms();
     let rows = shmem::slots().iter().enumerate().filter_map(move |(shard, state)| {
         let last = state.last_issued.load(Relaxed);
@@ -58,16 +65,6 @@ fn snowflake_stats() -> TableIterator<
     TableIterator::new(rows.collect::<Vec<_>>())
 }
 
-extension_sql!(
-    r#"
-/* Rates of ID issue per shard are operational data: for monitoring roles, as PostgreSQL's own statistics. */
-REVOKE ALL ON FUNCTION snowflake_stats() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION snowflake_stats() TO pg_read_all_stats;
-"#,
-    name = "snowflake_stats_privileges",
-    requires = [snowflake_stats]
-);
-
 /// One row about the whole server: the reservation worker's process id (NULL while none
 /// runs: it is not in `pg_stat_activity`, having no database connection), the end of the
 /// durable reservation (calls stop there if the worker does not renew it), and the fence in
@@ -84,10 +81,9 @@ fn snowflake_status() -> TableIterator<
     ),
 > {
     let layout = preloaded_layout("snowflake_status");
-    let reservation = shmem::reservation().expect("preloaded");
-    let reserved_until = timestamptz_of_unix_ms(layout.unix_ms(reservation.ceiling.load(Relaxed)));
+    let worker_pid = worker::running_pid(shmem::reservation().expect("preloaded"));
     let open = (0..layout.shard_count()).all(fence::shared::allows);
-    TableIterator::once((worker::running_pid(reservation), reserved_until, (!open).then(fence::shared::text)))
+    TableIterator::once((worker_pid, reserved_until(&layout), (!open).then(fence::shared::text)))
 }
 
 /// Whether the fence in force on the whole server (`snowflake_id.shards`, as the reservation
@@ -104,10 +100,14 @@ fn snowflake_fence_allows(shard: i32) -> bool {
 
 extension_sql!(
     r#"
-/* The worker's process id and the reservation's end are operational data, as snowflake_stats(). */
+/* Rates of ID issue per shard, the worker's process id and the reservation's end are operational
+   data: for monitoring roles (pg_monitor is a member of pg_read_all_stats), as PostgreSQL's own
+   statistics. The fence is not: the setting is readable by every role. */
+REVOKE ALL ON FUNCTION snowflake_stats() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_stats() TO pg_read_all_stats;
 REVOKE ALL ON FUNCTION snowflake_status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_status() TO pg_read_all_stats;
 "#,
-    name = "snowflake_status_privileges",
-    requires = [snowflake_status]
+    name = "snowflake_stats_privileges",
+    requires = [snowflake_stats, snowflake_status]
 );
