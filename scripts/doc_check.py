@@ -4,6 +4,7 @@ that they fail before anything is built):
 
     doc_check.py tree docs/development.md
     doc_check.py links FILE...
+    doc_check.py runbooks RULES.yml...
 
 `tree` checks that the tree drawn in docs/development.md and the files of the checkout agree.
 The tree is the ```text block under the heading "The layout of the tree". Each line names
@@ -33,7 +34,12 @@ checkout (http:, https:, mailto:) are not followed; links inside code (fenced bl
 punctuation but `-` and `_` dropped, spaces made `-`, and `-1`, `-2` ... added to a heading
 that comes again.
 
-Each prints one line `doc-tree: ... ok` or `doc-links: ... ok`, or one line per failure.
+`runbooks` checks Prometheus alert rule files (deploy/monitoring/alerts.yml): every alert has
+a `summary` annotation and a `runbook_url` naming a page of the checkout (relative to its
+top) and a heading of that page, so that an alert that fires leads to what to do.
+
+Each prints one line `doc-tree: ... ok`, `doc-links: ... ok` or `doc-runbooks: ... ok`, or one
+line per failure.
 """
 
 import os
@@ -42,7 +48,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-USAGE = "usage: doc_check.py tree docs/development.md | doc_check.py links FILE..."
+USAGE = "usage: doc_check.py tree docs/development.md | doc_check.py links FILE... | doc_check.py runbooks RULES.yml..."
 TREE_HEADING = "## The layout of the tree"
 TREE_FENCE = re.compile(r"^```(\w*)\s*$")
 GAP = re.compile(r" {2,}")
@@ -231,6 +237,41 @@ def check_links(args):
     )
 
 
+def check_runbooks(args):
+    """Each alert of Prometheus rule files has a summary and a runbook_url naming a page of
+    this checkout and one of its headings (paths are relative to the checkout's top)."""
+    if not args:
+        sys.exit(USAGE)
+    failures, count = [], 0
+    for path in args:
+        alerts = []  # [line number, name, {annotation: value}]
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                alert = re.match(r"^\s*- alert:\s*(\S+)", line)
+                field = re.match(r'^\s*(summary|runbook_url):\s*"?([^"]*)"?\s*$', line)
+                if alert:
+                    alerts.append((number, alert.group(1), {}))
+                elif field and alerts:
+                    alerts[-1][2][field.group(1)] = field.group(2)
+        for number, name, fields in alerts:
+            count += 1
+            where = f"{path}:{number}: {name}"
+            if not fields.get("summary"):
+                failures.append(f"{where}: no summary annotation")
+            target = fields.get("runbook_url", "")
+            page, _, fragment = target.partition("#")
+            if not target:
+                failures.append(f"{where}: no runbook_url annotation")
+            elif not (page.endswith(".md") and os.path.exists(os.path.join(ROOT, page))):
+                failures.append(f"{where}: runbook_url {target}: no page {page}")
+            elif not fragment or fragment not in anchors(os.path.join(ROOT, page)):
+                failures.append(f"{where}: runbook_url {target}: {page} has no heading with the anchor #{fragment}")
+    return report(
+        "doc-runbooks", failures, f"{len(failures)} problems in {count} alerts",
+        f"{count} alerts, each with a summary and a runbook section: ok",
+    )
+
+
 def report(name, failures, failed, passed):
     """Prints each failure and a last line; returns the exit status."""
     for failure in failures:
@@ -240,7 +281,7 @@ def report(name, failures, failed, passed):
 
 
 def main():
-    checks = {"tree": check_tree, "links": check_links}
+    checks = {"tree": check_tree, "links": check_links, "runbooks": check_runbooks}
     if len(sys.argv) < 2 or sys.argv[1] not in checks or any(a.startswith("-") for a in sys.argv[2:]):
         sys.exit(USAGE)
     return checks[sys.argv[1]](sys.argv[2:])

@@ -6,7 +6,9 @@
 #   libclang (pgrx's bindgen), sudo (cargo pgrx test --runas), faketime (clock-fault tests),
 #   PL/Proxy (multi-server tests), pg_partman (the partitioning example's test), procps
 #   (kill, used by the crash tests), strace (fsync fault injection), python3, gnuplot and a font (the benchmark report),
-#   valgrind (scripts/profile.sh), shellcheck (the lint step); for the clients layer
+#   valgrind (scripts/profile.sh), shellcheck (the lint step), prometheus (promtool, for the
+#   alert rules' tests) and prometheus-postgres-exporter (the monitoring test's exporter), whose
+#   services are stopped and disabled when this script installed them; for the clients layer
 #   (tests/clients/run.sh): Go with pgx v4, a JDK with pgjdbc, Ruby's ActiveRecord with pg,
 #   and Node.js with npm when there is none (its PyPI, npm and crates.io pins it installs itself);
 #   patchelf (below).
@@ -25,6 +27,7 @@ PACKAGES=(
   postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy postgresql-15-partman
   libclang-dev clang sudo faketime libfaketime procps strace patchelf
   python3 python3-venv python3-pip gnuplot-nox fonts-liberation valgrind shellcheck
+  prometheus prometheus-postgres-exporter
   golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java
   ruby-activerecord ruby-pg
 )
@@ -40,6 +43,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The tests run promtool and an exporter of their own, on loopback: the packages' services
+  # (a Prometheus server and an exporter listening on every interface) are not wanted running.
+  for service in prometheus prometheus-postgres-exporter; do
+    if [[ " ${missing[*]} " == *" $service "* ]] && [ -d /run/systemd/system ]; then
+      as_root systemctl disable --now "$service" >/dev/null 2>&1 || true
+    fi
+  done
 fi
 
 # PostgreSQL 16, 17 and 18. The package declares Python 3.12 or later and Debian 12 has 3.11, so

@@ -11,6 +11,9 @@
 #                            lock-free protocol model-checked with loom (claims racing raises,
 #                            lowerings, a promotion, advance; every interleaving and weak-memory
 #                            outcome within LOOM_MAX_PREEMPTIONS = 3; about a minute)
+#      monitoring rules      scripts/monitoring-test.sh: promtool checks the alert rules of
+#                            deploy/monitoring/ and runs their unit tests (series that fire and
+#                            series that do not); each alert's runbook section exists; seconds
 #   then, for each major (every layer on 15 and 18; on 16 and 17 all but the benchmark smoke
 #   run, and of the integration tests those of INTEGRATION_EVERY_MAJOR, below):
 #      clippy                cargo clippy --all-targets -D warnings for that major
@@ -27,7 +30,8 @@
 #                            deploy/mesh.sh: three active-active nodes on logical replication
 #                            under 12 writers, one node killed -9 and restarted, converging with
 #                            no conflict on snowflake keys where a bigserial control conflicts;
-#                            on 18, pg_upgrade from each earlier major tested in the run)
+#                            on 18, pg_upgrade from each earlier major tested in the run;
+#                            the monitoring queries scraped through the real exporter)
 #   6. package               scripts/package-test.sh: the Debian package installed (dpkg on 15,
 #                            unpacked into the tree on 16, 17 and 18), used by a fresh cluster,
 #                            removed
@@ -109,6 +113,9 @@ cargo test -p snowflake_core
 # Built with loom's atomics in a target folder of its own, so the normal builds stay valid.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
   cargo test -p snowflake_core --release --test loom
+
+step "monitoring rules (promtool test rules; no PostgreSQL)"
+./scripts/monitoring-test.sh
 
 # ---- Bystanders: clusters the layers did not start, checked after them -------------------
 # A cluster of the first major, with the extension preloaded like the demo's, in a folder
@@ -217,7 +224,7 @@ done
 step "summary"
 awk '/test result: ok\./ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) n += $i }
      /All [0-9]+ tests passed/ { match($0, /All [0-9]+/); n += substr($0, RSTART + 4, RLENGTH - 4) }
-     /^(package-test|bench|bystander): .*: ok$/ { n += 1 }
+     /^(package-test|bench|bystander|monitoring-test): .*: ok$/ { n += 1 }
      /^clients: [^ ]+: ok \(/ { n += 1 }
      /^doc-examples: [0-9]+ blocks in [0-9]+ files: ok$/ { n += $2 }
      END { printf "\n%d passed, 0 failed\n", n }' "$WORK/output.log"

@@ -12,7 +12,8 @@ pub mod errors;
 mod horizon;
 /// Issuing IDs: `snowflake_nextval`, `snowflake_nextvals`, `snowflake_advance`.
 mod issuing;
-/// `snowflake_stats()`: per-shard counters.
+/// What monitoring reads: `snowflake_stats()` (per-shard counters), `snowflake_status()`
+/// (the worker, the reservation, the fence), `snowflake_fence_allows(shard)`.
 mod stats;
 
 use crate::postgres::{fixed_layout, shmem};

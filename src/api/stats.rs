@@ -1,13 +1,25 @@
-//! `snowflake_stats()`: what each shard in use has done since the server started.
+//! What monitoring reads: `snowflake_stats()`, what each shard in use has done since the
+//! server started; `snowflake_status()`, the server's reservation worker, reservation and
+//! fence; `snowflake_fence_allows(shard)`, whether the fence in force lets a shard be issued.
+//! The queries file of `deploy/monitoring/` turns them into Prometheus metrics.
 //!
 //! Cheap to read: plain loads of the shared counters, no lock, nothing on the hot path
 //! beyond the counter increments the generator already makes.
 
 use super::decoding::timestamptz_of_unix_ms;
-use super::preloaded_layout;
-use crate::postgres::{clock, shmem};
+use super::{errors, preloaded_layout};
+use crate::postgres::reservation::worker;
+use crate::postgres::{clock, fence, shmem};
 use pgrx::prelude::*;
+use snowflake_core::layout::Layout;
 use std::sync::atomic::Ordering::Relaxed;
+
+/// The end of the durable reservation: the server-wide bound of the IDs it may issue before
+/// recording more.
+fn reserved_until(layout: &Layout) -> TimestampWithTimeZone {
+    let reservation = shmem::reservation().expect("preloaded");
+    timestamptz_of_unix_ms(layout.unix_ms(reservation.ceiling.load(Relaxed)))
+}
 
 /// One row per shard that issued an ID (or was advanced) since the server started:
 /// IDs issued, the last ID and its time, how far that time leads the wall clock (0 when it
@@ -30,8 +42,7 @@ fn snowflake_stats() -> TableIterator<
     ),
 > {
     let layout = preloaded_layout("snowflake_stats");
-    let reservation = shmem::reservation().expect("preloaded");
-    let reserved_until = timestamptz_of_unix_ms(layout.unix_ms(reservation.ceiling.load(Relaxed)));
+    let reserved_until = reserved_until(&layout);
     let now = clock::wall_clock_unix_ms();
     let rows = shmem::slots().iter().enumerate().filter_map(move |(shard, state)| {
         let last = state.last_issued.load(Relaxed);
@@ -54,12 +65,49 @@ fn snowflake_stats() -> TableIterator<
     TableIterator::new(rows.collect::<Vec<_>>())
 }
 
+/// One row about the whole server: the reservation worker's process id (NULL while none
+/// runs: it is not in `pg_stat_activity`, having no database connection), the end of the
+/// durable reservation (calls stop there if the worker does not renew it), and the fence in
+/// force on every call (`snowflake_id.shards` as the worker last applied it, ranges merged;
+/// NULL when every shard may be issued, `none` for none). Volatile, parallel safe; raises
+/// 55000 when the library is not preloaded.
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_status() -> TableIterator<
+    'static,
+    (
+        name!(worker_pid, Option<i32>),
+        name!(reserved_until, TimestampWithTimeZone),
+        name!(fence, Option<String>),
+    ),
+> {
+    let layout = preloaded_layout("snowflake_status");
+    let worker_pid = worker::running_pid(shmem::reservation().expect("preloaded"));
+    let open = (0..layout.shard_count()).all(fence::shared::allows);
+    TableIterator::once((worker_pid, reserved_until(&layout), (!open).then(fence::shared::text)))
+}
+
+/// Whether the fence in force on the whole server (`snowflake_id.shards`, as the reservation
+/// worker last applied it) lets this server issue `shard`: what a generator checks first.
+/// Volatile (a reload moves the fence), strict, parallel safe; 22023 for a shard outside the
+/// layout, 55000 when the library is not preloaded.
+#[pg_extern(volatile, strict, parallel_safe)]
+fn snowflake_fence_allows(shard: i32) -> bool {
+    const FUNCTION: &str = "snowflake_fence_allows";
+    let layout = preloaded_layout(FUNCTION);
+    let shard = layout.check_shard(shard.into()).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
+    fence::shared::allows(shard)
+}
+
 extension_sql!(
     r#"
-/* Rates of ID issue per shard are operational data: for monitoring roles, as PostgreSQL's own statistics. */
+/* Rates of ID issue per shard, the worker's process id and the reservation's end are operational
+   data: for monitoring roles (pg_monitor is a member of pg_read_all_stats), as PostgreSQL's own
+   statistics. The fence is not: the setting is readable by every role. */
 REVOKE ALL ON FUNCTION snowflake_stats() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_stats() TO pg_read_all_stats;
+REVOKE ALL ON FUNCTION snowflake_status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_status() TO pg_read_all_stats;
 "#,
     name = "snowflake_stats_privileges",
-    requires = [snowflake_stats]
+    requires = [snowflake_stats, snowflake_status]
 );

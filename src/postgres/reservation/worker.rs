@@ -80,6 +80,17 @@ pub fn register() {
         .load();
 }
 
+/// The process id of the running reservation worker, `None` while none runs (between a
+/// terminated worker and its restart, a second later, or under pg_upgrade). The worker is
+/// not in `pg_stat_activity` (it has no database connection), so monitoring asks here.
+pub fn running_pid(reservation: &Reservation) -> Option<i32> {
+    let latch = reservation.worker.load(Acquire) as *const pg_sys::Latch;
+    // SAFETY: a non-null address is the running worker's latch, in its PGPROC in shared
+    // memory for the server's lifetime (cleared before the worker exits); owner_pid is a
+    // plain int written when the latch was owned, read once.
+    (!latch.is_null()).then(|| unsafe { std::ptr::addr_of!((*latch).owner_pid).read_volatile() })
+}
+
 /// The worker's main loop: renew the reservation whenever it gets too close.
 #[pgrx::pg_guard]
 #[unsafe(no_mangle)]

@@ -122,8 +122,8 @@ fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
     let upgraded_objects = extension_objects(&mut old);
     assert_eq!(upgraded_objects, extension_objects(&mut fresh));
     // 0.2.0 added snowflake_convert_column; 0.4.0 the four decoders of a named layout; 0.6.0
-    // the two forms of snowflake_horizon.
-    assert_eq!(upgraded_objects.len(), old_objects.len() + 7);
+    // the two forms of snowflake_horizon, snowflake_status and snowflake_fence_allows.
+    assert_eq!(upgraded_objects.len(), old_objects.len() + 9);
     old.batch_execute("SET TimeZone = 'UTC'").unwrap();
     let twitter: String = old
         .query_one("SELECT (snowflake_decode((1 << 22) + (3 << 12) + 5, 'twitter'))::text", &[])

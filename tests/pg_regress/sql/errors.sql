@@ -11,7 +11,9 @@ SELECT call, e.* FROM (VALUES
     ('SELECT snowflake_nextvals(NULL, 5)'),
     ('SELECT snowflake_advance(2000, 1)'),
     ('SELECT snowflake_horizon(NULL)'),
-    ('SELECT snowflake_horizon(-1)')
+    ('SELECT snowflake_horizon(-1)'),
+    ('SELECT snowflake_fence_allows(1024)'),
+    ('SELECT snowflake_fence_allows(-1)')
 ) AS calls(call), regress.error_of(call) e;
 
 -- Counts: NULL, zero, negative, more than the lead bound allows.

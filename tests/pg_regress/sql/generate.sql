@@ -57,3 +57,10 @@ SELECT shard, issued, snowflake_shard(last_id) = shard AND snowflake_timestamp(l
        lead_ms BETWEEN 0 AND 2000 AS lead_within_bound, waits >= 0 AND wait_ms >= 0 AS waits_counted,
        clock_regressions = 0 AS no_regressions, reserved_until > clock_timestamp() AS reserved_ahead
 FROM snowflake_stats() ORDER BY shard;
+
+-- snowflake_status(): the server's worker, reservation and fence (none set: NULL, every shard).
+SELECT worker_pid > 0 AS worker_running, reserved_until > clock_timestamp() AS reserved_ahead,
+       fence IS NULL AS no_fence
+FROM snowflake_status();
+SELECT snowflake_fence_allows(0) AS first, snowflake_fence_allows(1023) AS last,
+       snowflake_fence_allows(NULL) IS NULL AS null_is_null;

@@ -1,19 +1,24 @@
--- Who may do what: single IDs and decoders are for everyone; batches (which can run a shard
--- up to its lead bound), moving a shard forward and reading the statistics are not; the
--- default shard is a superuser's setting.
+-- Who may do what: single IDs, decoders and the fence are for everyone; batches (which can run
+-- a shard up to its lead bound), moving a shard forward and reading the statistics and the
+-- status are not (pg_monitor may read, through pg_read_all_stats); the default shard is a
+-- superuser's setting.
 CREATE ROLE app LOGIN;
 SELECT has_function_privilege('app', 'snowflake_nextval(integer)', 'EXECUTE') AS app_generates,
        has_function_privilege('app', 'snowflake_decode(bigint)', 'EXECUTE') AS app_decodes,
        has_function_privilege('app', 'snowflake_nextvals(integer, integer)', 'EXECUTE') AS app_takes_batches,
        has_function_privilege('app', 'snowflake_advance(integer, bigint)', 'EXECUTE') AS app_advances,
        has_function_privilege('app', 'snowflake_stats()', 'EXECUTE') AS app_reads_stats,
-       has_function_privilege('pg_monitor', 'snowflake_stats()', 'EXECUTE') AS monitor_reads_stats;
+       has_function_privilege('pg_monitor', 'snowflake_stats()', 'EXECUTE') AS monitor_reads_stats,
+       has_function_privilege('app', 'snowflake_status()', 'EXECUTE') AS app_reads_status,
+       has_function_privilege('pg_monitor', 'snowflake_status()', 'EXECUTE') AS monitor_reads_status,
+       has_function_privilege('app', 'snowflake_fence_allows(integer)', 'EXECUTE') AS app_reads_fence;
 
 SET ROLE app;
 SELECT snowflake_shard(snowflake_nextval(3)) AS app_shard;
 SELECT snowflake_nextvals(3, 10);
 SELECT snowflake_advance(3, 1);
 SELECT count(*) FROM snowflake_stats();
+SELECT count(*) FROM snowflake_status();
 -- An unprivileged role can change the default shard neither for itself nor for others.
 SET snowflake_id.shard = 7;
 ALTER ROLE app SET snowflake_id.shard = 7;
