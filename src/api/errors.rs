@@ -54,8 +54,9 @@ pub fn horizon_on_standby(function: &'static str) -> ! {
         "This server is a hot standby or is still recovering: the transactions that hold IDs run on the \
          primary, which alone knows them."
             .into(),
-        "Take the horizon on the primary, and read pg_current_wal_lsn() there right after it; on this standby, \
-         read below that horizon once pg_last_wal_replay_lsn() has reached that LSN (docs/reading-in-order.md)."
+        "Take the horizon on the primary, and read pg_current_wal_insert_lsn() there right after it; on this \
+         standby, read below that horizon once pg_last_wal_replay_lsn() has reached that LSN \
+         (docs/reading-in-order.md)."
             .into(),
     )
 }

@@ -18,8 +18,10 @@ use snowflake_core::layout::Layout;
 /// The horizon of this server, as an ID: every ID below it that this server issued, or will
 /// ever issue, belongs to a transaction that had ended (committed or rolled back) for the
 /// snapshot of the statement that calls it, and for every later one. Read rows with
-/// `id > :cursor AND id < :horizon`, in this statement or a later one, at any isolation
-/// level. IDs issued elsewhere (another server, a client) are not covered.
+/// `id > :cursor AND id < :horizon` in a later statement, or in the same one as
+/// `id < (SELECT snowflake_horizon())` (a subquery: computed once, an index bound; called
+/// bare in a WHERE clause it runs for every row), at any isolation level. IDs issued
+/// elsewhere (another server, a client) are not covered.
 #[pg_extern(volatile, parallel_restricted)]
 fn snowflake_horizon() -> i64 {
     horizon_id("snowflake_horizon")

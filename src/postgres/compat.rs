@@ -55,14 +55,27 @@ pub fn in_binary_upgrade() -> bool {
     unsafe { pg_sys::IsBinaryUpgrade }
 }
 
-/// The number of a process's PGPROC, its index in `ProcGlobal->allProcs` (PostgreSQL 17 calls
-/// it `GetNumberFromPGProc`; 15 and 16 keep it in `pgprocno`): the same arithmetic on all.
-///
-/// # Safety
-/// `proc` is a PGPROC of this server's `ProcGlobal->allProcs`.
-pub unsafe fn proc_number(proc: *const pg_sys::PGPROC) -> usize {
-    // SAFETY: as the caller promises; ProcGlobal is set before any backend runs.
-    unsafe { proc.offset_from((*pg_sys::ProcGlobal).allProcs) as usize }
+/// The number (index in `ProcGlobal->allProcs`) of the process whose transaction this
+/// process's work belongs to: its parallel leader's in a parallel worker, else its own; `None`
+/// before it has a PGPROC. PostgreSQL 17 exports both numbers (`MyProcNumber`,
+/// `ParallelLeaderProcNumber`); 15 and 16 keep it in the PGPROC (`pgprocno`, and the leader
+/// is the worker's lock group leader). Not computed from addresses: the array's element size
+/// is C's, which the Rust bindings need not match.
+pub fn transaction_proc_number() -> Option<usize> {
+    // SAFETY: process globals set before any SQL runs; a parallel worker joins its leader's
+    // lock group (and learns its number) before it runs any of the query.
+    unsafe {
+        let in_parallel_worker = pg_sys::ParallelWorkerNumber >= 0;
+        #[cfg(any(feature = "pg15", feature = "pg16"))]
+        let number = {
+            let mine = pg_sys::MyProc.as_ref()?;
+            let leader = mine.lockGroupLeader.as_ref().filter(|_| in_parallel_worker);
+            leader.unwrap_or(mine).pgprocno
+        };
+        #[cfg(any(feature = "pg17", feature = "pg18"))]
+        let number = if in_parallel_worker { pg_sys::ParallelLeaderProcNumber } else { pg_sys::MyProcNumber };
+        usize::try_from(number).ok()
+    }
 }
 
 /// The transaction state of the server read together, under ProcArrayLock (which its writers

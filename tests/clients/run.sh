@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The clients layer: every recipe of docs/clients/, run with the real client libraries
-# against a throwaway server with the extension, asserting what the page says: keys read back
-# equal the stored ones, batch inserts return distinct increasing keys, decoded parts agree
-# with the server's decoders, the documented way to JSON keeps every digit, and each trap the
-# page states is real. First it checks that the pages show the code it runs, verbatim
-# (tests/clients/regions.py).
+# The clients layer: every recipe of docs/clients/ and docs/reading-in-order.md, run with the
+# real client libraries against a throwaway server with the extension, asserting what the page
+# says: keys read back equal the stored ones, batch inserts return distinct increasing keys,
+# decoded parts agree with the server's decoders, the documented way to JSON keeps every digit,
+# a reader below the horizon skips no row, and each trap the page states is real. First it
+# checks that the pages show the code it runs, verbatim (tests/clients/regions.py).
 #
 #   ./tests/clients/run.sh                   every client
 #   ./tests/clients/run.sh pg sqlx ...       the clients named (names: CLIENTS below)
@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
 HERE=$PWD/tests/clients
-CLIENTS=(psycopg asyncpg sqlalchemy django-5.2 django-6.1 pg knex tokio-postgres sqlx pgx jdbc activerecord)
+CLIENTS=(psycopg psycopg-reader asyncpg sqlalchemy django-5.2 django-6.1 pg knex tokio-postgres sqlx pgx jdbc activerecord)
 PGX_SOURCE=/usr/share/gocode/src/github.com/jackc/pgx/v4
 JDBC_JAR=/usr/share/java/postgresql.jar
 
@@ -36,7 +36,7 @@ took() { echo "clients: $1 ($((SECONDS - STARTED)) s into the layer)"; }
 fail() { echo "clients: FAILED: $*" >&2; exit 1; }
 
 # ---- The page shows what runs ----------------------------------------------------------------
-python3 "$HERE/regions.py" --check docs/clients/*.md
+python3 "$HERE/regions.py" --check docs/clients/*.md docs/reading-in-order.md
 
 # ---- Toolchains: each missing one fails, naming the step that installs it ---------------------
 missing() { fail "$1 is missing: ./scripts/setup.sh installs it ($2)"; }
@@ -82,7 +82,7 @@ venv() {
   cp "$requirements" "$dir/installed-requirements.txt"
   took "installed $(basename "$requirements")"
 }
-if wants psycopg || wants asyncpg || wants sqlalchemy || wants django-5.2; then
+if wants psycopg || wants psycopg-reader || wants asyncpg || wants sqlalchemy || wants django-5.2; then
   venv "$HERE/python/.venv" python3 "$HERE/python/requirements.txt"
 fi
 if wants django-6.1; then
@@ -138,6 +138,7 @@ run_client() {
 }
 PY=$HERE/python/.venv/bin/python
 run_client psycopg "$PY" "$HERE/python/test_psycopg.py"
+run_client psycopg-reader "$PY" "$HERE/python/test_psycopg_reader.py"
 run_client asyncpg "$PY" "$HERE/python/test_asyncpg.py"
 run_client sqlalchemy "$PY" "$HERE/python/test_sqlalchemy.py"
 run_client django-5.2 "$PY" "$HERE/python/test_django.py"

@@ -37,8 +37,9 @@ const TRANCHE_NAME: &CStr = c"snowflake_id horizon";
 const HISTORY: usize = 256;
 
 /// The horizons given, newest last, and the lock that serializes computing them. Only
-/// readers taking a horizon take the lock: writers never do.
-#[repr(C)]
+/// readers taking a horizon take the lock: writers never do. Cache-line aligned, so that its
+/// size is too and the pending slots after it start on a line of their own.
+#[repr(C, align(64))]
 struct Shared {
     /// The horizon of the server's start, for snapshots older than every entry: where the
     /// shards resumed (nothing below was issued in this run), or a prepared transaction's
@@ -90,6 +91,7 @@ pub unsafe fn attach(resumed_at: u64) {
         let base = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), size, &mut found).cast::<u8>();
         SHARED = base.cast::<Shared>();
         SLOTS = base.add(size_of::<Shared>()).cast::<PendingSlot>();
+        assert!(SLOTS.is_aligned(), "shared memory is not cache-line aligned");
         SLOT_COUNT = slot_count();
         if !found {
             std::ptr::write_bytes(base, 0, size_of::<Shared>());
@@ -133,22 +135,9 @@ pub fn my_slot() -> Option<&'static PendingSlot> {
 
 #[cold]
 fn find_my_slot() -> *const PendingSlot {
-    // SAFETY: MyProc is this process's PGPROC, set before any SQL runs; a parallel worker's
-    // lock group leader is its leader's PGPROC, set before the worker runs the query.
-    let proc = unsafe {
-        let mine = pg_sys::MyProc;
-        if mine.is_null() {
-            return std::ptr::null();
-        }
-        if pg_sys::ParallelWorkerNumber >= 0 && !(*mine).lockGroupLeader.is_null() {
-            (*mine).lockGroupLeader
-        } else {
-            mine
-        }
-    };
-    // SAFETY: MyProc and its leader are PGPROCs of ProcGlobal->allProcs.
-    let number = unsafe { compat::proc_number(proc) };
-    slots().get(number).map_or(std::ptr::null(), std::ptr::from_ref)
+    compat::transaction_proc_number()
+        .and_then(|number| slots().get(number))
+        .map_or(std::ptr::null(), std::ptr::from_ref)
 }
 
 /// Registers the transaction callback; called from `_PG_init` while preloading, so every
