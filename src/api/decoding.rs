@@ -167,10 +167,14 @@ fn snowflake_layout() -> TableIterator<
 
 extension_sql!(
     r#"
-/* The three parts of an ID as one record: SELECT (snowflake_decode(id)).* FROM t.
-   Written in SQL over the scalar decoders so that the record has named OUT columns. */
-CREATE FUNCTION snowflake_decode(id bigint, OUT ts timestamptz, OUT shard integer, OUT seq integer)
-RETURNS record
+/* The three parts of an ID, as a named type: drivers that know composite types read them typed
+   (psycopg's register_composite, tokio-postgres's derive(FromSql)), and SELECT
+   (snowflake_decode(id)).* and SELECT * FROM snowflake_decode(id) give three typed columns. */
+CREATE TYPE snowflake_parts AS (ts timestamptz, shard integer, seq integer);
+COMMENT ON TYPE snowflake_parts IS 'The parts of a snowflake ID: when it was issued, its shard and its sequence number';
+/* Written in SQL over the scalar decoders. */
+CREATE FUNCTION snowflake_decode(id bigint)
+RETURNS snowflake_parts
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$ SELECT @extschema@.snowflake_timestamp(id), @extschema@.snowflake_shard(id), @extschema@.snowflake_seq(id) $$;
 COMMENT ON FUNCTION snowflake_decode(bigint) IS 'The timestamp, shard and sequence number of a snowflake ID';
@@ -182,12 +186,12 @@ COMMENT ON FUNCTION snowflake_decode(bigint) IS 'The timestamp, shard and sequen
 extension_sql!(
     r#"
 /* The same for an ID made under a named layout: SELECT * FROM snowflake_decode(id, 'discord'). */
-CREATE FUNCTION snowflake_decode(id bigint, layout text, OUT ts timestamptz, OUT shard integer, OUT seq integer)
-RETURNS record
+CREATE FUNCTION snowflake_decode(id bigint, layout text)
+RETURNS snowflake_parts
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$ SELECT @extschema@.snowflake_timestamp(id, layout), @extschema@.snowflake_shard(id, layout), @extschema@.snowflake_seq(id, layout) $$;
 COMMENT ON FUNCTION snowflake_decode(bigint, text) IS 'The timestamp, shard and sequence number of an ID made under a named layout (twitter, discord, instagram, mastodon)';
 "#,
     name = "snowflake_decode_named",
-    requires = [snowflake_timestamp_named, snowflake_shard_named, snowflake_seq_named]
+    requires = ["snowflake_decode", snowflake_timestamp_named, snowflake_shard_named, snowflake_seq_named]
 );

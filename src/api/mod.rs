@@ -2,6 +2,8 @@
 //! error they raise. `#[pg_extern]` functions document their volatility, parallel safety
 //! and errors where they are defined.
 
+/// `snowflake_id.auto_keys`: new tables' bigserial and identity keys switched as they are made.
+mod auto_keys;
 /// `snowflake_convert_column()`: switching an existing integer key to snowflake IDs.
 mod convert;
 /// Decoding and composing IDs; the layout.

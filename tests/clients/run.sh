@@ -21,7 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
 HERE=$PWD/tests/clients
-CLIENTS=(psycopg psycopg-reader asyncpg sqlalchemy django-5.2 django-6.1 pg knex tokio-postgres sqlx pgx jdbc activerecord)
+CLIENTS=(psycopg psycopg-reader asyncpg sqlalchemy sqlalchemy-auto django-5.2 django-6.1 django-auto-5.2
+  django-auto-6.1 pg knex tokio-postgres sqlx pgx jdbc activerecord activerecord-auto)
 PGX_SOURCE=/usr/share/gocode/src/github.com/jackc/pgx/v4
 JDBC_JAR=/usr/share/java/postgresql.jar
 
@@ -42,7 +43,7 @@ python3 "$HERE/regions.py" --check docs/clients/*.md docs/reading-in-order.md
 missing() { fail "$1 is missing: ./scripts/setup.sh installs it ($2)"; }
 command -v python3 >/dev/null || missing python3 "Debian package python3"
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing "Python's venv" "Debian package python3-venv"
-if wants django-6.1; then
+if wants django-6.1 || wants django-auto-6.1; then
   # Django 6 needs Python 3.12 or later; Debian 12's python3 is 3.11.
   PYTHON312=
   for candidate in python3.14 python3.13 python3.12 "$(pyenv root 2>/dev/null)"/versions/3.1[2-9]*/bin/python3; do
@@ -65,7 +66,7 @@ if wants jdbc; then
   command -v javac >/dev/null || missing "a JDK (javac)" "Debian package default-jdk-headless"
   [ -f "$JDBC_JAR" ] || missing pgjdbc "Debian package libpostgresql-jdbc-java"
 fi
-if wants activerecord; then
+if wants activerecord || wants activerecord-auto; then
   command -v ruby >/dev/null || missing ruby "Debian packages ruby-activerecord and ruby-pg"
   ruby -e 'require "active_record"; require "pg"' 2>/dev/null || missing "ActiveRecord with pg" "Debian packages ruby-activerecord and ruby-pg"
 fi
@@ -82,10 +83,11 @@ venv() {
   cp "$requirements" "$dir/installed-requirements.txt"
   took "installed $(basename "$requirements")"
 }
-if wants psycopg || wants psycopg-reader || wants asyncpg || wants sqlalchemy || wants django-5.2; then
+if wants psycopg || wants psycopg-reader || wants asyncpg || wants sqlalchemy || wants sqlalchemy-auto ||
+  wants django-5.2 || wants django-auto-5.2; then
   venv "$HERE/python/.venv" python3 "$HERE/python/requirements.txt"
 fi
-if wants django-6.1; then
+if wants django-6.1 || wants django-auto-6.1; then
   venv "$HERE/python/.venv-django61" "$PYTHON312" "$HERE/python/requirements-django61.txt"
 fi
 if wants pg || wants knex; then
@@ -143,6 +145,10 @@ run_client asyncpg "$PY" "$HERE/python/test_asyncpg.py"
 run_client sqlalchemy "$PY" "$HERE/python/test_sqlalchemy.py"
 run_client django-5.2 "$PY" "$HERE/python/test_django.py"
 run_client django-6.1 "$HERE/python/.venv-django61/bin/python" "$HERE/python/test_django.py"
+# With automatic keys: the real migration tools on a database with snowflake_id.auto_keys set.
+run_client sqlalchemy-auto "$PY" "$HERE/python/test_sqlalchemy_auto.py"
+run_client django-auto-5.2 "$PY" "$HERE/python/test_django_auto.py"
+run_client django-auto-6.1 "$HERE/python/.venv-django61/bin/python" "$HERE/python/test_django_auto.py"
 run_client pg node "$HERE/node/pg.js"
 run_client knex node "$HERE/node/knex.js"
 run_client tokio-postgres "$HERE/rust/target/debug/snowflake_id_clients" tokio-postgres
@@ -150,6 +156,7 @@ run_client sqlx "$HERE/rust/target/debug/snowflake_id_clients" sqlx
 run_client pgx "$HERE/.build/pgx"
 run_client jdbc java -cp "$JDBC_JAR" "$HERE/java/Jdbc.java" "jdbc:postgresql://127.0.0.1:$PG_PORT/jdbc?user=postgres"
 run_client activerecord ruby "$HERE/ruby/activerecord.rb"
+run_client activerecord-auto ruby "$HERE/ruby/activerecord_auto.rb"
 
 [ ${#failed[@]} -eq 0 ] || fail "${failed[*]} (of ${#SELECTED[@]} clients)"
 echo "clients: $passed clients: ok ($((SECONDS - STARTED)) s)"

@@ -115,10 +115,11 @@ public class Jdbc {
                 check(ts.isEqual(rs.getObject(1, OffsetDateTime.class)), "decoded ts " + ts);
                 check(shard == rs.getInt(2) && seq == rs.getInt(3) && shard == 4,
                         "decoded shard " + shard + ", seq " + seq);
-                // The trap: the unexpanded record is an untyped PGobject of type "record".
+                // Unexpanded, pgjdbc reads the composite as a PGobject of type "snowflake_parts",
+                // its value text: it maps no composite to Java types (no java.sql.Struct).
                 Object record = rs.getObject(4);
-                check(record instanceof PGobject && ((PGobject) record).getType().equals("record"),
-                        "unexpanded record: " + record.getClass());
+                check(record instanceof PGobject && ((PGobject) record).getType().equals("snowflake_parts"),
+                        "unexpanded parts: " + record.getClass() + " " + ((PGobject) record).getType());
             }
         }
 
@@ -138,7 +139,7 @@ public class Jdbc {
 
         System.out.println("pgjdbc " + conn.getMetaData().getDriverVersion() + ": 1 key and " + ids.size()
                 + " batch keys read back as stored, increasing; RETURN_GENERATED_KEYS returns every"
-                + " column; decoded shard " + shard + "; the unexpanded record is a PGobject;"
+                + " column; decoded shard " + shard + "; the unexpanded parts are a PGobject of type snowflake_parts;"
                 + " snowflake_json gives the ID as text; as doubles " + changed + " of " + ids.size()
                 + " IDs change");
     }

@@ -14,6 +14,20 @@ def increasing(ids, n, what):
         raise AssertionError(f"{what}: keys not increasing: {ids[:5]}...")
 
 
+def insert_statements(engine):
+    """The INSERT statements a SQLAlchemy engine sends from now on, as a list that grows."""
+    from sqlalchemy import event
+
+    inserts = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def count_inserts(conn, cursor, statement, parameters, context, executemany):
+        if statement.startswith("INSERT"):
+            inserts.append(statement)
+
+    return inserts
+
+
 def doubles_changed(ids):
     """How many of the IDs a double (JavaScript's Number, JSON read by a browser) changes."""
     return sum(1 for i in ids if int(float(i)) != i)

@@ -42,13 +42,13 @@ async def main():
         "SELECT (snowflake_decode(id)).* FROM orders WHERE id = $1", order_id)
     ts, shard, seq = row["ts"], row["shard"], row["seq"]  # a datetime (UTC), two ints
     record = await conn.fetchval("SELECT snowflake_decode($1)", order_id)
-    # asyncpg reads the unexpanded record too, typed: record[0] a datetime, record[1] the shard
+    # record: snowflake_parts, typed: record["ts"] a datetime, record["shard"] the shard
     # endregion
     same((ts, shard, seq), tuple(await conn.fetchrow(
         "SELECT snowflake_timestamp($1), snowflake_shard($1), snowflake_seq($1)", order_id)),
         "decoded parts vs the scalar decoders")
     same(shard, 4, "decoded shard")
-    same(tuple(record), (ts, shard, seq), "unexpanded decode record")
+    same((record["ts"], record["shard"], record["seq"]), (ts, shard, seq), "unexpanded decode record")
 
     # region: json
     body = json.dumps({"id": str(order_id), "customer": "ada"})  # the ID as text

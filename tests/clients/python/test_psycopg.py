@@ -2,6 +2,7 @@
 import json
 
 import psycopg
+from psycopg.types.composite import CompositeInfo, register_composite
 
 from check import doubles_changed, increasing, same
 
@@ -53,12 +54,14 @@ with psycopg.connect("", autocommit=True) as conn:  # PGHOST, PGDATABASE, ... fr
         [order_id] * 3).fetchone(), "decoded parts vs the scalar decoders")
     same(shard, 4, "decoded shard")
 
-    # region: decode-trap
-    record = conn.execute("SELECT snowflake_decode(%s)", [order_id]).fetchone()[0]
-    # record is a tuple of three str, ('2026-11-23 18:20:01.123+00', '4', '0'): untyped
+    # region: decode-typed
+    info = CompositeInfo.fetch(conn, "snowflake_parts")
+    register_composite(info, conn)  # once per connection (or register it globally)
+    parts = conn.execute("SELECT snowflake_decode(%s)", [order_id]).fetchone()[0]
+    # parts.ts a datetime (UTC), parts.shard and parts.seq ints: a named tuple
     # endregion
-    same(record[1:], ("4", str(seq)), "unexpanded decode record: parts as text")
-    same(type(record[0]), str, "unexpanded decode record: its timestamp")
+    same((parts.ts, parts.shard, parts.seq), (ts, shard, seq), "typed parts vs expanded")
+    same(type(parts).__name__, "snowflake_parts", "the class register_composite made")
 
     # region: json
     body = json.dumps({"id": str(order_id), "customer": "ada"})  # the ID as text
@@ -74,4 +77,4 @@ with psycopg.connect("", autocommit=True) as conn:  # PGHOST, PGDATABASE, ... fr
 
 print(f"psycopg {psycopg.__version__}: 1 key and {len(batch_ids)} batch keys read back as stored, "
       f"increasing; decoded shard {shard}; JSON as text keeps every digit; "
-      f"as doubles {changed} of {len(batch_ids)} IDs change; unexpanded record is a tuple of str")
+      f"as doubles {changed} of {len(batch_ids)} IDs change; snowflake_parts read typed")

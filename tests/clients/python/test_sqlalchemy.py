@@ -3,10 +3,10 @@ extension."""
 import json
 
 import sqlalchemy
-from sqlalchemy import BigInteger, create_engine, event, func, select, text
+from sqlalchemy import BigInteger, create_engine, func, select, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from check import increasing, same
+from check import increasing, insert_statements, same
 
 N = 1000
 
@@ -38,13 +38,7 @@ class OrderNotMonotonic(Base):
 
 engine = create_engine("postgresql+psycopg://")  # PGHOST, PGDATABASE, ... from the environment
 Base.metadata.create_all(engine)
-inserts = []
-
-
-@event.listens_for(engine, "before_cursor_execute")
-def count_inserts(conn, cursor, statement, parameters, context, executemany):
-    if statement.startswith("INSERT"):
-        inserts.append(statement)
+inserts = insert_statements(engine)
 
 
 with Session(engine) as session:

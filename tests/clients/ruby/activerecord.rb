@@ -76,20 +76,23 @@ check(ids.each_cons(2).all? { |a, b| a < b }, "batch keys not increasing")
 check(ids == Order.where.not(customer: "ada").order(:id).pluck(:id), "batch keys vs stored")
 
 # region: decode
-decoded = Order.select(:id, "snowflake_shard(id) AS shard", "snowflake_timestamp(id) AS ts")
-               .find(order.id) # decoded.shard an Integer, decoded.ts a Time (UTC)
+decoded = Order.select(:id, "(snowflake_decode(id)).*").find(order.id)
+# decoded.ts a Time (UTC), decoded.shard and decoded.seq Integers: typed columns, no warning
 # endregion
-sql_ts, sql_shard = conn.select_rows(
-  "SELECT snowflake_timestamp(#{order.id}), snowflake_shard(#{order.id})").first
+sql_ts, sql_shard, sql_seq = conn.select_rows(
+  "SELECT snowflake_timestamp(#{order.id}), snowflake_shard(#{order.id}), snowflake_seq(#{order.id})").first
 check(decoded.shard == 4 && sql_shard == 4, "decoded shard #{decoded.shard}")
-check(decoded.ts == sql_ts, "decoded ts #{decoded.ts.inspect}, snowflake_timestamp #{sql_ts.inspect}")
+check(decoded.ts == sql_ts && decoded.ts.is_a?(Time), "decoded ts #{decoded.ts.inspect}, snowflake_timestamp #{sql_ts.inspect}")
+check(decoded.seq == sql_seq && decoded.seq.is_a?(Integer), "decoded seq #{decoded.seq.inspect}")
 warnings = StringIO.new
 $stderr = warnings
+Order.select(:id, "(snowflake_decode(id)).*").find(order.id).ts
 record = conn.select_value("SELECT snowflake_decode(#{order.id})")
 $stderr = STDERR
-check(warnings.string.include?("unknown OID 2249"), "no warning for the record: #{warnings.string.inspect}")
-check(record.is_a?(String) && record.end_with?(",4,#{conn.select_value("SELECT snowflake_seq(#{order.id})")})"),
-      "the unexpanded record: #{record.inspect}")
+parts_oid = conn.select_value("SELECT 'snowflake_parts'::regtype::oid")
+check(warnings.string.scan("unknown OID").size == 1 && warnings.string.include?("unknown OID #{parts_oid}"),
+      "warnings: #{warnings.string.inspect}")
+check(record.is_a?(String) && record.end_with?(",4,#{sql_seq})"), "the unexpanded parts: #{record.inspect}")
 
 body = order.to_json
 check(JSON.parse(body)["id"] == order.id.to_s, "to_json with the model's as_json: #{body}")
@@ -100,4 +103,4 @@ check(changed.positive?, "no ID changed as a double: the trap the docs state did
 
 puts "activerecord #{ActiveRecord.version}: lambda default kept, string default dropped (insert: 23502); " \
      "1 key and #{ids.size} batch keys read back as stored, increasing; decoded shard 4; " \
-     "unexpanded record a String; to_json with id as text; as doubles #{changed} of #{ids.size} IDs change"
+     "expanded parts typed, unexpanded a String; to_json with id as text; as doubles #{changed} of #{ids.size} IDs change"

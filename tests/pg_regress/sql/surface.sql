@@ -76,3 +76,12 @@ SELECT * FROM snowflake_decode(175928847299117063);
 -- (unix_ms << 16) | tail.
 SELECT * FROM snowflake_decode((1387263000::int8 << 23) | (1341 << 10) | 7, 'instagram');
 SELECT * FROM snowflake_decode((1700000000123::int8 << 16) | 48879, 'mastodon');
+
+-- snowflake_decode returns the named type snowflake_parts (drivers read its parts typed);
+-- expanded, three typed columns.
+SELECT pg_typeof(snowflake_decode(1 << 22)) AS decoded, pg_typeof((snowflake_decode(1 << 22)).ts) AS ts,
+       pg_typeof((snowflake_decode(1 << 22, 'twitter')).shard) AS shard;
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+WHERE attrelid = 'snowflake_parts'::regclass ORDER BY attnum;
+-- The event trigger of snowflake_id.auto_keys (auto_keys.sql tests what it does).
+SELECT evtname, evtevent, evttags, evtfoid::regproc, evtenabled FROM pg_event_trigger;
