@@ -56,7 +56,8 @@ static mut LOCK: *mut pg_sys::LWLock = std::ptr::null_mut();
 /// One pending slot per process that can run SQL (PGPROC numbers below `MaxBackends`).
 static mut SLOTS: *const PendingSlot = std::ptr::null();
 static mut SLOT_COUNT: usize = 0;
-/// This process's slot (its parallel leader's, in a parallel worker), found at its first claim.
+/// This process's slot (its parallel leader's, in a parallel worker), found at its first claim
+/// or transaction end.
 static mut MY_SLOT: *const PendingSlot = std::ptr::null();
 
 fn slot_count() -> usize {
@@ -157,12 +158,13 @@ unsafe extern "C-unwind" fn on_transaction_event(
     event: pg_sys::XactEvent::Type,
     _argument: *mut std::ffi::c_void,
 ) {
-    // SAFETY: this process's own pointer, as in `my_slot`; null unless it ever claimed.
-    let Some(slot) = (unsafe { MY_SLOT.as_ref() }) else { return };
     // SAFETY: a PostgreSQL global of this process.
     if unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
         return;
     }
+    // Found here too, not only at a claim: a leader whose parallel workers issued every ID of
+    // its transaction has claimed nothing itself, and its slot is held all the same.
+    let Some(slot) = my_slot() else { return };
     match event {
         pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => prepared::remember(slot),
         pg_sys::XactEvent::XACT_EVENT_COMMIT

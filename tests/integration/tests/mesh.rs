@@ -20,7 +20,7 @@
 //! Rows, rates and conflict counts are printed for the notes, never asserted as speeds.
 
 use postgres::{Client, Config, NoTls};
-use snowflake_id_integration::{children_of, kill_9, major_of, pg_bin_dir, Kit};
+use snowflake_id_integration::{children_of, kill_9, major_of, pg_bin_dir, Kit, Pick};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -185,25 +185,13 @@ impl Shared {
     }
 }
 
-/// A small deterministic generator for picking rows (no dependency for it).
-struct Pick(u64);
-
-impl Pick {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
 /// A writer on `node` until told to stop. Its node may be killed under it: it then reconnects
 /// until the node is back. Any error elsewhere fails the test.
 fn writer(config: Config, node: usize, writer: i32, shared: &Shared) -> Written {
     let _flag = FailureFlag(shared);
     let mut written = Written::default();
     let mut live: Vec<i64> = Vec::new();
-    let mut pick = Pick(0x9E37_79B9_7F4A_7C15 ^ (writer as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
+    let mut pick = Pick::new(writer as u64);
     let mut n = 0i32;
     let mut client: Option<Client> = None;
     let mut lost_since: Option<Instant> = None;

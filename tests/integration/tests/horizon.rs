@@ -1,0 +1,852 @@
+//! `snowflake_horizon()`: a reader paging by ID reads only below the horizon, and so reads
+//! every committed row exactly once, however the writers' transactions interleave.
+//!
+//! The main test runs 16 writers on 4 shards for 20 s: short and long transactions (up to
+//! 3 s), several INSERTs each, some through `snowflake_nextvals`, savepoints rolled back,
+//! aborts, prepared transactions committed or rolled back later by another connection, and
+//! one backend killed with kill -9 half-way (the postmaster then ends every backend: all
+//! reconnect and go on). Two readers poll with the documented loop; at the end each has read
+//! the table's rows, each once. A reader paging with `id > cursor` alone, beside them, misses
+//! rows: the test can fail. The focused tests each hold one rule: an open transaction, a
+//! prepared one across restarts, parallel workers, a clock stepped back, an idle server, an
+//! older snapshot, and the refusals.
+
+use postgres::{Client, Config, NoTls};
+use snowflake_id_integration::{
+    connection_lost, count, db_error, major_of, pg_bin_dir, Cluster, FakeClock, Pick,
+};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+/// The horizon, in a statement of its own.
+fn horizon(client: &mut Client) -> i64 {
+    client.query_one("SELECT snowflake_horizon()", &[]).unwrap().get(0)
+}
+
+/// Polls the horizon until it passes `id`; fails after 15 s, saying `after` what it should have.
+fn wait_for_horizon_above(client: &mut Client, id: i64, after: &str) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let horizon = horizon(client);
+        if horizon > id {
+            return horizon;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the horizon stayed at {horizon}, at or below ID {id}, for 15 s after {after}"
+        );
+        sleep(Duration::from_millis(20));
+    }
+}
+
+/// Asserts that the horizon stays at or below `id` for `during` (while the clock moves well
+/// past the millisecond of `id`, so an unheld horizon would pass it), saying `while_` why.
+fn assert_horizon_held(client: &mut Client, id: i64, during: Duration, while_: &str) {
+    let until = Instant::now() + during;
+    loop {
+        let horizon = horizon(client);
+        assert!(horizon <= id, "the horizon {horizon} passed ID {id} while {while_}");
+        if Instant::now() >= until {
+            return;
+        }
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// A server with the extension and a table `t (id bigint)`.
+fn server(name: &str, settings: &[&str]) -> Cluster {
+    let cluster = Cluster::start(name, settings);
+    cluster
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY)")
+        .unwrap();
+    cluster
+}
+
+/// Opens a transaction on `client` that inserts one row of `shard` into `t`; returns its ID.
+fn open_transaction_with_an_id(client: &mut Client, shard: i32) -> i64 {
+    client.batch_execute("BEGIN").unwrap();
+    client.query_one("INSERT INTO t VALUES (snowflake_nextval($1)) RETURNING id", &[&shard]).unwrap().get(0)
+}
+
+// ---- The main test: writers, a crash, and readers paging by ID ---------------------------
+
+const WRITERS: usize = 16;
+const SHARDS: [i32; 4] = [1, 2, 3, 4];
+const WRITING: Duration = Duration::from_secs(20);
+/// When a writer's backend is killed, from the start of the writes.
+const CRASH_AFTER: Duration = Duration::from_secs(8);
+/// How long the readers have, once everything is committed, to read up to the last row.
+const CATCH_UP_WITHIN: Duration = Duration::from_secs(30);
+/// The longest a transaction sleeps between its statements, in all.
+const LONGEST_SLEEP_MS: usize = 3000;
+/// The writer whose every 4th transaction takes an ID and commits only once the naive reader
+/// has read past it (or after `STRAGGLE_AT_MOST`): the naive reader misses that row for sure.
+const STRAGGLER: usize = 0;
+const STRAGGLE_AT_MOST: Duration = Duration::from_secs(5);
+
+/// What the threads of the main test share.
+struct Run {
+    stop_writing: AtomicBool,
+    writers_done: AtomicBool,
+    /// `i64::MAX` until the writes are over and every prepared transaction resolved; then the
+    /// highest committed ID: a reader stops once its cursor reaches it.
+    last_committed: AtomicI64,
+    /// Set when the readers ran out of time: they stop at once.
+    give_up: AtomicBool,
+    /// Readers that have polled once: the writers start after all have, so that no first
+    /// call of a reader meets a busy server with no horizon given yet (it would get the
+    /// horizon of the server's start, as documented, which is correct but says little).
+    readers_ready: AtomicUsize,
+    /// The naive reader's cursor, which the straggler waits to see pass its ID.
+    naive_cursor: AtomicI64,
+    /// The process ids of the writers' backends, newest last.
+    backends: Mutex<Vec<u32>>,
+    /// Prepared transactions to resolve: when, and their gid.
+    prepared: Mutex<Vec<(Instant, String)>>,
+    /// Errors no client expects (anything but a lost connection): each fails the test.
+    errors: Mutex<Vec<String>>,
+    crashed: AtomicBool,
+    committed_after_crash: AtomicUsize,
+}
+
+impl Run {
+    fn error(&self, error: String) {
+        self.errors.lock().unwrap().push(error);
+    }
+}
+
+/// Connects, retrying while the server restarts (at most 60 s).
+fn connect(config: &Config, who: &str) -> Client {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match config.connect(NoTls) {
+            Ok(client) => return client,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "{who} could not reconnect within 60 s: {error}");
+                sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+#[derive(Default, Debug)]
+struct Written {
+    committed: usize,
+    aborted: usize,
+    prepared: usize,
+    long: usize,
+    batches: usize,
+    savepoints: usize,
+    /// Straggler transactions that committed after the naive reader had read past their ID.
+    overtaken: usize,
+    reconnects: usize,
+}
+
+/// How a transaction ended.
+enum End {
+    Committed,
+    Aborted,
+    Prepared(String),
+}
+
+/// One writer until told to stop: random transactions, reconnecting when the server resets.
+fn writer(config: Config, number: usize, run: &Run) -> Written {
+    let mut written = Written::default();
+    let mut pick = Pick::new(number as u64);
+    let mut client: Option<Client> = None;
+    let mut transactions = 0usize;
+    while !run.stop_writing.load(SeqCst) {
+        let Some(conn) = client.as_mut() else {
+            let mut new = connect(&config, &format!("writer {number}"));
+            match new.query_one("SELECT pg_backend_pid()", &[]) {
+                Ok(row) => run.backends.lock().unwrap().push(row.get::<_, i32>(0) as u32),
+                Err(error) if connection_lost(&error) => continue,
+                Err(error) => panic!("writer {number}: {error}"),
+            }
+            client = Some(new);
+            continue;
+        };
+        transactions += 1;
+        let straggle = number == STRAGGLER && transactions.is_multiple_of(4);
+        match transaction(conn, number, transactions, straggle, &mut pick, &mut written, run) {
+            Ok(End::Committed) => {
+                written.committed += 1;
+                if run.crashed.load(SeqCst) {
+                    run.committed_after_crash.fetch_add(1, SeqCst);
+                }
+            }
+            Ok(End::Aborted) => written.aborted += 1,
+            Ok(End::Prepared(gid)) => {
+                written.prepared += 1;
+                let due = Instant::now() + Duration::from_millis(100 + pick.below(3000) as u64);
+                run.prepared.lock().unwrap().push((due, gid));
+            }
+            Err(error) if connection_lost(&error) => {
+                // The outcome of the transaction cut off is unknown: the table says.
+                client = None;
+                written.reconnects += 1;
+            }
+            Err(error) => {
+                run.error(format!("writer {number}: {error}"));
+                return written;
+            }
+        }
+    }
+    written
+}
+
+/// One random transaction: 1 to 4 INSERTs of 1 to 40 rows on random shards (a quarter of them
+/// through `snowflake_nextvals`), a savepoint rolled back in a quarter, a quarter of them long
+/// (sleeping up to 3 s between statements); then committed, rolled back, or prepared.
+fn transaction(
+    client: &mut Client,
+    writer: usize,
+    number: usize,
+    straggle: bool,
+    pick: &mut Pick,
+    written: &mut Written,
+    run: &Run,
+) -> Result<End, postgres::Error> {
+    let writer_column = writer as i32;
+    let insert = |client: &mut Client, pick: &mut Pick, written: &mut Written| {
+        let shard = SHARDS[pick.below(SHARDS.len())];
+        if pick.chance(25) {
+            written.batches += 1;
+            let count = 1 + pick.below(40) as i32;
+            client.query(
+                "INSERT INTO events (id, writer, shard) SELECT id, $2, $1 FROM snowflake_nextvals($1, $3) AS id \
+                 RETURNING id",
+                &[&shard, &writer_column, &count],
+            )
+        } else {
+            let count = 1 + pick.below(5) as i32;
+            client.query(
+                "INSERT INTO events (id, writer, shard) SELECT snowflake_nextval($1), $2, $1 \
+                 FROM generate_series(1, $3) RETURNING id",
+                &[&shard, &writer_column, &count],
+            )
+        }
+    };
+    client.batch_execute("BEGIN")?;
+    if straggle {
+        // An ID taken first, committed only once the naive reader has read rows above it.
+        let id: i64 = insert(client, pick, written)?.iter().map(|row| row.get(0)).min().unwrap();
+        let until = Instant::now() + STRAGGLE_AT_MOST;
+        while run.naive_cursor.load(SeqCst) <= id && Instant::now() < until {
+            sleep(Duration::from_millis(5));
+        }
+        let overtaken = run.naive_cursor.load(SeqCst) > id;
+        client.batch_execute("COMMIT")?;
+        written.overtaken += usize::from(overtaken);
+        return Ok(End::Committed);
+    }
+    let statements = 1 + pick.below(4);
+    let sleep_ms = if pick.chance(25) {
+        written.long += 1;
+        pick.below(LONGEST_SLEEP_MS) / statements
+    } else {
+        0
+    };
+    let savepoint_after = pick.chance(25).then(|| pick.below(statements));
+    for statement in 0..statements {
+        insert(client, pick, written)?;
+        if savepoint_after == Some(statement) {
+            written.savepoints += 1;
+            client.batch_execute("SAVEPOINT s")?;
+            insert(client, pick, written)?;
+            client.batch_execute("ROLLBACK TO SAVEPOINT s")?;
+        }
+        sleep(Duration::from_millis(sleep_ms as u64));
+    }
+    match pick.below(100) {
+        0..62 => client.batch_execute("COMMIT").map(|()| End::Committed),
+        62..75 => client.batch_execute("ROLLBACK").map(|()| End::Aborted),
+        _ => {
+            let gid = format!("w{writer}-{number}");
+            client.batch_execute(&format!("PREPARE TRANSACTION '{gid}'")).map(|()| End::Prepared(gid))
+        }
+    }
+}
+
+/// Resolves the prepared transactions when due (85 in 100 committed, the others rolled
+/// back), from a connection of its own; once the writers are done, all that are left.
+/// Returns how many it committed, rolled back, and found gone (resolved by a statement whose
+/// answer the crash cut off: at most one).
+fn committer(config: Config, run: &Run) -> (usize, usize, usize) {
+    let (mut committed, mut rolled_back, mut gone) = (0, 0, 0);
+    let mut pick = Pick::new(1000);
+    let mut client = connect(&config, "the committer");
+    loop {
+        let draining = run.writers_done.load(SeqCst);
+        let due: Vec<String> = {
+            let mut prepared = run.prepared.lock().unwrap();
+            let now = Instant::now();
+            let (due, later) = prepared.drain(..).partition(|(when, _)| draining || *when <= now);
+            *prepared = later;
+            due.into_iter().map(|(_, gid)| gid).collect()
+        };
+        if due.is_empty() && draining {
+            return (committed, rolled_back, gone);
+        }
+        for gid in due {
+            let commit = pick.chance(85);
+            let statement = format!("{} PREPARED '{gid}'", if commit { "COMMIT" } else { "ROLLBACK" });
+            loop {
+                match client.batch_execute(&statement) {
+                    Ok(()) => {
+                        if commit {
+                            committed += 1;
+                        } else {
+                            rolled_back += 1;
+                        }
+                    }
+                    Err(error) if connection_lost(&error) => {
+                        client = connect(&config, "the committer");
+                        continue;
+                    }
+                    // Resolved before a crash cut off the answer.
+                    Err(error) if error.code().is_some_and(|code| code.code() == "42704") => gone += 1,
+                    Err(error) => run.error(format!("{statement}: {error}")),
+                }
+                break;
+            }
+        }
+        sleep(Duration::from_millis(20));
+    }
+}
+
+#[derive(Default)]
+struct Read {
+    ids: Vec<i64>,
+    /// How far the horizon trailed the clock at each poll, in ms.
+    lags_ms: Vec<i64>,
+    polls: usize,
+    reconnects: usize,
+    cursor: i64,
+    last_horizon: i64,
+}
+
+/// One poll of the documented loop: the horizon, then (a later statement) the rows above the
+/// cursor and below it. Returns the rows, the horizon and how far it trailed the clock.
+fn poll_below_horizon(client: &mut Client, cursor: i64) -> Result<(Vec<i64>, i64, i64), postgres::Error> {
+    let row = client.query_one(
+        "SELECT h, (extract(epoch FROM clock_timestamp() - snowflake_timestamp(h)) * 1000)::bigint \
+         FROM snowflake_horizon() AS h",
+        &[],
+    )?;
+    let (horizon, lag_ms): (i64, i64) = (row.get(0), row.get(1));
+    let rows =
+        client.query("SELECT id FROM events WHERE id > $1 AND id < $2 ORDER BY id", &[&cursor, &horizon])?;
+    Ok((rows.iter().map(|row| row.get(0)).collect(), horizon, lag_ms))
+}
+
+/// The naive reader's poll: every row above the cursor.
+fn poll_naive(client: &mut Client, cursor: i64) -> Result<Vec<i64>, postgres::Error> {
+    let rows = client.query("SELECT id FROM events WHERE id > $1 ORDER BY id", &[&cursor])?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+/// A reader polling until its cursor reaches the last committed ID (once known), with the
+/// horizon or naively; its cursor is kept here, across reconnections.
+fn reader(config: Config, name: &str, with_horizon: bool, run: &Run) -> Read {
+    let mut read = Read::default();
+    let mut client = connect(&config, name);
+    while read.cursor < run.last_committed.load(SeqCst) && !run.give_up.load(SeqCst) {
+        let polled = if with_horizon {
+            poll_below_horizon(&mut client, read.cursor).map(|(ids, horizon, lag_ms)| {
+                read.last_horizon = horizon;
+                read.lags_ms.push(lag_ms);
+                // Never back: the largest ID read, or just below the horizon if none.
+                read.cursor = read.cursor.max(ids.last().copied().unwrap_or(horizon - 1));
+                ids
+            })
+        } else {
+            poll_naive(&mut client, read.cursor).inspect(|ids| {
+                read.cursor = read.cursor.max(ids.last().copied().unwrap_or(0));
+                run.naive_cursor.store(read.cursor, SeqCst);
+            })
+        };
+        match polled {
+            Ok(ids) => {
+                read.polls += 1;
+                if read.polls == 1 {
+                    run.readers_ready.fetch_add(1, SeqCst);
+                }
+                read.ids.extend(ids);
+            }
+            Err(error) if connection_lost(&error) => {
+                read.reconnects += 1;
+                client = connect(&config, name);
+            }
+            Err(error) => {
+                run.error(format!("{name}: {error}"));
+                break;
+            }
+        }
+        sleep(Duration::from_millis(10));
+    }
+    read
+}
+
+/// How `read` differs from the committed rows `truth` (sorted): IDs read twice, IDs missed,
+/// IDs read that are not committed.
+fn compare(read: &[i64], truth: &[i64]) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+    let mut seen = HashSet::new();
+    let twice: Vec<i64> = read.iter().copied().filter(|id| !seen.insert(*id)).collect();
+    let committed: HashSet<i64> = truth.iter().copied().collect();
+    let missed: Vec<i64> = truth.iter().copied().filter(|id| !seen.contains(id)).collect();
+    let extra: Vec<i64> = seen.iter().copied().filter(|id| !committed.contains(id)).collect();
+    (twice, missed, extra)
+}
+
+fn first_few(ids: &[i64]) -> &[i64] {
+    &ids[..ids.len().min(10)]
+}
+
+#[test]
+fn readers_below_the_horizon_read_every_committed_row_once() {
+    let cluster = Cluster::start("horizon-readers", &["max_prepared_transactions = 100"]);
+    cluster
+        .connect()
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             CREATE TABLE events (id bigint PRIMARY KEY, writer int NOT NULL, shard int NOT NULL)",
+        )
+        .unwrap();
+    let run = Arc::new(Run {
+        stop_writing: AtomicBool::new(false),
+        writers_done: AtomicBool::new(false),
+        last_committed: AtomicI64::new(i64::MAX),
+        readers_ready: AtomicUsize::new(0),
+        give_up: AtomicBool::new(false),
+        naive_cursor: AtomicI64::new(0),
+        backends: Mutex::new(Vec::new()),
+        prepared: Mutex::new(Vec::new()),
+        errors: Mutex::new(Vec::new()),
+        crashed: AtomicBool::new(false),
+        committed_after_crash: AtomicUsize::new(0),
+    });
+    // Told to give up when the test fails, so that no thread outlives the server.
+    struct GiveUp(Arc<Run>);
+    impl Drop for GiveUp {
+        fn drop(&mut self) {
+            self.0.give_up.store(true, SeqCst);
+            self.0.stop_writing.store(true, SeqCst);
+            self.0.writers_done.store(true, SeqCst);
+        }
+    }
+    let _give_up = GiveUp(run.clone());
+
+    let spawn_reader = |name: &'static str, with_horizon: bool| {
+        let (config, run) = (cluster.config(), run.clone());
+        std::thread::spawn(move || reader(config, name, with_horizon, &run))
+    };
+    let readers = [spawn_reader("reader 1", true), spawn_reader("reader 2", true)];
+    let naive = spawn_reader("the naive reader", false);
+    let committer = {
+        let (config, run) = (cluster.config(), run.clone());
+        std::thread::spawn(move || committer(config, &run))
+    };
+    let polled = Instant::now();
+    while run.readers_ready.load(SeqCst) < 3 {
+        assert!(polled.elapsed() < Duration::from_secs(30), "the readers did not poll within 30 s");
+        sleep(Duration::from_millis(10));
+    }
+    let started = Instant::now();
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|number| {
+            let (config, run) = (cluster.config(), run.clone());
+            std::thread::spawn(move || writer(config, number, &run))
+        })
+        .collect();
+
+    sleep(CRASH_AFTER);
+    let victim = *run.backends.lock().unwrap().last().expect("no writer connected");
+    run.crashed.store(true, SeqCst);
+    let crashed_at = started.elapsed();
+    cluster.kill_backend(victim);
+    sleep(WRITING.saturating_sub(started.elapsed()));
+    run.stop_writing.store(true, SeqCst);
+    let written: Vec<Written> = writers.into_iter().map(|writer| writer.join().unwrap()).collect();
+    run.writers_done.store(true, SeqCst);
+    let (prepared_committed, prepared_rolled_back, prepared_gone) = committer.join().unwrap();
+    // Prepared transactions survive the crash: only one resolved as the crash struck may be gone.
+    assert!(prepared_gone <= 1, "{prepared_gone} prepared transactions were gone when resolved");
+
+    // Prepared transactions whose PREPARE was cut off by the crash, committed now: none is
+    // left before the rows are counted.
+    let mut client = cluster.connect();
+    let mut leftover = 0;
+    for row in client.query("SELECT gid FROM pg_prepared_xacts", &[]).unwrap() {
+        client.batch_execute(&format!("COMMIT PREPARED '{}'", row.get::<_, String>(0))).unwrap();
+        leftover += 1;
+    }
+    let still_prepared = count(&mut client, "SELECT count(*) FROM pg_prepared_xacts");
+    assert_eq!(still_prepared, 0, "prepared transactions remain");
+    let truth: Vec<i64> = client
+        .query("SELECT id FROM events ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let last = *truth.last().expect("no rows committed");
+    let all_written = Instant::now();
+    run.last_committed.store(last, SeqCst);
+
+    // The readers read up to the last row once the horizon passes it.
+    while readers.iter().any(|reader| !reader.is_finished()) && all_written.elapsed() < CATCH_UP_WITHIN {
+        sleep(Duration::from_millis(20));
+    }
+    let caught_up_in = all_written.elapsed();
+    let timed_out = readers.iter().any(|reader| !reader.is_finished());
+    run.give_up.store(true, SeqCst);
+    let reads: Vec<Read> = readers.into_iter().map(|reader| reader.join().unwrap()).collect();
+    let naive = naive.join().unwrap();
+    let cursors: Vec<String> = reads
+        .iter()
+        .map(|read| format!("cursor {}, last horizon {}", read.cursor, read.last_horizon))
+        .collect();
+    assert!(
+        !timed_out,
+        "the readers did not reach the last committed ID {last} within {CATCH_UP_WITHIN:?} of the last commit: {}",
+        cursors.join("; ")
+    );
+    let errors = run.errors.lock().unwrap().clone();
+    assert!(errors.is_empty(), "unexpected errors: {errors:?}");
+
+    // The run was what it says: every kind of transaction, a crash every client survived.
+    let sum = |field: fn(&Written) -> usize| written.iter().map(field).sum::<usize>();
+    let log = cluster.log();
+    assert!(log.contains("was terminated by signal 9"), "the killed backend is not in the log");
+    for (kind, count) in [
+        ("committed", sum(|w| w.committed)),
+        ("aborted", sum(|w| w.aborted)),
+        ("prepared", sum(|w| w.prepared)),
+        ("long", sum(|w| w.long)),
+        ("batches", sum(|w| w.batches)),
+        ("savepoints", sum(|w| w.savepoints)),
+        ("prepared then committed", prepared_committed),
+        ("prepared then rolled back", prepared_rolled_back),
+        ("straggler transactions overtaken", sum(|w| w.overtaken)),
+        ("committed after the crash", run.committed_after_crash.load(SeqCst)),
+    ] {
+        assert!(count > 0, "no transactions {kind}");
+    }
+    for (number, w) in written.iter().enumerate() {
+        assert!(w.reconnects >= 1, "writer {number} never lost its connection to the crash");
+    }
+    for (name, read) in [("reader 1", &reads[0]), ("reader 2", &reads[1]), ("the naive reader", &naive)] {
+        assert!(read.reconnects >= 1, "{name} never lost its connection to the crash");
+    }
+
+    // Each reader below the horizon read every committed row, each once.
+    for (number, read) in reads.iter().enumerate() {
+        let (twice, missed, extra) = compare(&read.ids, &truth);
+        assert!(
+            twice.is_empty() && missed.is_empty() && extra.is_empty(),
+            "reader {} read {} IDs of {} committed: {} read twice (first {:?}), {} missed (first {:?}), \
+             {} read that are not committed (first {:?})",
+            number + 1,
+            read.ids.len(),
+            truth.len(),
+            twice.len(),
+            first_few(&twice),
+            missed.len(),
+            first_few(&missed),
+            extra.len(),
+            first_few(&extra),
+        );
+    }
+    // The naive reader, beside them, missed rows: the ones committed after it read past them.
+    let (twice, missed, extra) = compare(&naive.ids, &truth);
+    assert!(
+        twice.is_empty() && extra.is_empty(),
+        "the naive reader read {twice:?} twice, {extra:?} uncommitted"
+    );
+    assert!(
+        !missed.is_empty(),
+        "the naive reader missed no row: this run cannot tell a safe reader from one that is not"
+    );
+
+    let mut lags: Vec<i64> = reads.iter().flat_map(|read| read.lags_ms.iter().copied()).collect();
+    lags.sort_unstable();
+    println!(
+        "horizon: {} committed rows from {WRITERS} writers on {} shards in {:.1} s ({} transactions committed, \
+         {} rolled back, {} prepared: {prepared_committed} committed and {prepared_rolled_back} rolled back later, \
+         {leftover} after the writes; {} long, {} batches, {} savepoints rolled back); a backend killed -9 at {:.1} s, \
+         {} transactions committed after it",
+        truth.len(),
+        SHARDS.len(),
+        WRITING.as_secs_f64(),
+        sum(|w| w.committed),
+        sum(|w| w.aborted),
+        sum(|w| w.prepared),
+        sum(|w| w.long),
+        sum(|w| w.batches),
+        sum(|w| w.savepoints),
+        crashed_at.as_secs_f64(),
+        run.committed_after_crash.load(SeqCst),
+    );
+    println!(
+        "horizon: 2 readers below the horizon read every committed row once ({} and {} polls); the horizon trailed \
+         the clock by {} ms (median), {} ms (99th percentile) and {} ms (worst); the readers reached the last row \
+         {} ms after the last commit",
+        reads[0].polls,
+        reads[1].polls,
+        lags[lags.len() / 2],
+        lags[lags.len() * 99 / 100],
+        lags[lags.len() - 1],
+        caught_up_in.as_millis(),
+    );
+    println!(
+        "horizon: the naive reader (id > cursor, no horizon) missed {} of {} committed rows \
+         ({} of them stragglers committed after it read past them)",
+        missed.len(),
+        truth.len(),
+        sum(|w| w.overtaken),
+    );
+}
+
+// ---- Focused tests -----------------------------------------------------------------------
+
+/// (a) An open transaction holds the horizon below its ID until it ends; a bare autocommit
+/// call holds nothing once it has returned.
+#[test]
+fn an_open_transaction_holds_the_horizon_until_it_ends() {
+    let cluster = server("horizon-open", &[]);
+    let (mut writer, mut reader) = (cluster.connect(), cluster.connect());
+    let before = horizon(&mut reader);
+
+    let id = open_transaction_with_an_id(&mut writer, 1);
+    assert!(id >= before, "ID {id} issued below the horizon {before} given before it");
+    assert_horizon_held(&mut reader, id, Duration::from_millis(500), "its transaction is open");
+    writer.batch_execute("COMMIT").unwrap();
+    wait_for_horizon_above(&mut reader, id, "its transaction committed");
+
+    let id = open_transaction_with_an_id(&mut writer, 1);
+    assert_horizon_held(&mut reader, id, Duration::from_millis(300), "its transaction is open");
+    writer.batch_execute("ROLLBACK").unwrap();
+    wait_for_horizon_above(&mut reader, id, "its transaction rolled back");
+
+    // The writer's connection stays open, idle.
+    let id: i64 = writer.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    wait_for_horizon_above(&mut reader, id, "a bare SELECT snowflake_nextval(1) returned");
+    let id: i64 =
+        writer.query_one("INSERT INTO t VALUES (snowflake_nextval(2)) RETURNING id", &[]).unwrap().get(0);
+    wait_for_horizon_above(&mut reader, id, "an autocommit INSERT returned");
+}
+
+/// (b) A prepared transaction holds the horizon below its ID across a clean restart and a
+/// crash (a backend killed -9), until COMMIT PREPARED.
+#[test]
+fn a_prepared_transaction_holds_the_horizon_across_restarts() {
+    let mut cluster = server("horizon-prepared", &["max_prepared_transactions = 4"]);
+    let mut writer = cluster.connect();
+    let id = open_transaction_with_an_id(&mut writer, 3);
+    writer.batch_execute("PREPARE TRANSACTION 'holds'").unwrap();
+    // The writer's session goes on with other work, which must not release it.
+    writer.batch_execute("BEGIN; SELECT snowflake_nextval(3); COMMIT").unwrap();
+    drop(writer);
+    let mut reader = cluster.connect();
+    assert_horizon_held(&mut reader, id, Duration::from_millis(500), "its transaction is prepared");
+
+    cluster.stop("fast");
+    cluster.start_with(&[]);
+    let mut reader = cluster.connect();
+    assert_horizon_held(&mut reader, id, Duration::from_millis(300), "prepared, after a clean restart");
+
+    // A backend killed while its connection is open (a closed one may be gone already).
+    let mut victim = cluster.connect();
+    let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let mut reader = cluster.kill_backend(pid as u32);
+    drop(victim);
+    assert_horizon_held(&mut reader, id, Duration::from_millis(300), "prepared, after a crash and recovery");
+    let gids = count(&mut reader, "SELECT count(*) FROM pg_prepared_xacts WHERE gid = 'holds'");
+    assert_eq!(gids, 1, "the prepared transaction did not survive the crash");
+
+    let mut other = cluster.connect();
+    other.batch_execute("COMMIT PREPARED 'holds'").unwrap();
+    wait_for_horizon_above(&mut reader, id, "COMMIT PREPARED");
+    let rows: i64 = reader.query_one("SELECT count(*) FROM t WHERE id = $1", &[&id]).unwrap().get(0);
+    assert_eq!(rows, 1);
+}
+
+/// (c) IDs issued by parallel workers hold their leader's transaction's horizon.
+#[test]
+fn ids_of_parallel_workers_hold_the_horizon() {
+    let cluster = server("horizon-parallel", &[]);
+    let mut leader = cluster.connect();
+    let forced = if major_of(pg_bin_dir()) >= 16 { "debug_parallel_query" } else { "force_parallel_mode" };
+    leader
+        .batch_execute(&format!(
+            "CREATE TABLE big AS SELECT g FROM generate_series(1, 200000) g;
+             ANALYZE big;
+             SET {forced} = on;
+             SET parallel_setup_cost = 0;
+             SET parallel_tuple_cost = 0;
+             SET min_parallel_table_scan_size = 0;
+             SET max_parallel_workers_per_gather = 2;
+             SET parallel_leader_participation = off;"
+        ))
+        .unwrap();
+    leader.batch_execute("BEGIN").unwrap();
+    // EXPLAIN ANALYZE runs the statement: the table is made, by workers alone (the leader
+    // only gathers), in the open transaction.
+    let plan: Vec<String> = leader
+        .query(
+            "EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF)
+             CREATE TABLE par_ids AS SELECT snowflake_nextval(1) AS id, g FROM big",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let plan = plan.join("\n");
+    let launched: usize = plan
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Workers Launched: "))
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no parallel workers in the plan:\n{plan}"));
+    assert!(launched > 0, "no worker launched:\n{plan}");
+    let scan = plan.find("Parallel Seq Scan").unwrap_or_else(|| panic!("no parallel scan:\n{plan}"));
+    assert!(
+        plan[scan..].contains("snowflake_nextval(1)"),
+        "the workers do not call snowflake_nextval:\n{plan}"
+    );
+    let row = leader.query_one("SELECT min(id), max(id), count(*) FROM par_ids", &[]).unwrap();
+    let (lowest, highest, count): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(count, 200_000);
+
+    let mut reader = cluster.connect();
+    assert_horizon_held(
+        &mut reader,
+        lowest,
+        Duration::from_millis(500),
+        "the IDs of parallel workers are uncommitted",
+    );
+    leader.batch_execute("COMMIT").unwrap();
+    wait_for_horizon_above(&mut reader, highest, "the transaction whose workers issued IDs committed");
+}
+
+/// (d) A clock stepped back after a horizon was given: a shard that never issued starts at
+/// or above that horizon, and the horizon never goes back.
+#[test]
+fn a_clock_stepped_back_issues_nothing_below_a_horizon_given() {
+    // A lead bound wider than the step, so that the shard issues rather than refusing.
+    let mut cluster = Cluster::create("horizon-clock", &["snowflake_id.max_lead_ms = 30s"]);
+    let clock = FakeClock::of(&cluster);
+    clock.start(&mut cluster);
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    let mut given = horizon(&mut client);
+
+    clock.set("-10");
+    let clock_back: i64 = client.query_one("SELECT snowflake_min_id(clock_timestamp())", &[]).unwrap().get(0);
+    assert!(clock_back < given, "the clock did not step back: {clock_back} >= {given}");
+    for shard in [7, 8] {
+        let id: i64 = client.query_one("SELECT snowflake_nextval($1)", &[&shard]).unwrap().get(0);
+        assert!(id >= given, "shard {shard}, never used before, issued {id} below the horizon {given}");
+    }
+    for _ in 0..5 {
+        let next = horizon(&mut client);
+        assert!(next >= given, "the horizon went back from {given} to {next} with the clock");
+        given = next;
+        sleep(Duration::from_millis(50));
+    }
+    let id: i64 = client.query_one("SELECT snowflake_nextval(9)", &[]).unwrap().get(0);
+    assert!(id >= given, "shard 9 issued {id} below the horizon {given}");
+}
+
+/// (e) With no writers, the horizon follows the clock.
+#[test]
+fn an_idle_horizon_follows_the_clock() {
+    // No autovacuum: nothing else ends a transaction meanwhile.
+    let cluster = server("horizon-idle", &["autovacuum = off"]);
+    let mut client = cluster.connect();
+    let first = horizon(&mut client);
+    sleep(Duration::from_millis(300));
+    let row =
+        client.query_one("SELECT snowflake_horizon(), snowflake_min_id(clock_timestamp())", &[]).unwrap();
+    let (second, clock): (i64, i64) = (row.get(0), row.get(1));
+    // The time part, in ms, of an ID of the default layout (10 shard bits, 12 sequence bits).
+    let ms = |id: i64| id >> 22;
+    assert!(
+        ms(second) - ms(first) >= 250,
+        "the horizon moved by {} ms in 300 ms of an idle server",
+        ms(second) - ms(first)
+    );
+    // At or below the clock, and close to it (a generous bound for a loaded machine).
+    assert!(second <= clock, "the horizon {second} is ahead of the clock {clock}");
+    assert!(ms(clock) - ms(second) <= 1000, "the horizon trails the clock by {} ms", ms(clock) - ms(second));
+}
+
+/// (f) A statement's horizon holds for its own snapshot: a repeatable-read snapshot taken
+/// while a transaction held IDs does not get a horizon past them after that one commits
+/// (it cannot see those rows), while a new snapshot does.
+#[test]
+fn a_horizon_holds_for_the_snapshot_of_its_statement() {
+    let cluster = server("horizon-snapshot", &[]);
+    let (mut writer, mut snapshot, mut fresh) = (cluster.connect(), cluster.connect(), cluster.connect());
+    let id = open_transaction_with_an_id(&mut writer, 5);
+    snapshot.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1").unwrap();
+    writer.batch_execute("COMMIT").unwrap();
+    // Past the millisecond of the ID, so that the clock alone would give a horizon above it.
+    let after_commit = wait_for_horizon_above(&mut fresh, id, "its transaction committed");
+    for _ in 0..3 {
+        let old = horizon(&mut snapshot);
+        assert!(
+            old <= id,
+            "a snapshot taken before the commit of ID {id} got the horizon {old}: it cannot see that row, \
+             and a reader would move past it (a new snapshot gets {after_commit})"
+        );
+        sleep(Duration::from_millis(50));
+    }
+    let visible: i64 = snapshot.query_one("SELECT count(*) FROM t WHERE id = $1", &[&id]).unwrap().get(0);
+    assert_eq!(visible, 0, "the repeatable-read snapshot sees the row committed after it");
+    snapshot.batch_execute("COMMIT").unwrap();
+    wait_for_horizon_above(&mut snapshot, id, "the old snapshot ended");
+}
+
+/// (g) The refusals: a shard outside the fence, a NULL shard, a shard outside the layout,
+/// and a hot standby.
+#[test]
+fn the_horizon_refuses_what_it_cannot_answer_for() {
+    let primary = Cluster::start("horizon-refusals", &["snowflake_id.shards = '0-3'"]);
+    let mut client = primary.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+
+    let error = db_error(&mut client, "SELECT snowflake_horizon(5)");
+    assert_eq!(error.code().code(), "55000", "{}", error.message());
+    assert_eq!(error.message(), "shard 5 is not issued by this server");
+    assert_eq!(
+        error.hint(),
+        Some("Take the horizon of shard 5 on the server that issues it, and read that shard's rows there.")
+    );
+    let error = db_error(&mut client, "SELECT snowflake_horizon(NULL::integer)");
+    assert_eq!(error.code().code(), "22004", "{}", error.message());
+    let error = db_error(&mut client, "SELECT snowflake_horizon(5000)");
+    assert_eq!(error.code().code(), "22023", "{}", error.message());
+    // A shard of the fence: the server's horizon.
+    let row = client.query_one("SELECT snowflake_horizon(2), snowflake_horizon()", &[]).unwrap();
+    let (of_shard, of_server): (i64, i64) = (row.get(0), row.get(1));
+    assert!(
+        of_shard <= of_server && (of_server >> 22) - (of_shard >> 22) < 1000,
+        "{of_shard} vs {of_server}"
+    );
+
+    let standby = Cluster::start_standby_of(&primary, "horizon-standby", &[]);
+    let mut on_standby = standby.connect();
+    for (call, function) in [
+        ("SELECT snowflake_horizon()", "snowflake_horizon"),
+        ("SELECT snowflake_horizon(2)", "snowflake_horizon"),
+    ] {
+        let error = db_error(&mut on_standby, call);
+        assert_eq!(error.code().code(), "25006", "{call}: {}", error.message());
+        assert_eq!(error.message(), format!("cannot execute {function}() during recovery"));
+    }
+}
