@@ -69,7 +69,10 @@ pub fn as_server_owner(program: impl AsRef<Path>) -> Command {
 /// A new empty temporary folder named after `name` and this test process, owned by the
 /// servers' owner (for data directories and sockets). The caller removes it.
 pub fn server_owned_temp_dir(name: &str) -> PathBuf {
-    let root = std::env::temp_dir().join(format!("snowflake_id-{name}-{}", std::process::id()));
+    // Tests of one file run in threads of one process: each call a folder of its own.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let root = std::env::temp_dir().join(format!("snowflake_id-{name}-{}-{call}", std::process::id()));
     let _ = fs::remove_dir_all(&root);
     fs::create_dir_all(&root).unwrap();
     if running_as_root() {
