@@ -33,7 +33,7 @@ use std::ffi::CStr;
 const SHMEM_NAME: &CStr = c"snowflake_id horizon";
 const TRANCHE_NAME: &CStr = c"snowflake_id horizon";
 
-/// How many horizons are kept with the completion count they were computed at.
+/// How many horizons are kept with the next xid when they were computed.
 const HISTORY: usize = 256;
 
 /// The horizons given, newest last, and the lock that serializes computing them. Only
