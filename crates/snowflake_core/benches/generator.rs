@@ -60,21 +60,24 @@ fn main() {
             black_box(wall_clock_unix_ms());
         }
     });
+    // One call of the extension's fast path: one ID, never waiting, with a backend's slot.
+    let claim_one_id = |shard: &ShardSlot, pending: &PendingSlot| {
+        let claim = generator::claim(
+            shard,
+            &reservation,
+            pending,
+            1,
+            &layout,
+            policy,
+            &mut SystemClock,
+            &mut NoKeeper,
+        );
+        black_box(claim.expect("claim refused"));
+    };
     let claim_one = median_ns_per_op(|ops| {
-        let shard = ShardSlot::default();
-        let pending = PendingSlot::default();
+        let (shard, pending) = (ShardSlot::default(), PendingSlot::default());
         for _ in 0..ops {
-            let claim = generator::claim(
-                &shard,
-                &reservation,
-                &pending,
-                1,
-                &layout,
-                policy,
-                &mut SystemClock,
-                &mut NoKeeper,
-            );
-            black_box(claim.expect("claim refused"));
+            claim_one_id(&shard, &pending);
         }
     });
     let claim_two_threads = median_ns_per_op(|ops| {
@@ -86,17 +89,7 @@ fn main() {
                     // Each thread a backend of its own.
                     let pending = PendingSlot::default();
                     for _ in 0..ops / 2 {
-                        let claim = generator::claim(
-                            &shard,
-                            &reservation,
-                            &pending,
-                            1,
-                            &layout,
-                            policy,
-                            &mut SystemClock,
-                            &mut NoKeeper,
-                        );
-                        black_box(claim.expect("claim refused"));
+                        claim_one_id(&shard, &pending);
                     }
                 });
             }

@@ -451,6 +451,19 @@ mod tests {
     use super::*;
     use crate::layout::{Parts, DEFAULT_EPOCH_UNIX_MS};
 
+    /// `claim` with a pending slot of its own: the horizon has its own tests (`horizon.rs`).
+    fn claim(
+        slot: &ShardSlot,
+        reservation: &Reservation,
+        count: u64,
+        layout: &Layout,
+        policy: ClockPolicy,
+        clock: &mut impl Clock,
+        keeper: &mut impl ReservationKeeper,
+    ) -> Result<Claim, Refusal> {
+        super::claim(slot, reservation, &PendingSlot::default(), count, layout, policy, clock, keeper)
+    }
+
     const LAYOUT: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12);
     const POLICY: ClockPolicy =
         ClockPolicy { max_lead_ms: 2000, max_wait_ms: 1000, max_reservation_wait_ms: 5000 };
@@ -495,7 +508,7 @@ mod tests {
     };
 
     fn one(slot: &ShardSlot, clock: &mut FakeClock) -> Result<Parts, Refusal> {
-        let claim = claim(slot, &OPEN, &PendingSlot::default(), 1, &LAYOUT, POLICY, clock, &mut NoKeeper)?;
+        let claim = claim(slot, &OPEN, 1, &LAYOUT, POLICY, clock, &mut NoKeeper)?;
         assert_eq!(claim.first, claim.last);
         Ok(LAYOUT.decode(LAYOUT.id_of_counter(7, claim.first)).unwrap())
     }
@@ -580,9 +593,7 @@ mod tests {
         let mut clock = FakeClock::at(T0);
         // Exactly fill the lead bound: milliseconds now..=now+2000.
         let full = max_batch(&LAYOUT, POLICY);
-        let claim =
-            claim(&slot, &OPEN, &PendingSlot::default(), full, &LAYOUT, POLICY, &mut clock, &mut NoKeeper)
-                .unwrap();
+        let claim = claim(&slot, &OPEN, full, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
         assert_eq!(claim.last - claim.first + 1, full);
         assert_eq!(lead_of(&slot, &clock), 2000);
         // The next ID needs one more millisecond of clock.
@@ -596,25 +607,13 @@ mod tests {
     fn batches_are_consecutive_and_bounded() {
         let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
-        let a =
-            claim(&slot, &OPEN, &PendingSlot::default(), 10_000, &LAYOUT, POLICY, &mut clock, &mut NoKeeper)
-                .unwrap();
-        let b = claim(&slot, &OPEN, &PendingSlot::default(), 10, &LAYOUT, POLICY, &mut clock, &mut NoKeeper)
-            .unwrap();
+        let a = claim(&slot, &OPEN, 10_000, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
+        let b = claim(&slot, &OPEN, 10, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
         assert_eq!(a.last - a.first + 1, 10_000);
         assert_eq!(b.first, a.last + 1);
         let too_many = max_batch(&LAYOUT, POLICY) + 1;
         assert_eq!(
-            claim(
-                &slot,
-                &OPEN,
-                &PendingSlot::default(),
-                too_many,
-                &LAYOUT,
-                POLICY,
-                &mut clock,
-                &mut NoKeeper
-            ),
+            claim(&slot, &OPEN, too_many, &LAYOUT, POLICY, &mut clock, &mut NoKeeper),
             Err(Refusal::BatchTooLarge { count: too_many, max_count: too_many - 1 })
         );
         assert_eq!(slot.last_issued.load(Relaxed), b.last);
@@ -701,18 +700,9 @@ mod tests {
                     scope.spawn(|| {
                         (0..per_thread)
                             .map(|_| {
-                                claim(
-                                    &slot,
-                                    &OPEN,
-                                    &PendingSlot::default(),
-                                    1,
-                                    &LAYOUT,
-                                    POLICY,
-                                    &mut SystemClock,
-                                    &mut NoKeeper,
-                                )
-                                .unwrap()
-                                .first
+                                claim(&slot, &OPEN, 1, &LAYOUT, POLICY, &mut SystemClock, &mut NoKeeper)
+                                    .unwrap()
+                                    .first
                             })
                             .collect::<Vec<_>>()
                     })
@@ -864,7 +854,7 @@ mod tests {
     fn statistics_count_ids_and_waits() {
         let slot = ShardSlot::default();
         let mut clock = FakeClock::at(T0);
-        claim(&slot, &OPEN, &PendingSlot::default(), 10, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
+        claim(&slot, &OPEN, 10, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
         one(&slot, &mut clock).unwrap();
         assert_eq!(slot.issued.load(Relaxed), 11);
         clock.now -= 2300;
@@ -883,35 +873,14 @@ mod tests {
         // After a restart whose recorded ceiling is 1.5 s ahead of the clock.
         reservation.resume_at(now + 1500);
         let mut clock = FakeClock::at(T0);
-        let refusal = claim(
-            &slot,
-            &reservation,
-            &PendingSlot::default(),
-            1,
-            &LAYOUT,
-            POLICY,
-            &mut clock,
-            &mut NoKeeper,
-        )
-        .unwrap_err();
+        let refusal = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap_err();
         assert!(matches!(refusal, Refusal::NotReserved { ceiling, .. } if ceiling == now + 1500));
         assert_eq!(slot.last_issued.load(Relaxed), 0);
         // The worker extends the ceiling: IDs resume at the floor, above all earlier ones.
         // (The refused call waited on the fake clock; the next one starts at the same time.)
         clock.now = T0;
         reservation.ceiling.store(now + 3000, Relaxed);
-        let first = claim(
-            &slot,
-            &reservation,
-            &PendingSlot::default(),
-            1,
-            &LAYOUT,
-            POLICY,
-            &mut clock,
-            &mut NoKeeper,
-        )
-        .unwrap()
-        .first;
+        let first = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first;
         assert_eq!(LAYOUT.counter_time_part(first), now + 1500);
     }
 
@@ -927,18 +896,7 @@ mod tests {
         assert_eq!(reservation.ceiling.load(Relaxed), now + 500);
         let mut clock = FakeClock::at(T0);
         assert_eq!(
-            claim(
-                &slot,
-                &reservation,
-                &PendingSlot::default(),
-                1,
-                &LAYOUT,
-                POLICY,
-                &mut clock,
-                &mut NoKeeper
-            )
-            .unwrap()
-            .first,
+            claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first,
             LAYOUT.counter_at(now)
         );
         // A promotion's guard, a second ahead: nothing is issued until a ceiling above it is
@@ -949,31 +907,11 @@ mod tests {
             (now + 1000, now + 1000)
         );
         let no_wait = ClockPolicy { max_reservation_wait_ms: 0, ..POLICY };
-        let refusal = claim(
-            &slot,
-            &reservation,
-            &PendingSlot::default(),
-            1,
-            &LAYOUT,
-            no_wait,
-            &mut clock,
-            &mut NoKeeper,
-        );
+        let refusal = claim(&slot, &reservation, 1, &LAYOUT, no_wait, &mut clock, &mut NoKeeper);
         assert!(matches!(refusal, Err(Refusal::NotReserved { time_part, .. }) if time_part == now + 1000));
         reservation.publish_ceiling(now + 1500);
         let mut clock = FakeClock::at(T0);
-        let first = claim(
-            &slot,
-            &reservation,
-            &PendingSlot::default(),
-            1,
-            &LAYOUT,
-            POLICY,
-            &mut clock,
-            &mut NoKeeper,
-        )
-        .unwrap()
-        .first;
+        let first = claim(&slot, &reservation, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap().first;
         assert_eq!(first, LAYOUT.counter_at(now + 1000));
     }
 
@@ -985,33 +923,14 @@ mod tests {
         reservation.ceiling.store(now + 10, Relaxed);
         let mut clock = FakeClock::at(T0);
         // 12 ms of IDs: the last would be at now + 11, past the ceiling.
-        let refusal = claim(
-            &slot,
-            &reservation,
-            &PendingSlot::default(),
-            12 * 4096,
-            &LAYOUT,
-            POLICY,
-            &mut clock,
-            &mut NoKeeper,
-        );
+        let refusal = claim(&slot, &reservation, 12 * 4096, &LAYOUT, POLICY, &mut clock, &mut NoKeeper);
         // No worker moves the ceiling, so the wait runs out; the call said what it wanted.
         assert!(matches!(refusal, Err(Refusal::NotReserved { ceiling, .. }) if ceiling == now + 10));
         assert_eq!(slot.last_issued.load(Relaxed), 0);
         assert!(reservation.wanted.load(Relaxed) > now + 11);
         // What fits below the ceiling is issued without waiting.
         let mut clock = FakeClock::at(T0);
-        let claimed = claim(
-            &slot,
-            &reservation,
-            &PendingSlot::default(),
-            4096,
-            &LAYOUT,
-            POLICY,
-            &mut clock,
-            &mut NoKeeper,
-        )
-        .unwrap();
+        let claimed = claim(&slot, &reservation, 4096, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
         assert!(LAYOUT.counter_time_part(claimed.last) < now + 10);
         assert!(clock.slept.is_empty());
     }
@@ -1026,17 +945,7 @@ mod tests {
         reservation.resume_at(now + 8000);
         let policy = ClockPolicy { max_lead_ms: 2000, max_wait_ms: 10_000, max_reservation_wait_ms: 5000 };
         let mut clock = FakeClock::at(T0);
-        let claimed = claim(
-            &slot,
-            &reservation,
-            &PendingSlot::default(),
-            1,
-            &LAYOUT,
-            policy,
-            &mut clock,
-            &mut InstantWorker,
-        )
-        .unwrap();
+        let claimed = claim(&slot, &reservation, 1, &LAYOUT, policy, &mut clock, &mut InstantWorker).unwrap();
         assert_eq!(LAYOUT.counter_time_part(claimed.first), now + 8000);
         assert_eq!(clock.slept, vec![6000, 1]);
     }
@@ -1048,17 +957,8 @@ mod tests {
         let now = LAYOUT.time_part(T0).unwrap();
         reservation.ceiling.store(now + 10, Relaxed);
         let mut clock = FakeClock::at(T0);
-        let claimed = claim(
-            &slot,
-            &reservation,
-            &PendingSlot::default(),
-            100 * 4096,
-            &LAYOUT,
-            POLICY,
-            &mut clock,
-            &mut InstantWorker,
-        )
-        .unwrap();
+        let claimed =
+            claim(&slot, &reservation, 100 * 4096, &LAYOUT, POLICY, &mut clock, &mut InstantWorker).unwrap();
         // One millisecond of waiting for the worker, then 100 ms of IDs from there.
         assert_eq!(LAYOUT.counter_time_part(claimed.last), now + 100);
         assert!(reservation.ceiling.load(Relaxed) > now + 100);

@@ -77,6 +77,12 @@ impl Fleet {
     }
 }
 
+/// Users created through the router, placed by a hash of their names: (id, shard of the id).
+fn create_users(router: &mut Client, names: Vec<String>) -> Vec<(i64, i32)> {
+    let rows = router.query("SELECT id, snowflake_shard(id) FROM fleet.create_users($1)", &[&names]).unwrap();
+    rows.iter().map(|row| (row.get(0), row.get(1))).collect()
+}
+
 /// A post as stored on a shard server.
 struct Stored {
     /// The logical shard of the schema holding the row.
@@ -295,13 +301,7 @@ fn three_servers_behind_plproxy_then_a_fourth_added() {
     let (example_posts, example_users) = stored_rows(&fleet);
 
     // Users, placed by a hash of their names; their ids carry their shard.
-    let names: Vec<String> = (0..USERS).map(|n| format!("user{n}")).collect();
-    let users: Vec<(i64, i32)> = router
-        .query("SELECT id, snowflake_shard(id) FROM fleet.create_users($1)", &[&names])
-        .unwrap()
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
+    let users = create_users(&mut router, (0..USERS).map(|n| format!("user{n}")).collect());
     assert_eq!(users.len(), USERS);
     let shards_with_users: HashSet<i32> = users.iter().map(|user| user.1).collect();
     assert_eq!(shards_with_users.len(), 16, "users land on every logical shard");
@@ -469,13 +469,7 @@ fn a_cursor_per_shard_read_below_its_servers_horizon_skips_no_post() {
     let fleet = Fleet::up(2);
     let map = fleet.shard_map();
     let mut router = fleet.connect("router");
-    let names: Vec<String> = (0..64).map(|n| format!("reader{n}")).collect();
-    let users: Vec<(i64, i32)> = router
-        .query("SELECT id, snowflake_shard(id) FROM fleet.create_users($1)", &[&names])
-        .unwrap()
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
+    let users = create_users(&mut router, (0..64).map(|n| format!("reader{n}")).collect());
     let (held_user, held_shard) = users[0];
     let held_server = map[&held_shard].clone();
 
