@@ -8,6 +8,8 @@
 //! the reservation when it is created; and what runs on it: the WAL resource manager and
 //! the worker (`reservation::wal`, `reservation::worker`).
 
+/// `snowflake_id.auto_keys`: the schemas whose new tables get snowflake keys on their own.
+pub mod auto_keys;
 /// The wall clock and interruptible sleeps inside a backend.
 pub mod clock;
 /// Differences between PostgreSQL majors in the C API, and facts of the running server that

@@ -10,17 +10,17 @@
 //! | `max_lead_ms`, `max_wait_ms`, `max_reservation_wait_ms` | reload (SIGHUP) | the clock policy; operators tune it without a restart |
 //! | `reserve_ms` | reload (SIGHUP) | how far ahead of the clock the durable reservation is kept |
 //! | `max_clock_skew_ms` | reload (SIGHUP) | how far the clocks of a primary and its standbys may disagree: a promoted standby resumes that much further ahead |
-//! | `auto_keys` | user | the schemas whose new tables get snowflake keys on their own (`api::auto_keys`); set per database by its owner. Any role may set it for its own sessions: it changes only the keys of tables that session creates, which the role could give that default itself |
+//! | `auto_keys` | user | see `auto_keys` |
 //! | `wal_rmgr_id`, `legacy_wal_rmgr_id` | postmaster | the custom WAL resource manager ids (written; replayed from earlier versions); the same on a primary and its standbys |
 
 use super::guc::{self, read, refuse_setting, ConfiguredAtStart};
-use super::{fence, fixed_layout};
+use super::{auto_keys, fence, fixed_layout};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys::{self, panic::ErrorReport};
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::generator::ClockPolicy;
 use snowflake_core::layout::MAX_SHARD_BITS;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// `snowflake_id.shard` when nothing was set.
@@ -65,14 +65,12 @@ static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_WAIT_MS
 static MAX_RESERVATION_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_RESERVATION_WAIT_MS);
 static RESERVE_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_RESERVE_MS);
 static MAX_CLOCK_SKEW_MS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAX_CLOCK_SKEW_MS);
-static AUTO_KEYS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
 static WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_WAL_RMGR_ID);
 static LEGACY_WAL_RMGR_ID: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_LEGACY_WAL_RMGR_ID);
 
 const SHARD_SETTING: &CStr = c"snowflake_id.shard";
 const MAX_LEAD_MS_SETTING: &CStr = c"snowflake_id.max_lead_ms";
 const RESERVE_MS_SETTING: &CStr = c"snowflake_id.reserve_ms";
-const AUTO_KEYS_SETTING: &CStr = c"snowflake_id.auto_keys";
 const WAL_RMGR_ID_SETTING: &CStr = c"snowflake_id.wal_rmgr_id";
 const LEGACY_WAL_RMGR_ID_SETTING: &CStr = c"snowflake_id.legacy_wal_rmgr_id";
 
@@ -174,24 +172,7 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
-    // SAFETY: as above. The hook only reads its argument.
-    unsafe {
-        GucRegistry::define_string_guc_with_hooks(
-            AUTO_KEYS_SETTING,
-            c"Schemas whose new tables get snowflake keys on their own; empty for none.",
-            c"A new table's single-column bigint primary key made as bigserial or as an identity column \
-              gets DEFAULT snowflake_nextval() instead, as the table is created (pg_temp: temporary tables).",
-            &AUTO_KEYS,
-            // User-settable, so that a database's owner can set it for the database: it only
-            // changes the keys of the tables the session itself creates.
-            GucContext::Userset,
-            // Given as a list (SET snowflake_id.auto_keys = public, app), as search_path is.
-            GucFlags::from_bits_retain(pg_sys::GUC_LIST_INPUT as i32),
-            Some(check_auto_keys),
-            None,
-            None,
-        );
-    }
+    auto_keys::define();
     // SAFETY: as above.
     unsafe {
         GucRegistry::define_int_guc_with_hooks(
@@ -295,47 +276,6 @@ pub fn legacy_wal_rmgr_id() -> LegacyRmgr {
         LEGACY_WAL_RMGR_AUTO => LegacyRmgr::Auto,
         0 => LegacyRmgr::None,
         id => LegacyRmgr::Id(id as u8),
-    }
-}
-
-/// The schemas of `snowflake_id.auto_keys`, or why the text is not a list of schema names:
-/// names separated by commas, each a plain identifier (folded to lower case) or a
-/// double-quoted one. The event trigger splits the list the same way (at each comma, each name
-/// read by `parse_ident`), so a quoted name may hold no comma.
-fn auto_keys_schemas(text: &str) -> Result<Vec<String>, String> {
-    let mut schemas = Vec::new();
-    for item in text.split(',').map(str::trim).filter(|item| !item.is_empty()) {
-        let plain = |item: &str| {
-            item.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
-                && item.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$')
-        };
-        let name = match item.strip_prefix('"').and_then(|rest| rest.strip_suffix('"')) {
-            Some(quoted) if !quoted.is_empty() && !quoted.replace("\"\"", "").contains(['"', ',']) => {
-                quoted.replace("\"\"", "\"")
-            }
-            None if plain(item) => item.to_ascii_lowercase(),
-            _ => return Err(format!("{item} is not a schema name.")),
-        };
-        schemas.push(name);
-    }
-    Ok(schemas)
-}
-
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_auto_keys(
-    newval: *mut *mut c_char,
-    _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
-) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to a string or to NULL.
-    let text = unsafe { guc::hook_text(*newval) };
-    match auto_keys_schemas(&text) {
-        Ok(_) => true,
-        Err(reason) => refuse_setting(
-            &reason,
-            "List schema names separated by commas, as in search_path: 'public, app'; pg_temp for \
-             temporary tables; '' for none.",
-        ),
     }
 }
 

@@ -39,7 +39,7 @@
 //! Transactions of several processes share one slot: a parallel worker lowers its leader's
 //! (`fetch_min`), and the leader's transaction ends after its workers have finished.
 
-use crate::generator::Reservation;
+use crate::reservation::Reservation;
 use crate::sync::{
     AtomicU64,
     Ordering::{Relaxed, Release, SeqCst},

@@ -1,0 +1,85 @@
+//! The durable reservation's shared state: the window of time parts a server may issue
+//! (`floor <= t < ceiling`), the time part a waiting call wants reserved, and the handle that
+//! wakes its keeper. The rules that move it are the generator's (`generator.rs`: claims,
+//! `next_ceiling`, `lower_ceiling`) and the horizon's (`horizon.rs` raises the floor); the
+//! orderings of its words are argued at the top of `generator.rs`.
+
+use crate::sync::{
+    AtomicU64, AtomicUsize,
+    Ordering::{Relaxed, Release, SeqCst},
+};
+
+/// The durable window of time parts this server may hand out: `floor <= t < ceiling`.
+/// Read on every call, written a few times a second, so it has its own cache line.
+#[repr(C, align(64))]
+#[derive(Default)]
+pub struct Reservation {
+    /// Nothing at or above `ceiling` is issued before `ceiling` is on disk.
+    pub ceiling: AtomicU64,
+    /// Nothing below `floor` is issued: the ceiling recorded before this server started
+    /// (or replayed from a primary's WAL, on a promoted standby).
+    pub floor: AtomicU64,
+    /// The highest time part + 1 a call is waiting to issue: the worker reserves up to it.
+    pub wanted: AtomicU64,
+    /// Opaque handle the worker leaves for callers to wake it (its latch); 0: none.
+    pub worker: AtomicUsize,
+}
+
+impl Reservation {
+    /// Starts both bounds at a recorded ceiling: nothing can be issued until the worker
+    /// has made a new ceiling durable.
+    ///
+    /// The floor is published before the ceiling, which is stored with Release: a claim that
+    /// sees this ceiling, or one raised after it (`publish_ceiling`, whichever thread raises
+    /// it: each raise is a read-modify-write, which continues the release), sees the floor.
+    pub fn resume_at(&self, recorded_ceiling: u64) {
+        self.floor.fetch_max(recorded_ceiling, Relaxed);
+        self.ceiling.fetch_max(recorded_ceiling, Release);
+    }
+
+    /// Publishes a ceiling the worker has recorded durably: claims may issue below it from
+    /// now on. Never lowers the ceiling (`lower_ceiling` does that). Release, so that a claim
+    /// seeing it also sees the floor published before it (`resume_at`, at a promotion), by
+    /// itself: not only while every write since `resume_at` was a read-modify-write.
+    pub fn publish_ceiling(&self, recorded_ceiling: u64) {
+        self.ceiling.fetch_max(recorded_ceiling, Release);
+    }
+
+    /// Asks the keeper to reserve past `time_part`: raises `wanted` to it (never lowers it)
+    /// and wakes the keeper. The one way anything asks for more reservation: claims that
+    /// reach the ceiling (`claim`), and the extension's `snowflake_advance`. Relaxed: the
+    /// keeper only reads `wanted` to decide how far to reserve, and is woken again by the
+    /// next call that still finds the ceiling too close.
+    #[inline(always)]
+    pub fn ask_for(&self, time_part: u64, keeper: &mut impl ReservationKeeper, now: u64) {
+        self.wanted.fetch_max(time_part + 1, Relaxed);
+        keeper.extend_soon(self, now);
+    }
+
+    /// Sets both bounds to a ceiling replayed from WAL, higher or lower than before: records
+    /// are replayed in the order they were decided, so the last one read is the one that
+    /// holds (a lower one was written only once nothing had been issued above it).
+    /// The floor first, then the ceiling, both SeqCst (so the ceiling with Release): a call on
+    /// a hot standby that sees a higher ceiling replayed sees its floor, and issues nothing.
+    pub fn replay(&self, recorded_ceiling: u64) {
+        self.floor.store(recorded_ceiling, SeqCst);
+        self.ceiling.store(recorded_ceiling, SeqCst);
+    }
+}
+
+/// Whoever keeps the durable reservation (in the extension, its background worker). A claim
+/// that finds the ceiling too close asks it for more (`Reservation::ask_for`), then waits for
+/// the new ceiling.
+pub trait ReservationKeeper {
+    /// `Reservation::wanted` went up; `now` is the clock's time part as the claim read it.
+    fn extend_soon(&mut self, reservation: &Reservation, now: u64);
+}
+
+/// For claims that never wait for the reservation (`max_wait_ms = 0`: they are refused
+/// instead, and the caller takes a path that tells the keeper).
+pub struct NoKeeper;
+
+impl ReservationKeeper for NoKeeper {
+    #[inline(always)]
+    fn extend_soon(&mut self, _reservation: &Reservation, _now: u64) {}
+}
