@@ -105,9 +105,9 @@ SELECT "default" LIKE 'nextval%' AS keeps_its_sequence FROM pg_temp.key_of('scra
 
 -- snowflake_id.shard unset: the table is refused, and nothing is left behind.
 RESET snowflake_id.shard;
-\set VERBOSITY verbose
-CREATE TABLE no_shard (id bigserial PRIMARY KEY);
-\set VERBOSITY default
+\x on
+SELECT e.* FROM regress.error_of('CREATE TABLE no_shard (id bigserial PRIMARY KEY)') e;
+\x off
 SELECT to_regclass('no_shard') AS no_table, to_regclass('no_shard_id_seq') AS no_sequence;
 SET snowflake_id.shard = 6;
 
