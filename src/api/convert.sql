@@ -22,6 +22,7 @@ DECLARE
     referencing regclass[];
     top bigint;
     first_new bigint;
+    not_owned text;
 BEGIN
     IF tbl IS NULL OR col IS NULL OR shard IS NULL THEN
         RAISE EXCEPTION '% must not be NULL', CASE WHEN tbl IS NULL THEN 'tbl' WHEN col IS NULL THEN 'col' ELSE 'shard' END
@@ -34,6 +35,12 @@ BEGIN
     PERFORM @extschema@.snowflake_compose(clock_timestamp(), shard, 0);
 
     SELECT c.relkind INTO kind FROM pg_class c WHERE c.oid = tbl;
+    IF kind IS NULL THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid
+            USING ERRCODE = 'undefined_table',
+                  DETAIL = format('%s was given an OID that names no table.', call),
+                  HINT = 'Name the table, such as ''orders''::regclass or ''shop.orders''.';
+    END IF;
     IF kind NOT IN ('r', 'p') THEN
         RAISE EXCEPTION '% is not a table', tbl
             USING ERRCODE = 'wrong_object_type',
@@ -48,6 +55,30 @@ BEGIN
     SELECT array_agg(DISTINCT c.conrelid) INTO referencing
     FROM pg_constraint c
     WHERE c.contype = 'f' AND c.confrelid = tbl AND c.conrelid <> tbl AND c.conparentid = 0;
+
+    -- Converting alters the table and widens the tables that reference it: rewrites that run
+    -- their constraints, index expressions and defaults, code their owners wrote, with the
+    -- caller's rights. Only a role that may act as the owner of every one of them converts; a
+    -- superuser is no exception (another role's constraint would run with a superuser's
+    -- rights: the hole of CVE-2020-25695). Membership is followed through pg_auth_members,
+    -- where pg_has_role() would answer yes to any superuser. Checked before any lock, so that
+    -- a role refused here stalls no one.
+    WITH RECURSIVE acting(role) AS (
+        SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user
+        UNION
+        SELECT m.roleid FROM acting a JOIN pg_auth_members m ON m.member = a.role
+    )
+    SELECT string_agg(DISTINCT r::regclass::text, ', ') INTO not_owned
+    FROM unnest(tbl::oid || coalesce(referencing::oid[], '{}')) AS r
+    JOIN pg_class c ON c.oid = r
+    WHERE c.relowner NOT IN (SELECT role FROM acting);
+    IF not_owned IS NOT NULL THEN
+        RAISE EXCEPTION 'permission denied to convert column "%" of relation %', col, tbl
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('Converting alters %s, which %s does not own (as the owner or a member of the owner), and would run their constraints and index expressions with its rights.',
+                                  not_owned, current_user),
+                  HINT = 'Convert in a session of the role that owns the tables, after GRANT EXECUTE ON FUNCTION snowflake_convert_column(regclass, name, integer), snowflake_advance(integer, bigint) TO that role.';
+    END IF;
     IF referencing IS NOT NULL THEN
         EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', array_to_string(referencing, ', '));
     END IF;

@@ -63,28 +63,59 @@ fn snowflake_seq(id: i64) -> i32 {
 }
 
 /// An ID made under the named layout `name`, split into its parts.
-fn decode_named(function: &'static str, id: i64, name: &str) -> (Layout, Parts) {
-    let layout = layout::named_layout(name).unwrap_or_else(|| errors::unknown_layout(function, name));
+///
+/// The name comes as the bytes of its `text` argument, not as `&str`: pgrx converts a `text`
+/// argument to `&str` by panicking on bytes that are not UTF-8, which a `SQL_ASCII` (or
+/// LATIN1) database passes as they are. No named layout has such bytes: a name that is not
+/// UTF-8 is simply not one of them (22023).
+fn decode_named(function: &'static str, id: i64, name: &[u8]) -> (Layout, Parts) {
+    let name = String::from_utf8_lossy(name);
+    let layout = layout::named_layout(&name).unwrap_or_else(|| errors::unknown_layout(function, &name));
     let parts = layout.decode(id).unwrap_or_else(|e| errors::layout_error(function, e));
     (layout, parts)
 }
 
+// The three decoders of a named layout take the `text` argument as bytes (see `decode_named`),
+// so their SQL is written here: pgrx would declare a `&[u8]` argument `bytea`. The same
+// definitions as the generated ones of 0.4.0 to 0.6.0, which updated databases have.
+
 /// When an ID made under a named layout was issued: `snowflake_timestamp(id, 'twitter')`.
-#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_timestamp")]
-fn snowflake_timestamp_named(id: i64, layout: &str) -> TimestampWithTimeZone {
+#[pg_extern(
+    immutable,
+    strict,
+    parallel_safe,
+    name = "snowflake_timestamp",
+    sql = r#"CREATE FUNCTION "snowflake_timestamp"("id" bigint, "layout" TEXT) RETURNS timestamp with time zone
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_timestamp_named_wrapper';"#
+)]
+fn snowflake_timestamp_named(id: i64, layout: &[u8]) -> TimestampWithTimeZone {
     let (layout, parts) = decode_named("snowflake_timestamp", id, layout);
     timestamptz_of_unix_ms(layout.unix_ms(parts.time_part))
 }
 
 /// The shard (worker, machine) field of an ID made under a named layout.
-#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_shard")]
-fn snowflake_shard_named(id: i64, layout: &str) -> i32 {
+#[pg_extern(
+    immutable,
+    strict,
+    parallel_safe,
+    name = "snowflake_shard",
+    sql = r#"CREATE FUNCTION "snowflake_shard"("id" bigint, "layout" TEXT) RETURNS INT
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_shard_named_wrapper';"#
+)]
+fn snowflake_shard_named(id: i64, layout: &[u8]) -> i32 {
     decode_named("snowflake_shard", id, layout).1.shard as i32
 }
 
 /// The sequence field of an ID made under a named layout.
-#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_seq")]
-fn snowflake_seq_named(id: i64, layout: &str) -> i32 {
+#[pg_extern(
+    immutable,
+    strict,
+    parallel_safe,
+    name = "snowflake_seq",
+    sql = r#"CREATE FUNCTION "snowflake_seq"("id" bigint, "layout" TEXT) RETURNS INT
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_seq_named_wrapper';"#
+)]
+fn snowflake_seq_named(id: i64, layout: &[u8]) -> i32 {
     decode_named("snowflake_seq", id, layout).1.seq as i32
 }
 

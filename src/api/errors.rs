@@ -12,8 +12,8 @@ use snowflake_core::layout::LayoutError;
 use snowflake_core::utc::format_utc_ms;
 
 use PgSqlErrorCode::{
-    ERRCODE_INVALID_PARAMETER_VALUE as INVALID_PARAMETER, ERRCODE_NULL_VALUE_NOT_ALLOWED as NULL_VALUE,
-    ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE as OUT_OF_RANGE,
+    ERRCODE_INSUFFICIENT_PRIVILEGE as NO_PRIVILEGE, ERRCODE_INVALID_PARAMETER_VALUE as INVALID_PARAMETER,
+    ERRCODE_NULL_VALUE_NOT_ALLOWED as NULL_VALUE, ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE as OUT_OF_RANGE,
     ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as NOT_READY, ERRCODE_READ_ONLY_SQL_TRANSACTION as READ_ONLY,
 };
 
@@ -87,6 +87,22 @@ pub fn shard_fenced(function: &'static str, shard: u32, fence: &str) -> ! {
         format!(
             "Issue shard {shard} on the server that owns it. If it moved here, add it to \
              snowflake_id.shards in postgresql.conf and reload, once no other server's list names it."
+        ),
+    )
+}
+
+/// A shard this session's `snowflake_id.allowed_shards` (whose text is `allowed`) does not name.
+pub fn shard_not_allowed(function: &'static str, shard: u32, allowed: &str) -> ! {
+    raise(
+        NO_PRIVILEGE,
+        function,
+        format!("permission denied to issue shard {shard}"),
+        format!(
+            "snowflake_id.allowed_shards = '{allowed}' names the shards this session may issue. Nothing was issued."
+        ),
+        format!(
+            "Issue one of those shards, or have a superuser give the role shard {shard}: \
+             ALTER ROLE name SET snowflake_id.allowed_shards = '...' (docs/security.md)."
         ),
     )
 }

@@ -5,6 +5,7 @@
 //! in shared memory, which parallel workers share with their leader, so a worker issues IDs
 //! exactly as its leader would. They raise:
 //! 22004 for a NULL argument, 22023 for a shard outside `0..2^shard_bits-1` or a bad count,
+//! 42501 for a shard outside the session's `snowflake_id.allowed_shards`,
 //! 55000 for a shard outside the fence (`snowflake_id.shards`), when the library is not preloaded, the clock is past the policy's bounds or the
 //! durable reservation is not keeping up, 25006 on a hot standby.
 
@@ -37,6 +38,8 @@ enum Closed {
     BadShard(LayoutError),
     /// This session's `snowflake_id.shards` refuses the shard.
     Fenced(u32),
+    /// This session's `snowflake_id.allowed_shards` does not name the shard.
+    NotAllowed(u32),
     /// This session's setting gives the shard, the server-wide fence does not (`fence::shared`):
     /// the worker has not applied the reload this session has, or this session has not yet
     /// applied the one the worker has (it does between statements).
@@ -53,6 +56,9 @@ fn try_open_shard(shard: Option<i32>, in_recovery: impl FnOnce() -> bool) -> Res
     let shard = layout.check_shard(shard.ok_or(Closed::NullShard)?.into()).map_err(Closed::BadShard)?;
     if !fence::session_allows(shard) {
         return Err(Closed::Fenced(shard));
+    }
+    if !fence::role::session_allows(shard) {
+        return Err(Closed::NotAllowed(shard));
     }
     if !shared_fence::allows(shard) {
         return Err(Closed::FencedServerWide(shard));
@@ -90,6 +96,7 @@ fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
         Closed::NullShard => errors::null_argument(function, "shard"),
         Closed::BadShard(error) => errors::layout_error(function, error),
         Closed::Fenced(shard) => errors::shard_fenced(function, shard, &fence::setting_text()),
+        Closed::NotAllowed(shard) => errors::shard_not_allowed(function, shard, &fence::role::setting_text()),
         Closed::FencedServerWide(shard) => errors::shard_fenced(function, shard, &shared_fence::text()),
         Closed::InRecovery => errors::during_recovery(function),
     }

@@ -66,8 +66,7 @@ unsafe extern "C-unwind" fn check_auto_keys(
     _source: pg_sys::GucSource::Type,
 ) -> bool {
     // SAFETY: PostgreSQL passes a valid pointer to a string or to NULL.
-    let text = unsafe { guc::hook_text(*newval) };
-    match auto_keys_schemas(&text) {
+    match unsafe { guc::hook_text_utf8(*newval) }.and_then(auto_keys_schemas) {
         Ok(_) => true,
         Err(reason) => refuse_setting(
             &reason,

@@ -45,6 +45,19 @@ pub unsafe fn hook_text<'a>(value: *const c_char) -> std::borrow::Cow<'a, str> {
     unsafe { value.as_ref().map_or("".into(), |p| CStr::from_ptr(p).to_string_lossy()) }
 }
 
+/// A string setting's value as check hooks receive it, or why it is refused: a value that is
+/// not valid UTF-8 (possible in a `SQL_ASCII` database) is refused whole, rather than checked
+/// on a lossy copy that differs from what is then stored.
+///
+/// # Safety
+/// As for `hook_text`.
+pub unsafe fn hook_text_utf8<'a>(value: *const c_char) -> Result<&'a str, String> {
+    // SAFETY: as the caller promises.
+    let Some(value) = (unsafe { value.as_ref() }) else { return Ok("") };
+    // SAFETY: as the caller promises.
+    unsafe { CStr::from_ptr(value) }.to_str().map_err(|_| "The value is not valid UTF-8.".to_string())
+}
+
 /// An integer setting's text read the way PostgreSQL reads it (also `0x1A`, octal `012`
 /// and surrounding spaces), so the comparison with the applied value never disagrees.
 pub fn parse_int_as_postgres(text: &str) -> Option<i32> {

@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `layout`, `epoch`, `shard_bits`, `seq_bits` | postmaster | see `fixed_layout` |
 //! | `shards` | reload (SIGHUP) | see `fence` |
+//! | `allowed_shards` | superuser | see `fence::role` |
 //! | `shard` | superuser | the default shard of `snowflake_nextval()`; per database or role with `ALTER ... SET`, never by an unprivileged role for others |
 //! | `max_lead_ms`, `max_wait_ms`, `max_reservation_wait_ms` | reload (SIGHUP) | the clock policy; operators tune it without a restart |
 //! | `reserve_ms` | reload (SIGHUP) | how far ahead of the clock the durable reservation is kept |
@@ -98,6 +99,7 @@ pub fn init() {
         );
     }
     fence::define();
+    fence::role::define();
     // SAFETY: as above.
     unsafe {
         GucRegistry::define_int_guc_with_hooks(

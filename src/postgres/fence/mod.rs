@@ -1,31 +1,111 @@
-//! The shard fence: the shards this server may issue (`snowflake_id.shards`, reloadable).
-//! Each session keeps its own parsed copy of the setting (here), and the whole server one in
-//! shared memory (`shared`), which reaches statements already running when a reload moves
-//! the fence; a call obeys both.
+//! Which shards may be issued: by this server (`snowflake_id.shards`, reloadable: the shard
+//! fence) and by this session's role (`snowflake_id.allowed_shards`, a superuser's setting:
+//! `role`). Each session keeps its own parsed copy of both settings (`SessionShards`), and the
+//! whole server one of the fence in shared memory (`shared`), which reaches statements
+//! already running when a reload moves the fence; a call obeys all three.
 //!
 //! | setting | context | why |
 //! |---|---|---|
 //! | `shards` | reload (SIGHUP) | moved with the shards, without a restart; checked against the layout, so defined after it |
 
+pub mod role;
 pub mod shared;
 
 use super::fixed_layout;
 use super::guc::{self, ConfiguredAtStart};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
-use pgrx::pg_sys;
 use snowflake_core::fence::ShardFence;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, CStr, CString};
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 const SHARDS_SETTING: &CStr = c"snowflake_id.shards";
 
 static SHARDS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
 
-/// The parsed `snowflake_id.shards` of this process, set by its assign hook; null: no fence.
-/// Read on every call, so it is parsed once per change and not per call. A backend applies a
-/// reload only between statements: the fence that reaches running statements too is the
-/// server-wide one (`shared`), which the reservation worker publishes from its own.
-static SESSION_FENCE: AtomicPtr<ShardFence> = AtomicPtr::new(std::ptr::null_mut());
+/// A shard list setting of this process, parsed by its assign hook: read on every call, so it
+/// is parsed once per change and not per call.
+pub struct SessionShards(AtomicPtr<ShardFence>);
+
+impl SessionShards {
+    pub const fn new() -> Self {
+        SessionShards(AtomicPtr::new(std::ptr::null_mut()))
+    }
+
+    /// Whether the list lets this session issue `shard` (a shard of the layout).
+    #[inline(always)]
+    pub fn allows(&self, shard: u32) -> bool {
+        let list = self.0.load(Relaxed);
+        // SAFETY: a non-null pointer is a list leaked by `assign`, replaced (and freed) only
+        // between statements, in this same thread.
+        list.is_null() || unsafe { (*list).allows(shard) }
+    }
+
+    /// The list, parsed.
+    pub fn get(&self) -> ShardFence {
+        // SAFETY: as in `allows`.
+        unsafe { self.0.load(Relaxed).as_ref() }.cloned().unwrap_or(ShardFence::Open)
+    }
+
+    /// Takes a new value of the setting, which passed its check hook just before.
+    ///
+    /// # Safety
+    /// `newval` is what PostgreSQL passes an assign hook: NULL or a NUL-terminated string.
+    pub unsafe fn assign(&self, newval: *const c_char) {
+        // SAFETY: as the caller promises.
+        let list =
+            match ShardFence::parse(&unsafe { guc::hook_text(newval) }, fixed_layout::get().max_shard()) {
+                Ok(ShardFence::Open) | Err(_) => std::ptr::null_mut(),
+                Ok(list) => Box::into_raw(Box::new(list)),
+            };
+        let old = self.0.swap(list, Relaxed);
+        if !old.is_null() {
+            // SAFETY: leaked by an earlier call, and no longer published.
+            drop(unsafe { Box::from_raw(old) });
+        }
+    }
+}
+
+/// The shard list of a setting's text, or `refuse_setting`'s answer with `hint`: a check hook.
+///
+/// # Safety
+/// `newval` is what PostgreSQL passes a check hook.
+pub unsafe fn check_shard_list(newval: *mut *mut c_char, hint: &str) -> bool {
+    // SAFETY: as the caller promises.
+    let list = unsafe { guc::hook_text_utf8(*newval) }
+        .and_then(|text| ShardFence::parse(text, fixed_layout::get().max_shard()));
+    match list {
+        Ok(_) => true,
+        Err(reason) => guc::refuse_setting(&reason, hint),
+    }
+}
+
+/// The check and assign hooks of a shard list setting whose session copy is `$session` (a
+/// `SessionShards`): the check refuses what `ShardFence::parse` refuses, with `$hint`.
+macro_rules! shard_list_hooks {
+    ($check:ident, $assign:ident, $session:expr, $hint:expr) => {
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn $check(
+            newval: *mut *mut std::ffi::c_char,
+            _extra: *mut *mut std::ffi::c_void,
+            _source: pgrx::pg_sys::GucSource::Type,
+        ) -> bool {
+            // SAFETY: PostgreSQL's arguments of a check hook.
+            unsafe { $crate::postgres::fence::check_shard_list(newval, $hint) }
+        }
+
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn $assign(newval: *const std::ffi::c_char, _extra: *mut std::ffi::c_void) {
+            // SAFETY: PostgreSQL's argument of an assign hook.
+            unsafe { $session.assign(newval) }
+        }
+    };
+}
+pub(crate) use shard_list_hooks;
+
+/// This session's `snowflake_id.shards`. A backend applies a reload only between statements:
+/// the fence that reaches running statements too is the server-wide one (`shared`), which the
+/// reservation worker publishes from its own.
+static SESSION_FENCE: SessionShards = SessionShards::new();
 
 /// Defines `snowflake_id.shards`; stops the server when its configured value was refused
 /// (it would fall back to no fence at all). Called while preloading, after the layout.
@@ -52,16 +132,12 @@ pub fn define() {
 /// Whether this session's fence lets it issue `shard` (a shard of the layout).
 #[inline(always)]
 pub fn session_allows(shard: u32) -> bool {
-    let fence = SESSION_FENCE.load(Relaxed);
-    // SAFETY: a non-null pointer is a fence leaked by `assign_shards`, replaced (and freed)
-    // only between statements, in this same thread.
-    fence.is_null() || unsafe { (*fence).allows(shard) }
+    SESSION_FENCE.allows(shard)
 }
 
 /// This session's fence, parsed.
 pub fn session_fence() -> ShardFence {
-    // SAFETY: as in `session_allows`.
-    unsafe { SESSION_FENCE.load(Relaxed).as_ref() }.cloned().unwrap_or(ShardFence::Open)
+    SESSION_FENCE.get()
 }
 
 /// `snowflake_id.shards` as configured, for messages.
@@ -69,33 +145,9 @@ pub fn setting_text() -> String {
     guc::text(&SHARDS)
 }
 
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_shards(
-    newval: *mut *mut c_char,
-    _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
-) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to a string or to NULL.
-    let text = unsafe { guc::hook_text(*newval) };
-    match ShardFence::parse(&text, fixed_layout::get().max_shard()) {
-        Ok(_) => true,
-        Err(reason) => guc::refuse_setting(
-            &reason,
-            "List the shards this server owns, such as '0-5,9'; '' allows every shard, 'none' none.",
-        ),
-    }
-}
-
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_void) {
-    // SAFETY: as in `check_shards`; the value passed the check just before.
-    let fence = match ShardFence::parse(&unsafe { guc::hook_text(newval) }, fixed_layout::get().max_shard()) {
-        Ok(ShardFence::Open) | Err(_) => std::ptr::null_mut(),
-        Ok(fence) => Box::into_raw(Box::new(fence)),
-    };
-    let old = SESSION_FENCE.swap(fence, Relaxed);
-    if !old.is_null() {
-        // SAFETY: leaked by an earlier call of this hook, and no longer published.
-        drop(unsafe { Box::from_raw(old) });
-    }
-}
+shard_list_hooks!(
+    check_shards,
+    assign_shards,
+    SESSION_FENCE,
+    "List the shards this server owns, such as '0-5,9'; '' allows every shard, 'none' none."
+);

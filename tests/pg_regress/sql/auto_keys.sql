@@ -57,14 +57,18 @@ CREATE TABLE two_column_key (id bigserial, part int, PRIMARY KEY (id, part));
 SELECT * FROM pg_temp.key_of('counters', 'n');
 SELECT * FROM pg_temp.key_of('two_column_key');
 
--- A key added later with ALTER TABLE ... ADD COLUMN: converted, existing rows keep their numbers
--- and new rows sort after them.
+-- A key added later with ALTER TABLE ... ADD COLUMN to a table that has rows: left alone (new IDs
+-- would have to move past the numbers the rows got, an operator's act), with a NOTICE naming
+-- snowflake_convert_column. To an empty table: converted.
 CREATE TABLE later (note text);
 INSERT INTO later VALUES ('one'), ('two');
 ALTER TABLE later ADD COLUMN id bigserial PRIMARY KEY;
 SELECT * FROM pg_temp.key_of('later');
 INSERT INTO later (note) VALUES ('three');
 SELECT note, id < 100 AS old_number, snowflake_shard(id) = 6 AND id > 100 AS snowflake FROM later ORDER BY id;
+CREATE TABLE later_empty (note text);
+ALTER TABLE later_empty ADD COLUMN id bigserial PRIMARY KEY;
+SELECT * FROM pg_temp.key_of('later_empty');
 -- Another ALTER TABLE of a table whose bigserial key was made before the setting: untouched
 -- (only keys whose sequence the statement itself creates are converted).
 ALTER TABLE before_setting ADD COLUMN note text;
@@ -138,8 +142,8 @@ ALTER DATABASE auto_keys_owned SET snowflake_id.auto_keys = '';
 ALTER ROLE auto_plain SET snowflake_id.auto_keys = auto;
 SET snowflake_id.auto_keys = auto;
 RESET ROLE;
--- A plain role's own table is converted too (the trigger runs with the extension owner's rights,
--- on the keys the statement just made).
+-- A plain role's own table is converted too (the trigger runs with that role's rights, which
+-- suffice for a table it has just made).
 GRANT CREATE, USAGE ON SCHEMA auto TO auto_plain;
 SET ROLE auto_plain;
 SET snowflake_id.auto_keys = auto;

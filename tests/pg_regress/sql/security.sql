@@ -30,9 +30,9 @@ SELECT count(*) AS batch FROM snowflake_nextvals(3, 10);
 RESET ROLE;
 REVOKE EXECUTE ON FUNCTION snowflake_nextvals(integer, integer) FROM app;
 
--- No function runs with another user's rights but the event trigger of snowflake_id.auto_keys,
--- which converts only the keys the running statement has just made (auto_keys.sql), and which
--- no one can call.
+-- No function runs with another user's rights: not even the event trigger of
+-- snowflake_id.auto_keys, which runs with the rights of the role whose statement fired it (and
+-- which no one can call). hostile_tenant.sql tries what an ordinary role could do with them.
 SELECT p.proname AS security_definer_functions
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
