@@ -51,9 +51,10 @@ fn record_promotion_guard(reservation: &Reservation) {
     reservation.resume_at(ceiling);
     if ceiling == guard {
         pgrx::log!(
-            "snowflake_id: recovery ended; shards resume at {} ({bound_ms} ms ahead of the clock), above \
-             anything the old primary could have issued, including WAL this server never received, if the \
-             clocks agree within snowflake_id.max_clock_skew_ms",
+            "snowflake_id: recovery ended; shards resume at {} ({bound_ms} ms ahead of the clock), above the \
+             reservation replayed from the old primary's WAL and, for WAL this server never received, above \
+             anything the old primary could have issued if it ran with lead settings no larger than these and \
+             the clocks agree within snowflake_id.max_clock_skew_ms",
             utc::format_utc_ms(ceiling_unix_ms)
         );
     } else {
