@@ -77,7 +77,7 @@ FULL_MAJORS=(15 18)
 # major does not reach, and the benchmark's smoke run and the clients test scripts and drivers;
 # leaving them out keeps the whole command under 45 minutes on 2 cores (docs/development.md,
 # "Test layers", has the figures).
-INTEGRATION_EVERY_MAJOR=(startup layout_memory wal_rmgr replay crash standby failover mesh)
+INTEGRATION_EVERY_MAJOR=(startup layout_memory wal_rmgr replay crash standby standby_restart failover mesh)
 full_major() { [[ " ${FULL_MAJORS[*]} " == *" $1 "* ]]; }
 
 ./scripts/setup.sh

@@ -32,9 +32,13 @@ static RECORDED_AT_START: AtomicU64 = AtomicU64::new(0);
 /// Every start under pg_upgrade (`postgres -b`), of the new cluster or the old one, and
 /// `pg_upgrade --check`'s too: pg_upgrade carries the tables, not this file, and the old
 /// server may have issued IDs up to its ceiling, at most `max_lead_ms + reserve_ms` ahead of
-/// its clock when it stopped, which was before now. So the record is raised to that far
-/// ahead of now (never lowered), and the first real start resumes above anything the old
-/// server could have issued, as long as it ran with lead settings no larger than these.
+/// its clock as it read when it issued them. So the record is raised to that far ahead of now
+/// (never lowered), and the first real start resumes above anything the old server issued,
+/// as long as it ran with lead settings no larger than these and its clock, whenever it
+/// issued, never read ahead of this clock now. A clock that ran fast and was set back before
+/// the upgrade breaks the second: that guess is all this start can make, since nothing
+/// pg_upgrade hands the new server (its command line, environment or catalogs) says where
+/// the old data directory and its record are.
 ///
 /// At every such start, not only the first: `pg_upgrade --check` starts the new cluster too,
 /// possibly long before the upgrade while the old server keeps issuing; a guard recorded
@@ -52,8 +56,9 @@ fn record_upgrade_guard(recorded_unix_ms: Option<i64>) -> u64 {
         );
     }
     pgrx::log!(
-        "snowflake_id: binary upgrade: recorded a ceiling of {} ({bound_ms} ms ahead of the clock), above \
-         what the old server could have issued with the same lead settings",
+        "snowflake_id: binary upgrade: recorded a ceiling of {} ({bound_ms} ms ahead of the clock): above the \
+         old server's IDs only if it ran with lead settings no larger than these and its clock never read \
+         ahead of this one; copy its \"{FILE}\" over this cluster's before the first start, which is exact",
         utc::format_utc_ms(guard_unix_ms)
     );
     time_part_of_ceiling(guard_unix_ms)

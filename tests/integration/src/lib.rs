@@ -309,6 +309,15 @@ impl Cluster {
         run(&mut promote, "pg_ctl promote");
     }
 
+    /// Waits until this standby has replayed its primary's WAL up to `lsn` (as
+    /// `pg_current_wal_lsn()::text` printed it on the primary).
+    pub fn wait_for_replay(&self, lsn: &str) {
+        let mut client = self.connect();
+        wait_until(&format!("the standby replayed up to {lsn}"), || {
+            client.query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn]).unwrap().get(0)
+        });
+    }
+
     /// Waits until the server accepts connections again (after a crash and restart).
     pub fn wait_until_accepting(&self) -> Client {
         let deadline = Instant::now() + Duration::from_secs(60);
