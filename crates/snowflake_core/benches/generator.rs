@@ -6,7 +6,7 @@
 
 use snowflake_core::clock::wall_clock_unix_ms;
 use snowflake_core::generator::{self, Clock, ClockPolicy, NoKeeper, Reservation, ShardSlot};
-use snowflake_core::horizon::{Covered, Pending, PendingSlot};
+use snowflake_core::horizon::{Holder, Pending, PendingSlot};
 use snowflake_core::layout::{Layout, DEFAULT_EPOCH_UNIX_MS};
 use snowflake_core::sync::AtomicU64;
 use std::hint::black_box;
@@ -77,8 +77,9 @@ fn main() {
     };
     let claim_one = median_ns_per_op(|ops| {
         let (shard, backend) = (ShardSlot::default(), Backend::default());
+        let holder = backend.holder();
         for _ in 0..ops {
-            claim_one_id(&shard, backend.pending());
+            claim_one_id(&shard, holder.pending(0));
         }
     });
     let claim_two_threads = median_ns_per_op(|ops| {
@@ -89,8 +90,9 @@ fn main() {
                 scope.spawn(|| {
                     // Each thread a backend of its own.
                     let backend = Backend::default();
+                    let holder = backend.holder();
                     for _ in 0..ops / 2 {
-                        claim_one_id(&shard, backend.pending());
+                        claim_one_id(&shard, holder.pending(0));
                     }
                 });
             }
@@ -101,17 +103,16 @@ fn main() {
     println!("claim_two_threads_one_shard\t{claim_two_threads:.2}");
 }
 
-/// A backend's hold on the horizon: its slot, one bit word, its own record.
+/// A backend's slot with one bit word.
 #[derive(Default)]
 struct Backend {
     slot: PendingSlot,
     bits: [AtomicU64; 1],
-    covered: Covered,
 }
 
 impl Backend {
-    /// Its hold for claims of shard 0.
-    fn pending(&self) -> Pending<'_> {
-        Pending::new(&self.slot, &self.bits, &self.covered, 0)
+    /// Its holder, for claims of shard 0.
+    fn holder(&self) -> Holder<'_> {
+        Holder::new(&self.slot, &self.bits)
     }
 }

@@ -375,7 +375,7 @@ pub fn lower_ceiling(
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::horizon::{Covered, PendingSlot};
+    use crate::horizon::{Holder, PendingSlot};
     use crate::layout::{Parts, DEFAULT_EPOCH_UNIX_MS};
 
     /// `claim` with a pending slot of its own: the horizon has its own tests (`horizon.rs`).
@@ -388,9 +388,9 @@ mod tests {
         clock: &mut impl Clock,
         keeper: &mut impl ReservationKeeper,
     ) -> Result<Claim, Refusal> {
-        let (pending, bits, covered) = (PendingSlot::default(), [AtomicU64::new(0)], Covered::new());
-        let pending = Pending::new(&pending, &bits, &covered, 0);
-        super::claim(slot, reservation, pending, count, layout, policy, clock, keeper)
+        let (pending, bits) = (PendingSlot::default(), [AtomicU64::new(0)]);
+        let pending = Holder::new(&pending, &bits);
+        super::claim(slot, reservation, pending.pending(0), count, layout, policy, clock, keeper)
     }
 
     const LAYOUT: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12);

@@ -128,28 +128,19 @@ pub fn shards_of(mark: u64, words: &[u64]) -> Vec<u32> {
 /// What one process has marked in its open transaction, in its own memory (never shared):
 /// the shard of its last mark and the lowest start it marked. The fast path's test.
 #[derive(Debug)]
-pub struct Covered {
+struct Covered {
     shard: Cell<u64>,
     since: Cell<u64>,
 }
 
 impl Covered {
-    pub const fn new() -> Self {
+    const fn new() -> Self {
         Covered { shard: Cell::new(NO_SHARD), since: Cell::new(NONE) }
     }
 
-    /// This process's part of its transaction ended: its next claim marks again. Every process
-    /// that claims calls it at its transaction's end (a parallel worker at its own).
-    #[inline]
-    pub fn reset(&self) {
+    fn reset(&self) {
         self.shard.set(NO_SHARD);
         self.since.set(NONE);
-    }
-}
-
-impl Default for Covered {
-    fn default() -> Self {
-        Covered::new()
     }
 }
 
@@ -179,11 +170,10 @@ impl<'a> PendingSlots<'a> {
         &self.bits[index * self.words..(index + 1) * self.words]
     }
 
-    /// The hold of slot `index` for claims of `shard`, with `covered` the claiming process's own
-    /// record. `None` past the last slot.
-    #[inline(always)]
-    pub fn pending(&self, index: usize, shard: u32, covered: &'a Covered) -> Option<Pending<'a>> {
-        Some(Pending::new(self.slots.get(index)?, self.bits(index), covered, shard))
+    /// A holder of slot `index`, for a process whose transaction's IDs it holds (the backend's
+    /// own, or one of its parallel workers). `None` past the last slot.
+    pub fn holder(&self, index: usize) -> Option<Holder<'a>> {
+        Some(Holder::new(self.slots.get(index)?, self.bits(index)))
     }
 
     /// The open transaction of slot `index`: its lowest time part, and the shards it took
@@ -212,31 +202,51 @@ impl<'a> PendingSlots<'a> {
     }
 }
 
-/// A claim's hold on the horizon: its process's slot (its parallel leader's in a worker), the
-/// slot's bit words, the process's own record, and the shard claimed.
-#[derive(Clone, Copy)]
-pub struct Pending<'a> {
+/// A process's hold on the horizon: its slot (its parallel leader's, in a worker), the slot's
+/// bit words, and its own record of what it marked (`Covered`, in its own memory).
+pub struct Holder<'a> {
     slot: &'a PendingSlot,
     bits: &'a [AtomicU64],
-    covered: &'a Covered,
+    covered: Covered,
+}
+
+impl<'a> Holder<'a> {
+    pub fn new(slot: &'a PendingSlot, bits: &'a [AtomicU64]) -> Self {
+        Holder { slot, bits, covered: Covered::new() }
+    }
+
+    /// The hold for a claim of `shard`: the holder's address and the shard, which a claim
+    /// inlined into the caller keeps in registers.
+    #[inline(always)]
+    pub fn pending(&self, shard: u32) -> Pending<'_> {
+        Pending { holder: self, shard }
+    }
+
+    /// This process's part of its transaction ended: its next claim marks again. Every process
+    /// that claims calls it at its transaction's end (a parallel worker at its own); the slot
+    /// itself is released by its backend (`PendingSlots::release`).
+    #[inline]
+    pub fn forget(&self) {
+        self.covered.reset();
+    }
+}
+
+/// A claim's hold on the horizon: its process's `Holder`, and the shard claimed.
+#[derive(Clone, Copy)]
+pub struct Pending<'a> {
+    holder: &'a Holder<'a>,
     shard: u32,
 }
 
-impl<'a> Pending<'a> {
-    /// The hold of a process whose slot is `slot` with bit words `bits` (its parallel leader's
-    /// in a worker) and whose own record is `covered`, for a claim of `shard`.
-    #[inline(always)]
-    pub fn new(slot: &'a PendingSlot, bits: &'a [AtomicU64], covered: &'a Covered, shard: u32) -> Self {
-        Pending { slot, bits, covered, shard }
-    }
-
+impl Pending<'_> {
     /// Covers a claim about to start at time part `start`, before it claims: returns where it
     /// starts now, at or above the floor any horizon has set since (see the top). Inlined into
     /// the claim: on the hot path (a later claim of the shard this process marked last) two
     /// loads of its own memory and two comparisons; else it marks (`mark`).
     #[inline(always)]
     pub fn cover(&self, start: u64, reservation: &Reservation) -> u64 {
-        if self.covered.shard.get() == u64::from(self.shard) && start >= self.covered.since.get() {
+        let covered = &self.holder.covered;
+        if covered.shard.get() == u64::from(self.shard) && start >= covered.since.get() {
             return start;
         }
         self.mark(start, reservation)
@@ -247,10 +257,10 @@ impl<'a> Pending<'a> {
     #[inline(never)]
     fn mark(&self, start: u64, reservation: &Reservation) -> u64 {
         let shard = u64::from(self.shard);
-        let mut mark = self.slot.mark.load(SeqCst);
+        let mut mark = self.holder.slot.mark.load(SeqCst);
         if mark == NO_SHARD {
             // The first shard of the transaction; a parallel worker may mark another at once.
-            mark = match self.slot.mark.compare_exchange(NO_SHARD, shard, SeqCst, SeqCst) {
+            mark = match self.holder.slot.mark.compare_exchange(NO_SHARD, shard, SeqCst, SeqCst) {
                 Ok(_) => shard,
                 Err(other) => other,
             };
@@ -263,22 +273,23 @@ impl<'a> Pending<'a> {
             }
             self.set_bit(self.shard);
             if mark != SEVERAL {
-                self.slot.mark.store(SEVERAL, SeqCst);
+                self.holder.slot.mark.store(SEVERAL, SeqCst);
             }
         }
-        if self.slot.since.load(SeqCst) > start {
-            self.slot.since.fetch_min(start, SeqCst);
+        if self.holder.slot.since.load(SeqCst) > start {
+            self.holder.slot.since.fetch_min(start, SeqCst);
         }
         let floor = reservation.floor.load(SeqCst);
-        self.covered.shard.set(shard);
-        self.covered.since.set(self.covered.since.get().min(start));
+        let covered = &self.holder.covered;
+        covered.shard.set(shard);
+        covered.since.set(covered.since.get().min(start));
         start.max(floor)
     }
 
     fn set_bit(&self, shard: u32) {
         let (index, bit) = bit_of(shard);
-        if self.bits[index].load(SeqCst) & bit == 0 {
-            self.bits[index].fetch_or(bit, SeqCst);
+        if self.holder.bits[index].load(SeqCst) & bit == 0 {
+            self.holder.bits[index].fetch_or(bit, SeqCst);
         }
     }
 }
@@ -335,11 +346,10 @@ mod tests {
         reservation
     }
 
-    /// The slots of `backends` backends for a layout of 1,024 shards, and each one's own record.
+    /// The slots of `backends` backends for a layout of 1,024 shards.
     struct Backends {
         slots: Vec<PendingSlot>,
         bits: Vec<AtomicU64>,
-        covered: Vec<Covered>,
     }
 
     const SHARDS: u32 = 1024;
@@ -349,7 +359,6 @@ mod tests {
             Backends {
                 slots: (0..backends).map(|_| PendingSlot::default()).collect(),
                 bits: (0..backends * bit_words(SHARDS)).map(|_| AtomicU64::new(0)).collect(),
-                covered: (0..backends).map(|_| Covered::new()).collect(),
             }
         }
 
@@ -357,14 +366,15 @@ mod tests {
             PendingSlots::new(&self.slots, &self.bits, SHARDS)
         }
 
-        /// Backend `index`'s claim of `shard` starting at `start`: where it starts.
-        fn cover(&self, index: usize, shard: u32, start: u64, reservation: &Reservation) -> u64 {
-            self.all().pending(index, shard, &self.covered[index]).unwrap().cover(start, reservation)
+        /// Each backend's own holder.
+        fn holders(&self) -> Vec<Holder<'_>> {
+            (0..self.slots.len()).map(|index| self.all().holder(index).unwrap()).collect()
         }
 
-        fn end(&self, index: usize) {
+        /// The end of backend `index`'s transaction.
+        fn end(&self, index: usize, holder: &Holder) {
             self.all().release(index);
-            self.covered[index].reset();
+            holder.forget();
         }
 
         fn horizon(&self, now: u64, reservation: &Reservation, shard: Option<u32>) -> u64 {
@@ -376,15 +386,21 @@ mod tests {
         }
     }
 
+    /// A claim of `shard` starting at `start` by `holder`'s process: where it starts.
+    fn cover(holder: &Holder, shard: u32, start: u64, reservation: &Reservation) -> u64 {
+        holder.pending(shard).cover(start, reservation)
+    }
+
     #[test]
     fn an_idle_server_follows_the_clock_and_raises_the_floor() {
         let reservation = reservation(0, 1000);
         let backends = Backends::new(3);
+        let holders = backends.holders();
         assert_eq!(backends.horizon(500, &reservation, None), 500);
         assert_eq!(reservation.floor.load(Relaxed), 500);
         // A clock stepped back: the horizon stays, and claims start at the floor.
         assert_eq!(backends.horizon(400, &reservation, Some(7)), 500);
-        assert_eq!(backends.cover(0, 7, 400, &reservation), 500);
+        assert_eq!(cover(&holders[0], 7, 400, &reservation), 500);
     }
 
     #[test]
@@ -404,13 +420,14 @@ mod tests {
     fn an_open_transaction_holds_it_until_it_ends() {
         let reservation = reservation(0, 1000);
         let backends = Backends::new(2);
-        assert_eq!(backends.cover(1, 5, 300, &reservation), 300);
+        let holders = backends.holders();
+        assert_eq!(cover(&holders[1], 5, 300, &reservation), 300);
         // Later claims of the same shard store nothing.
-        assert_eq!(backends.cover(1, 5, 350, &reservation), 350);
+        assert_eq!(cover(&holders[1], 5, 350, &reservation), 350);
         assert_eq!(backends.slots[1].since.load(Relaxed), 300);
         assert_eq!(backends.horizon(500, &reservation, None), 300);
         assert_eq!(backends.horizon(500, &reservation, Some(5)), 300);
-        backends.end(1);
+        backends.end(1, &holders[1]);
         assert_eq!(backends.horizon(500, &reservation, None), 500);
         assert_eq!(backends.horizon(500, &reservation, Some(5)), 500);
     }
@@ -419,7 +436,8 @@ mod tests {
     fn a_transaction_holds_only_the_shards_it_took() {
         let reservation = reservation(0, 1000);
         let backends = Backends::new(2);
-        backends.cover(0, 5, 300, &reservation);
+        let holders = backends.holders();
+        cover(&holders[0], 5, 300, &reservation);
         assert_eq!(backends.horizon(500, &reservation, Some(3)), 500);
         assert_eq!(backends.horizon(510, &reservation, Some(5)), 300);
         assert_eq!(backends.horizon(520, &reservation, None), 300);
@@ -431,33 +449,34 @@ mod tests {
     fn a_transaction_of_several_shards_holds_exactly_those() {
         let reservation = reservation(0, 1000);
         let backends = Backends::new(2);
-        backends.cover(0, 5, 300, &reservation);
-        backends.cover(0, 700, 320, &reservation);
-        backends.cover(0, 5, 330, &reservation);
+        let holders = backends.holders();
+        cover(&holders[0], 5, 300, &reservation);
+        cover(&holders[0], 700, 320, &reservation);
+        cover(&holders[0], 5, 330, &reservation);
         assert_eq!(backends.slots[0].mark.load(Relaxed), SEVERAL);
         for (shard, held) in [(5, 300), (700, 300), (3, 500), (4, 500), (6, 500), (69, 500), (1023, 500)] {
             assert_eq!(backends.horizon(500, &reservation, Some(shard)), held, "shard {shard}");
         }
         assert_eq!(backends.all().held(0), Some((300, vec![5, 700])));
         // Its end clears the bits: the next transaction of the backend holds its one shard.
-        backends.end(0);
-        backends.cover(0, 9, 600, &reservation);
+        backends.end(0, &holders[0]);
+        cover(&holders[0], 9, 600, &reservation);
         assert_eq!(backends.horizon(650, &reservation, Some(700)), 650);
         assert_eq!(backends.all().held(0), Some((600, vec![9])));
     }
 
     #[test]
     fn processes_sharing_a_slot_mark_their_own_shards() {
-        // A parallel worker marks its leader's slot with a record of its own.
+        // A parallel worker marks its leader's slot with a holder of its own.
         let reservation = reservation(0, 1000);
         let backends = Backends::new(1);
-        let worker = Covered::new();
-        backends.cover(0, 5, 300, &reservation);
-        let pending = backends.all().pending(0, 8, &worker).unwrap();
-        assert_eq!(pending.cover(310, &reservation), 310);
+        let holders = backends.holders();
+        let worker = backends.all().holder(0).unwrap();
+        cover(&holders[0], 5, 300, &reservation);
+        assert_eq!(cover(&worker, 8, 310, &reservation), 310);
         assert_eq!(backends.all().held(0), Some((300, vec![5, 8])));
         // The worker's own record: its later claims of shard 8 store nothing.
-        assert_eq!(pending.cover(320, &reservation), 320);
+        assert_eq!(cover(&worker, 8, 320, &reservation), 320);
         assert_eq!(backends.horizon(500, &reservation, Some(8)), 300);
     }
 
@@ -465,9 +484,10 @@ mod tests {
     fn a_claim_after_a_horizon_starts_at_its_floor() {
         let reservation = reservation(0, 1000);
         let backends = Backends::new(1);
+        let holders = backends.holders();
         assert_eq!(backends.horizon(500, &reservation, Some(1)), 500);
         // The claim read the clock before the horizon raised the floor.
-        assert_eq!(backends.cover(0, 1, 480, &reservation), 500);
+        assert_eq!(cover(&holders[0], 1, 480, &reservation), 500);
     }
 
     #[test]

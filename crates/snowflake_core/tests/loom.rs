@@ -25,7 +25,7 @@
 use loom::sync::Arc;
 use loom::thread;
 use snowflake_core::generator::{self, Claim, Clock, ClockPolicy, NoKeeper, Reservation, ShardSlot};
-use snowflake_core::horizon::{self, Covered, PendingSlot, PendingSlots};
+use snowflake_core::horizon::{self, Holder, PendingSlot, PendingSlots};
 use snowflake_core::layout::Layout;
 use snowflake_core::sync::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -52,7 +52,7 @@ impl Clock for FakeClock {
 
 /// One server's shared memory: three shards, the reservation, and the pending slots of two
 /// backends with one bit word each (`claim`'s calls on shard 0 are backend 0's, those on shard
-/// 1 backend 1's; `claim_by` names the backend).
+/// 1 backend 1's, each with a holder of its own; `claim_with` is given the holder).
 struct Server {
     shards: [ShardSlot; SHARDS],
     reservation: Reservation,
@@ -61,11 +61,6 @@ struct Server {
 }
 
 const SHARDS: usize = 3;
-
-loom::thread_local! {
-    /// Each thread is a process, with its own record of what it marked.
-    static COVERED: Covered = Covered::new();
-}
 
 impl Server {
     /// A server whose reservation is `floor..ceiling`, with nothing issued yet.
@@ -83,24 +78,28 @@ impl Server {
 
     /// One call of `count` IDs on `shard` with the clock at `now`: the run it was given, if any.
     fn claim(&self, shard: usize, now: u64, count: u64) -> Option<(usize, Claim)> {
-        self.claim_by(shard, shard, now, count)
+        self.claim_with(&self.holder(shard), shard, now, count)
     }
 
-    /// A call of backend `backend` (or of one of its parallel workers, in a thread of its own).
-    fn claim_by(&self, backend: usize, shard: usize, now: u64, count: u64) -> Option<(usize, Claim)> {
+    /// A holder of backend `backend`'s slot: a process of its own (the backend, or one of its
+    /// parallel workers), in the thread that makes its calls.
+    fn holder(&self, backend: usize) -> Holder<'_> {
+        self.slots().holder(backend).unwrap()
+    }
+
+    /// A call of `holder`'s process.
+    fn claim_with(&self, holder: &Holder, shard: usize, now: u64, count: u64) -> Option<(usize, Claim)> {
         let mut clock = FakeClock(now as i64);
-        let claimed = COVERED.with(|covered| {
-            generator::claim(
-                &self.shards[shard],
-                &self.reservation,
-                self.slots().pending(backend, shard as u32, covered).unwrap(),
-                count,
-                &LAYOUT,
-                POLICY,
-                &mut clock,
-                &mut NoKeeper,
-            )
-        });
+        let claimed = generator::claim(
+            &self.shards[shard],
+            &self.reservation,
+            holder.pending(shard as u32),
+            count,
+            &LAYOUT,
+            POLICY,
+            &mut clock,
+            &mut NoKeeper,
+        );
         claimed.ok().map(|claim| (shard, claim))
     }
 
@@ -114,9 +113,9 @@ impl Server {
     }
 
     /// The end of backend `backend`'s transaction, in its thread.
-    fn end(&self, backend: usize) {
+    fn end(&self, backend: usize, holder: &Holder) {
         self.slots().release(backend);
-        COVERED.with(Covered::reset);
+        holder.forget();
     }
 
     /// The worker's renewal (`renew` in the extension) with its clock at `now`: records the
@@ -364,7 +363,11 @@ fn a_claim_racing_a_horizon_is_covered() {
             |_| None,
             vec![
                 Box::new(|server| {
-                    [server.claim(0, 98, 1), server.claim(0, 99, 1)].into_iter().flatten().collect()
+                    let holder = server.holder(0);
+                    [server.claim_with(&holder, 0, 98, 1), server.claim_with(&holder, 0, 99, 1)]
+                        .into_iter()
+                        .flatten()
+                        .collect()
                 }),
                 Box::new(|server| server.claim(1, 97, 1).into_iter().collect()),
             ],
@@ -392,9 +395,10 @@ fn a_transaction_after_a_release_is_covered_again() {
         let claimer = {
             let server = server.clone();
             thread::spawn(move || {
-                server.claim(0, 99, 1);
-                server.end(0);
-                server.claim(0, 90, 1)
+                let holder = server.holder(0);
+                server.claim_with(&holder, 0, 99, 1);
+                server.end(0, &holder);
+                server.claim_with(&holder, 0, 90, 1)
             })
         };
         let horizon = reader.join().unwrap();
@@ -464,12 +468,13 @@ fn a_transaction_of_several_shards_holds_each_and_no_other() {
             |_| None,
             vec![
                 Box::new(|server| {
-                    [server.claim_by(0, 0, 98, 1), server.claim_by(0, 2, 99, 1)]
+                    let holder = server.holder(0);
+                    [server.claim_with(&holder, 0, 98, 1), server.claim_with(&holder, 2, 99, 1)]
                         .into_iter()
                         .flatten()
                         .collect()
                 }),
-                Box::new(|server| server.claim_by(0, 2, 97, 1).into_iter().collect()),
+                Box::new(|server| server.claim_with(&server.holder(0), 2, 97, 1).into_iter().collect()),
             ],
         );
         let (of_1, of_2, of_0) = reader.join().unwrap();

@@ -31,7 +31,7 @@ pub mod prepared;
 use super::{compat, fixed_layout};
 use pgrx::pg_sys;
 use snowflake_core::generator::Reservation;
-use snowflake_core::horizon::{self, Covered, Pending, PendingSlot, PendingSlots};
+use snowflake_core::horizon::{self, Holder, Pending, PendingSlot, PendingSlots};
 use snowflake_core::sync::AtomicU64;
 use std::ffi::CStr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -89,17 +89,11 @@ static mut LOCK: *mut pg_sys::LWLock = std::ptr::null_mut();
 static mut SLOTS: *const PendingSlot = std::ptr::null();
 static mut SLOT_COUNT: usize = 0;
 static mut BITS: *const AtomicU64 = std::ptr::null();
-/// This process's slot (its parallel leader's, in a parallel worker) and its bit words, found
-/// at its first claim or transaction end; `MY_SLOT_INDEX` is `usize::MAX` until then.
-static mut MY_SLOT: *const PendingSlot = std::ptr::null();
-static mut MY_BITS: &[AtomicU64] = &[];
+/// This process's holder: its slot (its parallel leader's, in a parallel worker), the slot's bit
+/// words and its own record of what it marked; found at its first claim or transaction end,
+/// with the slot's index. In a static, so that a claim refers to it by a constant address.
+static mut MINE: Option<Holder<'static>> = None;
 static mut MY_SLOT_INDEX: usize = usize::MAX;
-
-/// This process's own record of what it marked in its open transaction (`horizon::Covered`).
-struct ProcessLocal(Covered);
-// SAFETY: a PostgreSQL process runs SQL in one thread: only that thread touches it.
-unsafe impl Sync for ProcessLocal {}
-static COVERED: ProcessLocal = ProcessLocal(Covered::new());
 
 fn slot_count() -> usize {
     // SAFETY: set before shared memory is requested (PostgreSQL 15+), read in the postmaster.
@@ -173,31 +167,33 @@ fn slots() -> PendingSlots<'static> {
     }
 }
 
-/// The hold of this process's claims of `shard` on the horizon: its slot, or its parallel
-/// leader's, whose transaction its IDs belong to, and its own record. `None` when not
-/// preloaded, or for a process without one. Found once, then read from statics on the hot
-/// path: the lookup reads only memory.
+/// The hold of this process's claims of `shard` on the horizon (see `MINE`): its slot, or its
+/// parallel leader's, whose transaction its IDs belong to. `None` when not preloaded, or for a
+/// process without one. Found once, then read from a static on the hot path: the lookup reads
+/// only memory.
 #[inline(always)]
 pub fn pending(shard: u32) -> Option<Pending<'static>> {
-    // SAFETY: MY_SLOT and MY_BITS are this process's own, written only by `my_slot_index`, in
-    // its one thread.
+    mine().map(|holder| holder.pending(shard))
+}
+
+#[inline(always)]
+fn mine() -> Option<&'static Holder<'static>> {
+    // SAFETY: MINE is this process's own, written only by `find_my_slot`, in its one thread,
+    // before any reference to it is handed out; never written again.
     unsafe {
-        if MY_SLOT.is_null() {
-            my_slot_index();
+        let mine = &raw const MINE;
+        if (*mine).is_none() {
+            find_my_slot();
         }
-        Some(Pending::new(MY_SLOT.as_ref()?, MY_BITS, &COVERED.0, shard))
+        (*mine).as_ref()
     }
 }
 
-/// The index of this process's slot (see `pending`), found once.
+/// The index of this process's slot (see `MINE`), found once.
 fn my_slot_index() -> Option<usize> {
-    // SAFETY: this process's own statics, written only here, in its one thread.
-    unsafe {
-        if MY_SLOT.is_null() {
-            find_my_slot();
-        }
-        (MY_SLOT_INDEX != usize::MAX).then_some(MY_SLOT_INDEX)
-    }
+    mine()?;
+    // SAFETY: this process's own static, written once by `find_my_slot`.
+    Some(unsafe { MY_SLOT_INDEX })
 }
 
 #[cold]
@@ -207,17 +203,16 @@ fn find_my_slot() {
         return;
     };
     let slots = slots();
-    let slot = &slots.slots()[index];
     // SAFETY: a PostgreSQL global of this process.
     if unsafe { pg_sys::ParallelWorkerNumber } < 0 {
         // Its own slot (a worker's is its leader's): who holds it, for `holders`.
         // SAFETY: a PostgreSQL global of this process.
-        slot.pid.store(unsafe { pg_sys::MyProcPid } as u64, Relaxed);
+        slots.slots()[index].pid.store(unsafe { pg_sys::MyProcPid } as u64, Relaxed);
     }
-    // SAFETY: this process's own statics, written only here, in its one thread.
+    // SAFETY: this process's own statics, written only here, once (MINE was None, so no
+    // reference to it exists), in its one thread.
     unsafe {
-        MY_SLOT = slot;
-        MY_BITS = slots.bits(index);
+        MINE = slots.holder(index);
         MY_SLOT_INDEX = index;
     }
 }
@@ -244,7 +239,7 @@ unsafe extern "C-unwind" fn on_transaction_event(
     // SAFETY: a PostgreSQL global of this process.
     if unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
         if matches!(event, XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PARALLEL_ABORT) {
-            COVERED.0.reset();
+            mine().inspect(|holder| holder.forget());
         }
         return;
     }
@@ -255,7 +250,7 @@ unsafe extern "C-unwind" fn on_transaction_event(
         XACT_EVENT_PRE_PREPARE => prepared::remember(&slots(), index),
         XACT_EVENT_COMMIT | XACT_EVENT_ABORT | XACT_EVENT_PREPARE => {
             slots().release(index);
-            COVERED.0.reset();
+            mine().inspect(|holder| holder.forget());
         }
         _ => {}
     }
