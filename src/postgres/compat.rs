@@ -48,6 +48,11 @@ pub unsafe fn xlog_register_data(data: &mut [u8]) {
     }
 }
 
+/// Ends a record's line (the layout's, the reservation's) written by pg_upgrade's starts of a
+/// new cluster: what the old server's record said is not known there, so the first real start
+/// refuses to run on it until an operator copies the old record over it or deletes the mark.
+pub const UNCONFIRMED_BY_PG_UPGRADE: &str = " unconfirmed=pg_upgrade";
+
 /// Whether pg_upgrade is driving this server (`postgres -b`): it restores the schema into
 /// the new cluster, and starts the old one to read it. Nothing is issued in this mode.
 pub fn in_binary_upgrade() -> bool {
