@@ -77,7 +77,7 @@ previous_release_deb() {
   PREVIOUS_DEB="$SNOWFLAKE_ROOT/target/debian/previous/${NAME}_${previous}_$(dpkg --print-architecture).deb"
   [ -f "$PREVIOUS_DEB" ] && return 0
   bump=$(git log --reverse --format=%H -G"^version = \"$VERSION\"" -- Cargo.toml | head -n 1)
-  commit=$(git rev-parse --verify -q "${bump:-none}^") || fail "no commit of the release before $VERSION in this history"
+  commit=$(git rev-parse --verify -q "${bump:-none}^") || fail "no commit of the release before $VERSION in this history (a shallow clone? git fetch --unshallow)"
   git show "$commit:Cargo.toml" | grep -qx "version = \"$previous\"" || fail "commit $commit is not release $previous"
   BUILD=$(mktemp -d)
   git worktree add --detach "$BUILD" "$commit" >/dev/null 2>&1
