@@ -70,12 +70,18 @@ done
 # the commit that moved Cargo.toml to this version. Built from that commit in a temporary
 # worktree by its own scripts/package.sh (seeded with this major's release build, so that only
 # what changed is compiled), once: kept in target/debian/previous/, as a released package
-# never changes. Fails when the history does not hold the commit (a shallow clone).
+# never changes. Fails when the history does not hold the commit (a shallow clone whose origin
+# cannot be fetched from).
 previous_release_deb() {
   local previous bump commit built
   previous=$(full_script_versions sql | tail -n 1)
   PREVIOUS_DEB="$SNOWFLAKE_ROOT/target/debian/previous/${NAME}_${previous}_$(dpkg --print-architecture).deb"
   [ -f "$PREVIOUS_DEB" ] && return 0
+  # A shallow clone lacks the release's commit: its history is fetched first (from the clone's
+  # origin), once.
+  if [ "$(git rev-parse --is-shallow-repository)" = true ]; then
+    git fetch -q --unshallow || true
+  fi
   bump=$(git log --reverse --format=%H -G"^version = \"$VERSION\"" -- Cargo.toml | head -n 1)
   commit=$(git rev-parse --verify -q "${bump:-none}^") || fail "no commit of the release before $VERSION in this history (a shallow clone? git fetch --unshallow)"
   git show "$commit:Cargo.toml" | grep -qx "version = \"$previous\"" || fail "commit $commit is not release $previous"
