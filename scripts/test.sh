@@ -52,7 +52,7 @@
 # need them (the fleet test, the partman regress file) run on 15 and are reported as skipped on
 # the others. The mesh test needs subscriptions with origin = none (PostgreSQL 16 or later): it
 # is reported as skipped on 15. Citus is built from its source tarball by scripts/setup.sh
-# (scripts/citus-install.sh, about 6 minutes per major on 2 cores, once) for 17 and 18: the
+# (scripts/citus-install.sh, about a minute per major on 2 cores, once) for 17 and 18: the
 # Citus test is reported as skipped on the other majors, and on those where Citus could not be
 # installed (no source tarball), saying why.
 set -euo pipefail
