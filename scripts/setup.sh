@@ -18,6 +18,9 @@
 #   /opt/snowflake_id/postgresql-<version> (pg_tree_of in lib.sh; SNOWFLAKE_PG_TREES overrides
 #   /opt/snowflake_id), readable by the server user: bin, include/server, lib, share; the
 #   server's modules pointed at the tree's own libpq.
+#   Citus (the Citus layer's tests), built from its source tarball into the majors of
+#   CITUS_MAJORS by scripts/citus-install.sh, with Debian's liblz4-dev, libzstd-dev and
+#   libkrb5-dev for its build; skipped where Citus is installed already or its source is absent.
 #   cargo-pgrx 0.18.1, pointed at all four (no source download).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -32,6 +35,7 @@ PACKAGES=(
   dpkg-dev binutils pgxnclient jq skopeo
   golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java
   ruby-activerecord ruby-pg
+  liblz4-dev libzstd-dev libkrb5-dev
 )
 # Node.js: any with npm will do (a machine may have one not from Debian's packages).
 command -v node >/dev/null || PACKAGES+=(nodejs)
@@ -103,6 +107,9 @@ install_pg_tree() {
 for major in "${SUPPORTED_MAJORS[@]}"; do
   [ "$major" = 15 ] || install_pg_tree "$major"
 done
+
+# Only the majors of a test run, when scripts/test.sh names them: a build takes minutes.
+"$SNOWFLAKE_ROOT/scripts/citus-install.sh"
 
 if ! cargo pgrx --version 2>/dev/null | grep -q "${PGRX_VERSION}"; then
   echo "setup: installing cargo-pgrx ${PGRX_VERSION} (several minutes, once)"

@@ -31,6 +31,9 @@
 #                            under 12 writers, one node killed -9 and restarted, converging with
 #                            no conflict on snowflake keys where a bigserial control conflicts;
 #                            on 18, pg_upgrade from each earlier major tested in the run;
+#                            on 17 and 18 (CITUS_MAJORS), a Citus coordinator and workers
+#                            written to from every node while a worker joins, shards move
+#                            and a worker is killed -9 (docs/citus.md);
 #                            the monitoring queries scraped through the real exporter)
 #   6. install channels      scripts/package-test.sh: the Debian package's Depends checked against
 #                            the libraries it links; on 15 installed with dpkg as the previous
@@ -54,7 +57,10 @@
 # PL/Proxy and pg_partman come from Debian's packages, for PostgreSQL 15 only: the layers that
 # need them (the fleet test, the partman regress file) run on 15 and are reported as skipped on
 # the others. The mesh test needs subscriptions with origin = none (PostgreSQL 16 or later): it
-# is reported as skipped on 15.
+# is reported as skipped on 15. Citus is built from its source tarball by scripts/setup.sh
+# (scripts/citus-install.sh, about a minute per major on 2 cores, once) for 17 and 18: the
+# Citus test is reported as skipped on the other majors, and on those where Citus could not be
+# installed (no source tarball), saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTED_MAJORS=${PG_MAJOR:-}
@@ -86,7 +92,8 @@ FULL_MAJORS=(15 18)
 INTEGRATION_EVERY_MAJOR=(startup layout_memory wal_rmgr replay crash standby standby_restart failover mesh)
 full_major() { [[ " ${FULL_MAJORS[*]} " == *" $1 "* ]]; }
 
-./scripts/setup.sh
+# Citus is built only for the majors of this run.
+SNOWFLAKE_TEST_MAJORS="${MAJORS[*]}" ./scripts/setup.sh
 
 # The clusters of `cargo pgrx test` live here, owned by the unprivileged server user.
 WORK=$(mktemp -d /tmp/snowflake_id-test.XXXXXX)
@@ -162,6 +169,14 @@ for major in "${MAJORS[@]}"; do
       skipped "integration test 'fleet' (PL/Proxy is packaged by Debian for PostgreSQL 15 only)"
     elif [ "$name" = mesh ] && [ "$major" -lt 16 ]; then
       skipped "integration test 'mesh' (active-active needs subscriptions with origin = none, PostgreSQL 16 or later)"
+    elif [ "$name" = citus ]; then
+      if [[ " ${CITUS_MAJORS[*]} " != *" $major "* ]]; then
+        skipped "integration test 'citus' (Citus is built for ${CITUS_MAJORS[*]} only: a build takes minutes)"
+      elif ! citus_installed "$PG_CONFIG"; then
+        skipped "integration test 'citus' (Citus is not installed for PostgreSQL $major, and scripts/citus-install.sh found no source tarball to build it from)"
+      else
+        integration+=(--test "$name")
+      fi
     elif [ "$name" = major_upgrade ]; then
       # On the newest major, from every earlier one of this run (each installed by its own
       # layers before this one).

@@ -17,20 +17,31 @@ use std::time::{Duration, Instant};
 /// The port only names the socket file; nothing listens on TCP.
 pub const PORT: u16 = 5432;
 
-/// `bin` folder of the PostgreSQL under test: `$PG_CONFIG --bindir`, by default Debian's 15.
+/// `pg_config` of the PostgreSQL under test: `$PG_CONFIG`, by default Debian's 15.
+fn pg_config() -> PathBuf {
+    std::env::var_os("PG_CONFIG").map_or_else(|| "/usr/lib/postgresql/15/bin/pg_config".into(), PathBuf::from)
+}
+
+/// `bin` folder of the PostgreSQL under test: `$PG_CONFIG --bindir`.
 pub fn pg_bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let pg_config =
-            std::env::var("PG_CONFIG").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
-        bin_dir_of(Path::new(&pg_config))
-    })
+    DIR.get_or_init(|| bin_dir_of(&pg_config()))
+}
+
+/// The folder of the PostgreSQL under test that `pg_config` prints for `flag`
+/// (`--pkglibdir`, `--sharedir`...).
+pub fn pg_dir(flag: &str) -> PathBuf {
+    pg_config_dir(&pg_config(), flag)
 }
 
 /// The `bin` folder of the PostgreSQL that `pg_config` describes.
 pub fn bin_dir_of(pg_config: &Path) -> PathBuf {
-    let out = Command::new(pg_config).arg("--bindir").output().expect("run pg_config");
-    assert!(out.status.success(), "{} --bindir failed", pg_config.display());
+    pg_config_dir(pg_config, "--bindir")
+}
+
+fn pg_config_dir(pg_config: &Path, flag: &str) -> PathBuf {
+    let out = Command::new(pg_config).arg(flag).output().expect("run pg_config");
+    assert!(out.status.success(), "{} {flag} failed", pg_config.display());
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
