@@ -4,6 +4,9 @@
 
 /// `snowflake_id.auto_keys`: new tables' bigserial and identity keys switched as they are made.
 mod auto_keys;
+/// Columns too narrow for snowflake IDs: `snowflake_check_columns()` and the event trigger
+/// that refuses a snowflake default on one.
+mod column_checks;
 /// `snowflake_convert_column()`: switching an existing integer key to snowflake IDs.
 mod convert;
 /// Decoding and composing IDs; the layout.
