@@ -4,6 +4,8 @@
 
 /// `snowflake_id.auto_keys`: new tables' bigserial and identity keys switched as they are made.
 mod auto_keys;
+/// `snowflake_observe()`: causal order across servers, an ID seen elsewhere held below.
+mod causal;
 /// `snowflake_convert_column()`: switching an existing integer key to snowflake IDs.
 mod convert;
 /// Decoding and composing IDs; the layout.

@@ -301,7 +301,12 @@ pub fn advance(slot: &ShardSlot, reservation: &Reservation, first_allowed: u64, 
 /// refused when the first time part above it is further ahead of the clock than the lead
 /// bound, as `check_advance` refuses a shard moved that far. Returns that time part, the floor
 /// to raise, which the reservation must pass first (see `observe`).
-pub fn check_observe(observed: u64, layout: &Layout, policy: ClockPolicy, now_unix_ms: i64) -> Result<u64, Refusal> {
+pub fn check_observe(
+    observed: u64,
+    layout: &Layout,
+    policy: ClockPolicy,
+    now_unix_ms: i64,
+) -> Result<u64, Refusal> {
     check_advance(layout.counter_at(observed.saturating_add(1)), layout, policy, now_unix_ms)
 }
 

@@ -315,7 +315,8 @@ fn an_observation_racing_a_lowering() {
                 let floor = generator::check_observe(107, &LAYOUT, POLICY, 100).unwrap();
                 let reservation = &server.reservation;
                 reservation.ask_for(floor, &mut NoKeeper, 0);
-                let covered = reservation.ceiling.load(Relaxed) > floor && generator::observe(reservation, floor);
+                let covered =
+                    reservation.ceiling.load(Relaxed) > floor && generator::observe(reservation, floor);
                 // The same backend's next call, on another shard.
                 (covered, server.claim(1, 100, 1))
             })
