@@ -44,3 +44,14 @@ fn snowflake_observe(id: i64) -> i64 {
         }
     }
 }
+
+extension_sql!(
+    r#"
+/* Raising the floor moves every shard of the server, whoever issues it: up to the lead bound,
+   where a busy shard waits. Granted to the roles that carry causality tokens (an application's,
+   the mesh's apply role), not to PUBLIC (docs/security.md). */
+REVOKE ALL ON FUNCTION snowflake_observe(bigint) FROM PUBLIC;
+"#,
+    name = "snowflake_observe_privileges",
+    requires = [snowflake_observe]
+);
