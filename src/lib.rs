@@ -61,6 +61,7 @@ pub extern "C-unwind" fn _PG_init() {
     postgres::horizon::register();
     postgres::reservation::wal::register();
     postgres::reservation::worker::register();
+    postgres::sequence_hint::register();
 }
 
 /// Required by `cargo pgrx test`: the settings of its test server.

@@ -6,6 +6,9 @@
 mod auto_keys;
 /// `snowflake_observe()`: causal order across servers, an ID seen elsewhere held below.
 mod causal;
+/// Columns too narrow for snowflake IDs: `snowflake_check_columns()` and the event trigger
+/// that refuses a snowflake default on one.
+mod column_checks;
 /// `snowflake_convert_column()`: switching an existing integer key to snowflake IDs.
 mod convert;
 /// Decoding and composing IDs; the layout.

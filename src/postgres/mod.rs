@@ -30,6 +30,8 @@ pub mod guc;
 pub mod horizon;
 /// The durable reservation: its record file, WAL records, and the worker that renews it.
 pub mod reservation;
+/// A hint on "relation "…_seq" does not exist": the converted key's sequence is gone, and why.
+pub mod sequence_hint;
 /// The other `snowflake_id.*` settings: default shard, clock policy, reservation, WAL ids.
 pub mod settings;
 /// The generator state in shared memory: the reservation and one slot per shard.
