@@ -261,18 +261,22 @@ example() {
 
 # ddl FILE: DDL is not replicated: run it on every node, each in one transaction, then refresh
 # the subscriptions so that new tables of the published schemas are taken (from now on:
-# copy_data = false). Write to a new table only once this has returned.
+# copy_data = false). Write to a new table only once this has returned. New tables of schema
+# app get the trigger that observes the keys applied from other nodes (mesh.sql), in the same
+# transaction: no row reaches them unobserved.
 ddl() {
-  local file=$1 node done_on=() sub
+  local file=$1 node done_on=() sub observed
   [ -r "$file" ] || die "cannot read $file"
   for node in $(nodes); do
     running "$node" || die "node $node is not running; start it first (./deploy/mesh.sh start)"
   done
   for node in $(nodes); do
-    node_sql "$node" --single-transaction -f "$file" >/dev/null ||
+    observed=$(node_sql "$node" --single-transaction -f "$file" \
+      -c "SELECT string_agg(t::text, ' ') FROM public.mesh_observe_tables() t" | tail -n 1) ||
       die "$file failed on $node${done_on[*]:+, after it ran on ${done_on[*]}}"
     done_on+=("$node")
   done
+  [ -z "$observed" ] || echo "keys applied from other nodes are observed in the new tables: $observed"
   for node in $(nodes); do
     for sub in $(node_sql "$node" -c "SELECT subname FROM pg_subscription WHERE subenabled ORDER BY subname"); do
       node_sql "$node" -c "ALTER SUBSCRIPTION $sub REFRESH PUBLICATION WITH (copy_data = false)"

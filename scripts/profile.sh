@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Counts the CPU instructions one call of each generator costs inside a backend, with
-# valgrind's callgrind: counts, not seconds, so they repeat on a busy machine. Each function
-# runs in a query of N and of 2N rows, each in its own backend; the difference divided by N
-# is the cost of one call, free of connection and query set-up. The top functions of
-# snowflake_nextval's backend are listed too. snowflake_nextval() uses the database's default
-# shard (snowflake_id.shard = 3).
+# Counts the CPU instructions one call of each generator, and of snowflake_observe, costs
+# inside a backend, with valgrind's callgrind: counts, not seconds, so they repeat on a busy
+# machine. Each function runs in a query of N and of 2N rows, each in its own backend; the
+# difference divided by N is the cost of one call, free of connection and query set-up. The
+# top functions of snowflake_nextval's backend are listed too. snowflake_nextval() uses the
+# database's default shard (snowflake_id.shard = 3).
 #
 #   ./scripts/profile.sh [N]     (default N = 100000; the server runs under valgrind, slowly)
 #   PG_MAJOR=18 ./scripts/profile.sh   on PostgreSQL 18, with uuidv7() beside the others
@@ -61,7 +61,11 @@ per_row() {
   echo $(((twice - once) / N))
 }
 
-FUNCTIONS=("clock_timestamp()" "snowflake_nextval(1)" "snowflake_nextval()" "nextval('a_sequence')" "gen_random_uuid()")
+# snowflake_observe of an ID of another shard issued at the start: a causality token a moment
+# old, the case of every request (the reservation covers it, nothing waits).
+OBSERVED=$(cluster_psql "$PROFILE_DIR" -d postgres -tA -c "SELECT snowflake_compose(clock_timestamp(), 9, 0)")
+FUNCTIONS=("clock_timestamp()" "snowflake_nextval(1)" "snowflake_nextval()" "nextval('a_sequence')" "gen_random_uuid()"
+  "snowflake_observe($OBSERVED)")
 # PostgreSQL 18's built-in time-ordered UUID.
 [ "$(cluster_psql "$PROFILE_DIR" -d postgres -tA -c "SELECT count(*) > 0 FROM pg_proc WHERE proname = 'uuidv7'")" = t ] &&
   FUNCTIONS+=("uuidv7()")

@@ -143,6 +143,15 @@ CREATE FUNCTION fleet.insert_post(p_user_id bigint, p_body text) RETURNS bigint 
     RUN ON snowflake_shard(p_user_id);
 $$;
 
+-- One new post written after its writer saw the ID p_seen (a reply to post p_seen, say), on
+-- whichever server: the post's ID is above p_seen, whatever the two servers' clocks say
+-- (docs/causal-order.md). p_seen NULL: as without it.
+CREATE FUNCTION fleet.insert_post(p_user_id bigint, p_body text, p_seen bigint) RETURNS bigint
+LANGUAGE plproxy AS $$
+    CLUSTER 'fleet';
+    RUN ON snowflake_shard(p_user_id);
+$$;
+
 -- Posts by id, from wherever their shards are.
 CREATE FUNCTION fleet.get_posts(ids bigint[])
 RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plproxy AS $$

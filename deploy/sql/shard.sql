@@ -134,6 +134,16 @@ BEGIN
 END
 $fn$;
 
+-- The same, after observing the causality token p_seen (the last ID its writer saw, from any
+-- server): the new ID is above it. Observed before the write, in its transaction.
+CREATE FUNCTION fleet.insert_post(p_user_id bigint, p_body text, p_seen bigint) RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM snowflake_observe(p_seen);
+    RETURN fleet.insert_post(p_user_id, p_body);
+END
+$fn$;
+
 -- The schemas of the given logical shards, each checked to be on this server (active or
 -- frozen: a frozen shard is complete until the router points elsewhere).
 CREATE FUNCTION fleet.readable(p_shards int[]) RETURNS SETOF text LANGUAGE plpgsql AS $fn$

@@ -201,6 +201,41 @@ pub fn advance_refused(function: &'static str, shard: u32, refusal: Refusal) -> 
     )
 }
 
+/// `snowflake_observe` refused: the ID is further ahead of this server's clock than the lead
+/// bound, or the worker did not reserve past it in time (a clock refusal as any call's).
+/// Nothing was moved.
+pub fn observe_refused(function: &'static str, id: i64, refusal: Refusal) -> ! {
+    match refusal {
+        Refusal::TooFarAhead { lead_ms, policy, .. } => raise(
+            NOT_READY,
+            function,
+            format!("cannot observe ID {id}: it is {lead_ms} ms ahead of the wall clock"),
+            format!(
+                "snowflake_id.max_lead_ms = {} ms: every shard of this server would issue no ID until the clock \
+                 caught up. Nothing was moved.",
+                policy.max_lead_ms
+            ),
+            "Check that this server's clock agrees with the server that issued the ID (within max_lead_ms), or \
+             raise snowflake_id.max_lead_ms (takes effect on reload)."
+                .into(),
+        ),
+        Refusal::NotReserved { policy, .. } => raise(
+            NOT_READY,
+            function,
+            format!("cannot observe ID {id}: the durable reservation did not reach it"),
+            format!(
+                "Every later ID must stay above it across a restart, so it is recorded on disk first; the \
+                 reservation did not move within snowflake_id.max_reservation_wait_ms = {} ms. Nothing was moved.",
+                policy.max_reservation_wait_ms
+            ),
+            "Check the server log for the snowflake_id reservation worker (a failing or very slow disk, or the \
+             worker not running), then retry."
+                .into(),
+        ),
+        other => self::refusal(function, 0, other),
+    }
+}
+
 /// A value that does not fit the layout.
 pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
     let bits = fixed_layout::get().shard_bits();

@@ -4,6 +4,8 @@
 
 /// `snowflake_id.auto_keys`: new tables' bigserial and identity keys switched as they are made.
 mod auto_keys;
+/// `snowflake_observe()`: causal order across servers, an ID seen elsewhere held below.
+mod causal;
 /// Columns too narrow for snowflake IDs: `snowflake_check_columns()` and the event trigger
 /// that refuses a snowflake default on one.
 mod column_checks;

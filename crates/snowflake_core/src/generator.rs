@@ -57,6 +57,8 @@
 //!   one load and one comparison. `advance` (`snowflake_advance`, which moves a counter without
 //!   a claim) takes the claim's side: it moves the counter with SeqCst, then reads the ceiling
 //!   again with SeqCst, and reports the move uncovered if the ceiling fell to it meanwhile.
+//!   `observe` (`snowflake_observe`, which raises the floor of every shard) does the same with
+//!   the floor, which the worker reads again, SeqCst, after its lowering.
 //! * `Reservation::worker`, the address of the worker's latch, publishes memory: stored
 //!   with Release after the latch is set up, loaded with Acquire before it is used.
 
@@ -295,6 +297,38 @@ pub fn advance(slot: &ShardSlot, reservation: &Reservation, first_allowed: u64, 
     layout.counter_time_part(first_allowed) < reservation.ceiling.load(SeqCst)
 }
 
+/// Whether every shard may be held above an ID of time part `observed` (`snowflake_observe`):
+/// refused when the first time part above it is further ahead of the clock than the lead
+/// bound, as `check_advance` refuses a shard moved that far. Returns that time part, the floor
+/// to raise, which the reservation must pass first (see `observe`).
+pub fn check_observe(
+    observed: u64,
+    layout: &Layout,
+    policy: ClockPolicy,
+    now_unix_ms: i64,
+) -> Result<u64, Refusal> {
+    check_advance(layout.counter_at(observed.saturating_add(1)), layout, policy, now_unix_ms)
+}
+
+/// Makes every claim that starts after this call, on every shard, start at time part `floor`
+/// or above (never lowers the floor), and says whether the reservation still covers it: the
+/// ceiling above `floor` once the floor is raised, so that a restart resumes at or above it
+/// too. Checked first by `check_observe`, and the reservation moved past it.
+///
+/// The floor is what every claim already reads (`claim`), so the hot path pays nothing. "After
+/// this call" is a causal after: a claim whose backend learned of the call (through the
+/// client that made it, over sockets, whose system calls are full barriers) reads the floor
+/// after the SeqCst raise here. `false` when the worker lowered the ceiling meanwhile without
+/// seeing the raise: as for `advance`, the caller waits for the worker to pass it again and
+/// calls again. The same handshake as `advance`'s, with the floor for the counter: raised with
+/// SeqCst, then the ceiling read again with SeqCst; `lower_ceiling` stores the lower ceiling,
+/// then reads the floor with SeqCst.
+#[must_use]
+pub fn observe(reservation: &Reservation, floor: u64) -> bool {
+    reservation.floor.fetch_max(floor, SeqCst);
+    floor < reservation.ceiling.load(SeqCst)
+}
+
 /// How far ahead of the clock `next_ceiling` can put the ceiling: calls wait for at most
 /// `max_lead_ms + 1` ahead, and the worker adds `reserve_ms` beyond that. So no ID of a
 /// server with these settings lies further ahead of its clock than this: the bound the
@@ -364,7 +398,8 @@ pub fn lower_ceiling(
         return None;
     }
     let highest = slots.iter().map(|slot| layout.counter_time_part(slot.last_issued.load(SeqCst))).max();
-    if highest.is_some_and(|highest| highest >= lower) {
+    // A floor raised meanwhile above the lower ceiling (`observe`) must survive a restart too.
+    if highest.is_some_and(|highest| highest >= lower) || reservation.floor.load(SeqCst) > lower {
         reservation.ceiling.fetch_max(ceiling, SeqCst);
         return None;
     }
@@ -562,6 +597,39 @@ mod tests {
         slot.last_issued.store(LAYOUT.counter_at(LAYOUT.max_time_part()) + LAYOUT.max_seq() as u64, Relaxed);
         let mut clock = FakeClock::at(LAYOUT.last_unix_ms());
         assert_eq!(one(&slot, &mut clock), Err(Refusal::Exhausted));
+    }
+
+    #[test]
+    fn observe_holds_every_shard_above_the_id_within_the_bound() {
+        // A reservation of this test's own: the floor it raises must not reach the others'.
+        let open = Reservation::default();
+        open.resume_at(0);
+        open.publish_ceiling(u64::MAX);
+        let (a, b) = (ShardSlot::default(), ShardSlot::default());
+        let mut clock = FakeClock::at(T0);
+        let now = LAYOUT.time_part(T0).unwrap();
+        // An ID of another server whose clock is 150 ms ahead of this one.
+        let observed = now + 150;
+        let floor = check_observe(observed, &LAYOUT, POLICY, T0).unwrap();
+        assert_eq!(floor, observed + 1);
+        assert!(observe(&open, floor));
+        for slot in [&a, &b] {
+            let claimed = claim(slot, &open, 1, &LAYOUT, POLICY, &mut clock, &mut NoKeeper).unwrap();
+            let time_part = LAYOUT.counter_time_part(claimed.first);
+            assert!(time_part > observed, "{time_part} not above {observed}");
+        }
+        // An older ID changes nothing: the floor never goes down.
+        assert!(observe(&open, check_observe(now - 10, &LAYOUT, POLICY, T0).unwrap()));
+        assert_eq!(open.floor.load(Relaxed), floor);
+        // An ID further ahead than the lead bound is refused, and nothing moves.
+        let refused = check_observe(now + 2000, &LAYOUT, POLICY, T0);
+        assert!(matches!(refused, Err(Refusal::TooFarAhead { lead_ms: 2001, .. })), "{refused:?}");
+        assert_eq!(open.floor.load(Relaxed), floor);
+        // Not yet covered by the reservation: reported, for the caller to wait for the worker.
+        let reserved = Reservation::default();
+        reserved.resume_at(now);
+        assert!(!observe(&reserved, floor));
+        assert_eq!(reserved.floor.load(Relaxed), floor);
     }
 
     #[test]

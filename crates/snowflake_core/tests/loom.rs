@@ -13,7 +13,9 @@
 //!   be issued once the ceiling above it is seen);
 //! * every ID issued lies below the ceiling recorded last, the one a restart would resume at;
 //!   a model whose worker lowers the ceiling ends with that lowering, or with its restoring;
-//! * an advance (`snowflake_advance`) reported covered lies below that ceiling too.
+//! * an advance (`snowflake_advance`) reported covered lies below that ceiling too, and so does
+//!   the floor an observation (`snowflake_observe`) reported covered raised; a claim that
+//!   starts after the observation issues above the observed ID.
 //!
 //! Run in a target directory of its own (`CARGO_TARGET_DIR`), so that the normal build is not
 //! rebuilt; with at most 3 preemptions per execution it takes under a minute on two cores:
@@ -291,6 +293,58 @@ fn advance_racing_a_lowering() {
             "the advance to {first_allowed} was reported covered, but the ceiling recorded last is {recorded}: \
              a restart would resume below it"
         );
+        check(&issued, 0, recorded);
+    });
+}
+
+/// `snowflake_observe` raises the floor of every shard to 108 (an ID of time part 107 seen
+/// from another server), with the ceiling at 200, while the worker lowers the ceiling to 105
+/// (the clock jumped ahead and came back) and a call claims on shard 0. An observation
+/// reported as covered must stay covered: a restart at the ceiling recorded last resumes at or
+/// above 108. And a claim that starts after the observation returned, on any shard, issues
+/// above 107.
+#[test]
+fn an_observation_racing_a_lowering() {
+    loom::model(|| {
+        let server = Server::new(0, 200);
+        server.shards[0].last_issued.store(LAYOUT.counter_at(90), Relaxed);
+        let observer = {
+            let server = server.clone();
+            thread::spawn(move || {
+                // As the extension's `snowflake_observe` does, once the worker has passed it.
+                let floor = generator::check_observe(107, &LAYOUT, POLICY, 100).unwrap();
+                let reservation = &server.reservation;
+                reservation.ask_for(floor, &mut NoKeeper, 0);
+                let covered =
+                    reservation.ceiling.load(Relaxed) > floor && generator::observe(reservation, floor);
+                // The same backend's next call, on another shard.
+                (covered, server.claim(1, 100, 1))
+            })
+        };
+        let claimer = {
+            let server = server.clone();
+            thread::spawn(move || server.claim(0, 100, 1).into_iter().collect::<Vec<_>>())
+        };
+        let lowered = generator::lower_ceiling(
+            100,
+            &server.reservation,
+            &server.shards,
+            &LAYOUT,
+            RESERVE_MS,
+            POLICY.max_lead_ms,
+        );
+        let (covered, after) = observer.join().unwrap();
+        let issued = claimer.join().unwrap();
+        let recorded = lowered.unwrap_or(200);
+        assert!(
+            !covered || recorded >= 108,
+            "the observation was reported covered, but the ceiling recorded last is {recorded}: a restart \
+             would resume below the floor it raised"
+        );
+        // (Not covered, the extension waits for the worker and observes again before it returns.)
+        if let (true, Some((_, claim))) = (covered, after) {
+            assert!(LAYOUT.counter_time_part(claim.first) > 107, "{claim:?} issued after the observation");
+        }
         check(&issued, 0, recorded);
     });
 }

@@ -120,7 +120,26 @@ func main() {
 		}
 	}
 	check(changed > 0, "no ID changed through interface{}: the trap the docs state did not show")
+	var token int64
+	must(conn.QueryRow(ctx,
+		"SELECT snowflake_compose(clock_timestamp() + interval '150 ms', 9, 0)").Scan(&token))
+	seen := &token
+	// region: causal
+	// seen: the causality token, the largest ID this client was shown (by any server), or nil.
+	// Observed first, the new key is above it whatever the two servers' clocks say.
+	_, err = conn.Exec(ctx, "SELECT snowflake_observe($1)", seen)
+	must(err)
+	var after int64
+	err = conn.QueryRow(ctx,
+		"INSERT INTO orders (customer) VALUES ($1) RETURNING id", "bob").Scan(&after)
+	// endregion
+	must(err)
+	check(after > token, "key %d not above the token %d", after, token)
+	var none *int64
+	must(conn.QueryRow(ctx, "SELECT snowflake_observe($1)", none).Scan(&none))
+	check(none == nil, "a nil token observed %v", none)
 	fmt.Printf("pgx v4: 1 key and %d batch keys read back as stored, increasing; decoded shard %d; "+
-		"JSON with ,string keeps every digit; into interface{} %d of %d IDs change\n",
+		"JSON with ,string keeps every digit; into interface{} %d of %d IDs change; "+
+		"a key written after a token 150 ms ahead is above it\n",
 		len(ids), shard, changed, len(ids))
 }

@@ -7,6 +7,7 @@ import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;
+import java.sql.Types;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.List;
@@ -137,10 +138,37 @@ public class Jdbc {
         long changed = ids.stream().filter(i -> (long) (double) i != i).count();
         check(changed > 0, "no ID changed as a double: the trap the docs state did not show");
 
+        Long seen;
+        try (Statement st = conn.createStatement(); ResultSet rs = st.executeQuery(
+                "SELECT snowflake_compose(clock_timestamp() + interval '150 ms', 9, 0)")) {
+            rs.next();
+            seen = rs.getLong(1);
+        }
+        // region: causal
+        // seen: the causality token, the largest ID this client was shown (by any server), or
+        // null. Observed before the write, the new key is above it whatever the clocks say.
+        try (PreparedStatement ps = conn.prepareStatement("SELECT snowflake_observe(?)")) {
+            ps.setObject(1, seen, Types.BIGINT);
+            ps.executeQuery().close();
+        }
+        // endregion
+        try (Statement st = conn.createStatement(); ResultSet rs = st.executeQuery(
+                "INSERT INTO orders (customer) VALUES ('bob') RETURNING id")) {
+            rs.next();
+            check(rs.getLong(1) > seen, "key " + rs.getLong(1) + " not above the token " + seen);
+        }
+        try (PreparedStatement ps = conn.prepareStatement("SELECT snowflake_observe(?)")) {
+            ps.setObject(1, null, Types.BIGINT);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                check(rs.getObject(1) == null, "a null token observed " + rs.getObject(1));
+            }
+        }
+
         System.out.println("pgjdbc " + conn.getMetaData().getDriverVersion() + ": 1 key and " + ids.size()
                 + " batch keys read back as stored, increasing; RETURN_GENERATED_KEYS returns every"
                 + " column; decoded shard " + shard + "; the unexpanded parts are a PGobject of type snowflake_parts;"
                 + " snowflake_json gives the ID as text; as doubles " + changed + " of " + ids.size()
-                + " IDs change");
+                + " IDs change; a key written after a token 150 ms ahead is above it");
     }
 }

@@ -51,6 +51,21 @@ async function main() {
   // endregion
   assert.equal(JSON.parse(body).id, id);
 
+  const { rows: [{ token }] } = await client.query(
+    "SELECT snowflake_compose(clock_timestamp() + interval '150 ms', 9, 0)::text AS token");
+  // region: causal
+  // The causality token: the largest ID this client was shown (by any server), a string (say
+  // from a request header), or null. Observed first, the new key is above it whatever the
+  // two servers' clocks say.
+  const seen = token;
+  await client.query('SELECT snowflake_observe($1)', [seen]);
+  const { rows: [after] } = await client.query(
+    'INSERT INTO orders (customer) VALUES ($1) RETURNING id', ['bob']);
+  // endregion
+  assert.ok(BigInt(after.id) > BigInt(seen), `key ${after.id} above the token ${seen}`);
+  const none = await client.query('SELECT snowflake_observe($1) AS observed', [null]);
+  assert.equal(none.rows[0].observed, null, 'a null token observes nothing');
+
   // region: bigint
   pg.types.setTypeParser(pg.types.builtins.INT8, (text) => BigInt(text)); // every int8 a BigInt
   // endregion
@@ -62,7 +77,7 @@ async function main() {
   console.log(`pg ${require('pg/package.json').version}: 1 key and ${ids.length} batch keys read ` +
     `back as stored, increasing; decoded shard 4; JSON as text keeps every digit; ` +
     `Number(id) changes ${traps.byNumber} of ${ids.length} IDs (${traps.distinct} distinct numbers left), JSON.parse of the number ` +
-    `${traps.byJson}; JSON.stringify throws on a BigInt`);
+    `${traps.byJson}; JSON.stringify throws on a BigInt; a key written after a token 150 ms ahead is above it`);
 }
 
 main().catch((err) => { console.error(err); process.exit(1); });

@@ -75,6 +75,26 @@ with psycopg.connect("", autocommit=True) as conn:  # PGHOST, PGDATABASE, ... fr
     if changed == 0:
         raise AssertionError("as doubles, no ID changed: the trap the docs state did not show")
 
+    # region: causal
+    def write_after(conn, seen, customer):
+        # seen: the causality token, the largest ID this client was shown (by any server),
+        # or None. Observed first, so the new key is above it whatever the clocks say.
+        with conn.transaction():
+            conn.execute("SELECT snowflake_observe(%s)", [seen])
+            return conn.execute(
+                "INSERT INTO orders (customer) VALUES (%s) RETURNING id", [customer]
+            ).fetchone()[0]
+    # endregion
+    # A token from a server whose clock is 150 ms ahead of this one's (shard 9).
+    seen = conn.execute(
+        "SELECT snowflake_compose(clock_timestamp() + interval '150 ms', 9, 0)").fetchone()[0]
+    after = write_after(conn, seen, "after")
+    if not after > seen:
+        raise AssertionError(f"the key {after} is not above the token {seen}")
+    same(conn.execute("SELECT snowflake_observe(NULL)").fetchone()[0], None, "NULL token")
+    increasing([after, write_after(conn, None, "no token")], 2, "a write without a token")
+
 print(f"psycopg {psycopg.__version__}: 1 key and {len(batch_ids)} batch keys read back as stored, "
       f"increasing; decoded shard {shard}; JSON as text keeps every digit; "
-      f"as doubles {changed} of {len(batch_ids)} IDs change; snowflake_parts read typed")
+      f"as doubles {changed} of {len(batch_ids)} IDs change; snowflake_parts read typed; "
+      f"a key written after a token 150 ms ahead is above it")

@@ -101,6 +101,22 @@ check(JSON.parse(body)["id"] == order.id.to_s, "to_json with the model's as_json
 changed = ids.count { |id| Float(JSON.generate({ "id" => id })[/\d+/]).to_i != id }
 check(changed.positive?, "no ID changed as a double: the trap the docs state did not show")
 
+token = conn.select_value("SELECT snowflake_compose(clock_timestamp() + interval '150 ms', 9, 0)")
+seen = token
+# region: causal
+# seen: the causality token, the largest ID this client was shown (by any server), or nil.
+# Observed first, the new key is above it whatever the two servers' clocks say.
+Order.transaction do
+  Order.connection.select_value(
+    Order.sanitize_sql_array(["SELECT snowflake_observe(?)", seen]))
+  Order.create!(customer: "bob")
+end
+# endregion
+bob = Order.find_by!(customer: "bob")
+check(bob.id > token, "key #{bob.id} not above the token #{token}")
+check(conn.select_value("SELECT snowflake_observe(NULL)").nil?, "a nil token observed something")
+
 puts "activerecord #{ActiveRecord.version}: lambda default kept, string default dropped (insert: 23502); " \
      "1 key and #{ids.size} batch keys read back as stored, increasing; decoded shard 4; " \
-     "expanded parts typed, unexpanded a String; to_json with id as text; as doubles #{changed} of #{ids.size} IDs change"
+     "expanded parts typed, unexpanded a String; to_json with id as text; as doubles #{changed} of #{ids.size} IDs change; " \
+     "a key written after a token 150 ms ahead is above it"

@@ -226,12 +226,7 @@ impl Cluster {
     /// Starts the server; on failure, the server log (which says why).
     pub fn try_start_with(&mut self, env: &[(&str, &str)]) -> Result<(), String> {
         assert!(!self.running, "server already running");
-        // Through `env`, so the variables reach the postmaster also across runuser.
-        let mut start = as_server_owner("/usr/bin/env");
-        start.args(env.iter().map(|(key, value)| format!("{key}={value}")));
-        start.arg(self.bin.join("pg_ctl"));
-        start.args(["-w", "-t", "120", "-D"]).arg(&self.data_dir).arg("-l").arg(&self.log_file).arg("start");
-        let out = start.output().expect("run pg_ctl start");
+        let out = pg_ctl_start(&self.bin, &self.data_dir, &self.log_file, env);
         if !out.status.success() {
             return Err(format!("{}{}", String::from_utf8_lossy(&out.stderr), self.log()));
         }
@@ -420,6 +415,26 @@ pub fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// `pg_ctl start` of the (stopped) server in `data_dir`, logging to `log_file`, with extra
+/// environment variables for the postmaster, such as a fake clock: a cluster of these tests,
+/// or a server of a kit of deploy/.
+pub fn pg_ctl_start(bin: &Path, data_dir: &Path, log_file: &Path, env: &[(&str, &str)]) -> Output {
+    // Through `env`, so the variables reach the postmaster also across runuser.
+    let mut start = as_server_owner("/usr/bin/env");
+    start.args(env.iter().map(|(key, value)| format!("{key}={value}")));
+    start.arg(bin.join("pg_ctl"));
+    start.args(["-w", "-t", "120", "-D"]).arg(data_dir).arg("-l").arg(log_file).arg("start");
+    start.output().expect("run pg_ctl start")
+}
+
+/// `pg_ctl stop -m fast` of the server in `data_dir` (a server of a kit of deploy/), which must
+/// succeed.
+pub fn pg_ctl_stop(bin: &Path, data_dir: &Path) {
+    let mut stop = as_server_owner(bin.join("pg_ctl"));
+    stop.args(["-w", "-t", "120", "-m", "fast", "-D"]).arg(data_dir).arg("stop");
+    run(&mut stop, "pg_ctl stop");
+}
+
 /// Sends SIGKILL to a process of a server these tests started.
 pub fn kill_9(pid: u32) {
     run(Command::new("kill").args(["-9", &pid.to_string()]), "kill -9");
@@ -450,15 +465,26 @@ impl FakeClock {
     /// A clock for `cluster`, at the real time ("+0") until set; its file is in the cluster's
     /// folder.
     pub fn of(cluster: &Cluster) -> FakeClock {
-        let offset_file = cluster.scratch_file("faketime", "+0\n");
+        FakeClock::in_folder(cluster.socket_dir())
+    }
+
+    /// A clock whose file is in `folder`, which the server's owner can read (a kit server's
+    /// folder, say), at the real time ("+0") until set.
+    pub fn in_folder(folder: &Path) -> FakeClock {
+        let offset_file = folder.join("faketime");
+        fs::write(&offset_file, "+0\n").unwrap();
         let env = faketime_env(&offset_file);
         FakeClock { offset_file, env }
     }
 
+    /// The environment that puts a postmaster on this clock (for `pg_ctl_start`).
+    pub fn env(&self) -> Vec<(&str, &str)> {
+        self.env.iter().map(|(key, value)| (*key, value.as_str())).collect()
+    }
+
     /// Starts the (stopped) server on this clock.
     pub fn start(&self, cluster: &mut Cluster) {
-        let env: Vec<(&str, &str)> = self.env.iter().map(|(key, value)| (*key, value.as_str())).collect();
-        cluster.start_with(&env);
+        cluster.start_with(&self.env());
     }
 
     /// Sets the offset from the real time, in seconds as libfaketime reads it: "-10", "+0".

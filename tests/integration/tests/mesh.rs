@@ -18,14 +18,21 @@
 //!   while the bigserial control's count some: the test sees what it guards against.
 //!
 //! Rows, rates and conflict counts are printed for the notes, never asserted as speeds.
+//!
+//! Causal order (docs/causal-order.md): with node2's clock 150 ms behind the others
+//! (libfaketime), a writer posts on node1 and a replier replies on node2 as soon as the post
+//! is visible there. With the kit's trigger, which observes every key node2 applies, every
+//! reply's key is above its post's; with the trigger disabled, the control, some are below.
 
 use postgres::{Client, Config, NoTls};
-use snowflake_id_integration::{children_of, kill_9, major_of, pg_bin_dir, Kit, Pick};
+use snowflake_id_integration::{
+    children_of, kill_9, major_of, pg_bin_dir, pg_ctl_start, pg_ctl_stop, wait_until, FakeClock, Kit, Pick,
+};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 const NODES: usize = 3;
@@ -66,6 +73,39 @@ CREATE TABLE control.load (
     n int NOT NULL
 );
 ";
+
+/// The tests of this file run one after the other: each runs a mesh of three servers, and the
+/// causal test's replication lag must not be the other's load.
+static ONE_MESH_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// This test's turn to run a mesh, and the PostgreSQL major; `None` (the test skipped) before
+/// 16.
+fn mesh_turn() -> Option<(MutexGuard<'static, ()>, u32)> {
+    let turn = ONE_MESH_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let major = major_of(pg_bin_dir());
+    if major < 16 {
+        println!("skipped: the mesh needs PostgreSQL 16 or later (subscriptions with origin = none); this is {major}");
+        return None;
+    }
+    Some((turn, major))
+}
+
+/// The tables of the causal test: posts written on node1, replies on node2.
+const CAUSAL_SCHEMA: &str = "
+CREATE TABLE app.posts (
+    id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+    body text NOT NULL
+);
+CREATE TABLE app.replies (
+    id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+    post_id bigint NOT NULL,
+    body text NOT NULL
+);
+";
+/// Posts with their replies, with the trigger and without it (the control).
+const POSTS: usize = 200;
+/// How far node2's clock is behind the others', in seconds as libfaketime reads it.
+const BEHIND: &str = "-0.150";
 
 fn node_name(node: usize) -> String {
     format!("node{node}")
@@ -118,6 +158,15 @@ impl Mesh {
 
     fn data_dir(&self, node: usize) -> PathBuf {
         self.dir().join(node_name(node)).join("data")
+    }
+
+    /// Stops a node and starts it again on `clock`, then waits until its subscriptions stream.
+    fn restart_on(&self, node: usize, clock: &FakeClock) {
+        let folder = self.dir().join(node_name(node));
+        pg_ctl_stop(pg_bin_dir(), &self.data_dir(node));
+        let out = pg_ctl_start(pg_bin_dir(), &self.data_dir(node), &folder.join("server.log"), &clock.env());
+        assert!(out.status.success(), "node{node} did not start on its fake clock: {out:?}");
+        self.run(&["start"]);
     }
 }
 
@@ -433,11 +482,7 @@ fn assert_issue_order(inserts: &[&Insert]) {
 
 #[test]
 fn three_nodes_active_active_with_a_node_killed() {
-    let major = major_of(pg_bin_dir());
-    if major < 16 {
-        println!("skipped: the mesh needs PostgreSQL 16 or later (subscriptions with origin = none); this is {major}");
-        return;
-    }
+    let Some((_one, major)) = mesh_turn() else { return };
     // Conflict counters came in 18; before, a conflict shows only as a halted subscription.
     let conflicts_counted = major >= 18;
 
@@ -643,4 +688,101 @@ fn three_nodes_active_active_with_a_node_killed() {
         sum(|w| w.control_rows),
         sum(|w| w.control_refused),
     );
+}
+
+/// Posts `POSTS` posts on node1; each is replied to on node2 as soon as node2 shows it. Returns
+/// how many replies got a key below their post's, and the mean milliseconds until a post was
+/// visible on node2.
+fn posts_and_replies(node1: &mut Client, node2: &mut Client, round: &str) -> (usize, f64) {
+    let (mut below, mut waited) = (0, Duration::ZERO);
+    for n in 0..POSTS {
+        let post: i64 = node1
+            .query_one("INSERT INTO app.posts (body) VALUES ($1) RETURNING id", &[&format!("{round} {n}")])
+            .unwrap()
+            .get(0);
+        let posted = Instant::now();
+        wait_until(&format!("post {post} reached node2"), || {
+            node2.query_opt("SELECT 1 FROM app.posts WHERE id = $1", &[&post]).unwrap().is_some()
+        });
+        waited += posted.elapsed();
+        let reply: i64 = node2
+            .query_one("INSERT INTO app.replies (post_id, body) VALUES ($1, 're') RETURNING id", &[&post])
+            .unwrap()
+            .get(0);
+        below += usize::from(reply < post);
+    }
+    (below, waited.as_secs_f64() * 1000.0 / POSTS as f64)
+}
+
+#[test]
+fn replies_sort_after_their_posts_with_a_clock_behind() {
+    let Some((_one, major)) = mesh_turn() else { return };
+    let mesh = Mesh::up(major);
+    let schema = mesh.dir().join("causal.sql");
+    std::fs::write(&schema, CAUSAL_SCHEMA).unwrap();
+    let ddl = mesh.run(&["ddl", schema.to_str().unwrap()]);
+    assert!(ddl.contains("app.posts app.replies"), "mesh.sh ddl put no trigger on the new tables: {ddl}");
+    let clock = FakeClock::in_folder(&mesh.dir().join(node_name(2)));
+    clock.set(BEHIND);
+    mesh.restart_on(2, &clock);
+    let (mut node1, mut node2) = (mesh.connect(1), mesh.connect(2));
+    // node2 resumes at its recorded reservation, ahead of its clock: once its keys follow the
+    // clock again, they lag node1's.
+    wait_until("node2's keys follow its clock", || {
+        node2
+            .query_one("SELECT snowflake_timestamp(snowflake_nextval()) <= clock_timestamp()", &[])
+            .unwrap()
+            .get(0)
+    });
+    let offset_ms: f64 = {
+        let at1: f64 =
+            node1.query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[]).unwrap().get(0);
+        let at2: f64 =
+            node2.query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[]).unwrap().get(0);
+        (at2 - at1) * 1000.0
+    };
+    assert!(offset_ms < -100.0, "node2's clock is not behind node1's: {offset_ms:.0} ms");
+
+    // The control first: the trigger disabled on node2, replies get keys from its clock alone.
+    node2.batch_execute("ALTER TABLE app.posts DISABLE TRIGGER mesh_observe_applied").unwrap();
+    let (below_without, lag_without) = posts_and_replies(&mut node1, &mut node2, "without");
+    node2.batch_execute("ALTER TABLE app.posts ENABLE REPLICA TRIGGER mesh_observe_applied").unwrap();
+    let (below_with, lag_with) = posts_and_replies(&mut node1, &mut node2, "with");
+    println!(
+        "node2's clock {offset_ms:.0} ms from node1's; {POSTS} posts on node1, each replied to on node2 once \
+         visible there: without observation {below_without} replies below their post (posts visible after \
+         {lag_without:.1} ms on average), with the kit's trigger {below_with} (after {lag_with:.1} ms)"
+    );
+    assert_eq!(below_with, 0, "replies below their posts although node2 observes the keys it applies");
+    assert!(below_without > 0, "the control shows no reply below its post: the test sees nothing");
+    let log = || std::fs::read_to_string(mesh.dir().join(node_name(2)).join("server.log")).unwrap();
+    const REFUSED: &str = "without observing its key";
+    assert!(!log().contains(REFUSED), "node2 refused to observe a key it applied");
+
+    // A key further ahead of node2's clock than the lead bound (2 s) is refused there, and the
+    // row applied all the same, with a WARNING: replication goes on.
+    let future: i64 = node1
+        .query_one(
+            "INSERT INTO app.posts (id, body)
+             VALUES (snowflake_compose(clock_timestamp() + interval '10 s', 1, 0), 'ahead') RETURNING id",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let after: i64 =
+        node1.query_one("INSERT INTO app.posts (body) VALUES ('after') RETURNING id", &[]).unwrap().get(0);
+    wait_until("the rows after the refused key reached node2", || {
+        let rows = node2.query("SELECT 1 FROM app.posts WHERE id IN ($1, $2)", &[&future, &after]).unwrap();
+        rows.len() == 2
+    });
+    assert!(log().contains(REFUSED), "no WARNING on node2 for the key 10 s ahead");
+    let lead: f64 = node2
+        .query_one(
+            "SELECT extract(epoch FROM snowflake_timestamp(snowflake_nextval()) - clock_timestamp())::float8",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(lead < 5.0, "node2's keys moved {lead:.1} s ahead after the refused observation");
+    mesh.run(&["status"]);
 }

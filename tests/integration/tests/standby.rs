@@ -24,6 +24,7 @@ fn a_hot_standby_refuses_to_generate_and_decodes() {
         ("SELECT snowflake_nextval()", "snowflake_nextval"),
         ("SELECT snowflake_nextvals(4, 3)", "snowflake_nextvals"),
         ("SELECT snowflake_advance(4, 1)", "snowflake_advance"),
+        ("SELECT snowflake_observe(max(id)) FROM t", "snowflake_observe"),
     ] {
         let db = db_error(&mut on_standby, call);
         assert_eq!(db.code().code(), "25006", "{call}");

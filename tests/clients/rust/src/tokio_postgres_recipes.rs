@@ -121,9 +121,39 @@ pub async fn run() -> Result<String> {
         "ID through JSON as text",
     )?;
 
+    let token: i64 = client
+        .query_one(
+            "SELECT snowflake_compose(clock_timestamp() + interval '150 ms', 9, 0)",
+            &[],
+        )
+        .await?
+        .get(0);
+    let seen = Some(token);
+    // region: causal
+    // seen: the causality token, the largest ID this client was shown (by any server), or
+    // None. Observed first, the new key is above it whatever the two servers' clocks say.
+    client
+        .execute("SELECT snowflake_observe($1)", &[&seen])
+        .await?;
+    let after: i64 = client
+        .query_one(
+            "INSERT INTO orders (customer) VALUES ($1) RETURNING id",
+            &[&"bob"],
+        )
+        .await?
+        .get(0);
+    // endregion
+    same(after > token, true, "key above the token")?;
+    let none: Option<i64> = client
+        .query_one("SELECT snowflake_observe($1)", &[&None::<i64>])
+        .await?
+        .get(0);
+    same(none, None, "a None token observes nothing")?;
+
     Ok(format!(
         "tokio-postgres 0.7: 1 key and {} batch keys read back as stored, increasing; decoded \
-         shard {shard}; snowflake_parts read into a struct; JSON as text",
+         shard {shard}; snowflake_parts read into a struct; JSON as text; a key written after a \
+         token 150 ms ahead is above it",
         ids.len()
     ))
 }
