@@ -1,6 +1,6 @@
--- snowflake_id 0.6.1 -> 0.7.0 (CHANGELOG.md): columns too narrow for snowflake IDs, found
--- (snowflake_check_columns) and refused where they are made (the event trigger
--- snowflake_check_defaults).
+-- snowflake_id 0.6.1 -> 0.7.0 (CHANGELOG.md): causal order across servers (snowflake_observe),
+-- and columns too narrow for snowflake IDs, found (snowflake_check_columns) and refused where
+-- they are made (the event trigger snowflake_check_defaults).
 \echo Use "ALTER EXTENSION snowflake_id UPDATE TO '0.7.0'" to load this file. \quit
 
 /* snowflake_check_columns(tables): the columns that cannot hold the snowflake IDs they are
@@ -181,3 +181,16 @@ COMMENT ON FUNCTION snowflake_check_defaults() IS
 CREATE EVENT TRIGGER snowflake_check_defaults ON ddl_command_end
     WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE')
     EXECUTE FUNCTION snowflake_check_defaults();
+
+-- Causal order across servers (docs/causal-order.md): every later ID of this server, on every
+-- shard, above an ID seen elsewhere.
+CREATE  FUNCTION "snowflake_observe"(
+	"id" bigint /* i64 */
+) RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_observe_wrapper';
+/* Raising the floor moves every shard of the server, whoever issues it: up to the lead bound,
+   where a busy shard waits. Granted to the roles that carry causality tokens (an application's,
+   the mesh's apply role), not to PUBLIC (docs/security.md). */
+REVOKE ALL ON FUNCTION snowflake_observe(bigint) FROM PUBLIC;
