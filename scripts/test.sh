@@ -32,6 +32,11 @@
 #                            no conflict on snowflake keys where a bigserial control conflicts;
 #                            on 18, pg_upgrade from each earlier major tested in the run;
 #                            the monitoring queries scraped through the real exporter)
+#      fault campaign        scripts/campaign.sh --short, on 15 and 18: a primary, its standby
+#                            and a second server under 11 writers and 8 readers, faults drawn
+#                            from fixed seeds (kill -9, failovers, shard moves, faked clocks,
+#                            slow and failing fsync, refused starts), judged by the checks of
+#                            docs/reliability.md; about 4 minutes per major
 #   6. package               scripts/package-test.sh: the Debian package installed (dpkg on 15,
 #                            unpacked into the tree on 16, 17 and 18), used by a fresh cluster,
 #                            removed
@@ -152,7 +157,9 @@ for major in "${MAJORS[@]}"; do
   integration=() left_out=()
   for file in tests/integration/tests/*.rs; do
     name=$(basename "$file" .rs)
-    if [ "$name" = fleet ] && [ "$major" != 15 ]; then
+    if [ "$name" = campaign ]; then
+      continue # a step of its own, below
+    elif [ "$name" = fleet ] && [ "$major" != 15 ]; then
       skipped "integration test 'fleet' (PL/Proxy is packaged by Debian for PostgreSQL 15 only)"
     elif [ "$name" = mesh ] && [ "$major" -lt 16 ]; then
       skipped "integration test 'mesh' (active-active needs subscriptions with origin = none, PostgreSQL 16 or later)"
@@ -181,6 +188,13 @@ for major in "${MAJORS[@]}"; do
   # One build of the test crate serves every major (it finds the server through PG_CONFIG).
   SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS=$(IFS=:; echo "${old_pg_configs[*]}") CARGO_TARGET_DIR=tests/integration/target \
     cargo test --release --manifest-path tests/integration/Cargo.toml "${integration[@]}"
+
+  if full_major "$major"; then
+    step "PostgreSQL $major: fault campaign, short (fixed seeds; scripts/campaign.sh --short)"
+    ./scripts/campaign.sh --short --no-install --out "$WORK/campaign-$major"
+  else
+    skipped "the fault campaign's short run (run on ${FULL_MAJORS[*]})"
+  fi
 
   step "PostgreSQL $major: Debian package"
   ./scripts/package-test.sh
