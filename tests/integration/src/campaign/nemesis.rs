@@ -68,7 +68,8 @@ pub fn run(shared: Arc<Shared>, system: System, schedule: &Schedule) -> Outcome 
         sleep(Duration::from_millis(500));
         janitor(&system, Duration::from_secs(20));
     }
-    let system = Arc::try_unwrap(system).ok().expect("the lanes are over").into_inner().unwrap();
+    let system = Arc::try_unwrap(system).ok().expect("the lanes are over");
+    let system = system.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
     let faults = std::mem::take(&mut *done.lock().unwrap());
     Outcome { faults, quiet_from_ms, liveness_bound, system }
 }
@@ -76,7 +77,7 @@ pub fn run(shared: Arc<Shared>, system: System, schedule: &Schedule) -> Outcome 
 /// Commits prepared transactions left behind by clients that lost their connection, so that
 /// they do not hold the horizon of their shard until the end.
 fn janitor(system: &Mutex<System>, age: Duration) {
-    let mut system = system.lock().unwrap();
+    let mut system = lock(system);
     for group in Group::ALL {
         let _ = catch_unwind(AssertUnwindSafe(|| system.resolve_prepared(group, None, age)));
     }
@@ -136,15 +137,16 @@ fn lane(
 /// Carries out one fault; `Err` when it was not refused as it must be.
 fn apply(shared: &Shared, system: &Mutex<System>, fault: &Fault, number: usize) -> Result<(), String> {
     match *fault {
-        Fault::KillPostmaster(group) => system.lock().unwrap().kill_postmaster(group),
-        Fault::StopImmediate(group) => system.lock().unwrap().stop_immediate(group),
-        Fault::KillWorker(group) => system.lock().unwrap().kill_worker(group),
-        Fault::TermWorker(group) => system.lock().unwrap().term_worker(group),
-        Fault::KillBackend(group) => system.lock().unwrap().kill_backend(group, number),
-        Fault::Failover(before) => system.lock().unwrap().failover(before),
-        Fault::RestartStandby => system.lock().unwrap().restart_standby(),
-        Fault::MoveShard => system.lock().unwrap().move_shard(number),
-        Fault::RefusedStart(group, what) => return system.lock().unwrap().refused_start(group, what),
+        Fault::KillPostmaster(group) => lock(system).kill_postmaster(group),
+        Fault::StopImmediate(group) => lock(system).restart(group, "immediate"),
+        Fault::CleanRestart(group) => lock(system).restart(group, "fast"),
+        Fault::KillWorker(group) => lock(system).kill_worker(group),
+        Fault::TermWorker(group) => lock(system).term_worker(group),
+        Fault::KillBackend(group) => lock(system).kill_backend(group, number),
+        Fault::Failover(before) => lock(system).failover(before),
+        Fault::RestartStandby => lock(system).restart_standby(),
+        Fault::MoveShard => lock(system).move_shard(number),
+        Fault::RefusedStart(group, what) => return lock(system).refused_start(group, what),
         Fault::ClockBump { group, ms, hold } | Fault::StepBackAfterAhead { group, ms, hold } => {
             shared.set_offset(group, ms);
             sleep(hold);
@@ -175,9 +177,15 @@ fn apply(shared: &Shared, system: &Mutex<System>, fault: &Fault, number: usize) 
     Ok(())
 }
 
+/// The system, also after a fault panicked while holding it (that fault is a finding already,
+/// and no other follows it; the final checks and the logs still need the servers).
+fn lock(system: &Mutex<System>) -> std::sync::MutexGuard<'_, System> {
+    system.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The reservation worker of `group`'s primary, if one runs now.
 fn worker_pid(system: &Mutex<System>, group: Group) -> Option<u32> {
-    let mut system = system.lock().unwrap();
+    let mut system = lock(system);
     let cluster = &system.server(group).cluster;
     // Between a crash and the reset the postmaster may have gone: no worker then.
     catch_unwind(AssertUnwindSafe(|| cluster.reservation_worker_pid())).ok().flatten()

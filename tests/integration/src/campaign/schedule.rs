@@ -62,6 +62,9 @@ pub enum BadStart {
 pub enum Fault {
     KillPostmaster(Group),
     StopImmediate(Group),
+    /// `pg_ctl stop -m fast` and a start: a shutdown checkpoint, so nothing is replayed and
+    /// the reservation record alone says where the shards resume.
+    CleanRestart(Group),
     /// SIGKILL of the reservation worker: the postmaster resets the whole server.
     KillWorker(Group),
     /// SIGTERM of the reservation worker: the postmaster starts another.
@@ -115,6 +118,7 @@ impl Fault {
         match self {
             Fault::KillPostmaster(_) => "kill -9 postmaster",
             Fault::StopImmediate(_) => "immediate stop",
+            Fault::CleanRestart(_) => "clean restart",
             Fault::KillWorker(_) => "kill -9 worker",
             Fault::TermWorker(_) => "worker terminated",
             Fault::KillBackend(_) => "kill -9 backend",
@@ -140,6 +144,7 @@ impl fmt::Display for Fault {
         match self {
             Fault::KillPostmaster(g)
             | Fault::StopImmediate(g)
+            | Fault::CleanRestart(g)
             | Fault::KillWorker(g)
             | Fault::TermWorker(g)
             | Fault::KillBackend(g)
@@ -304,7 +309,8 @@ fn weighted<T: Copy>(pick: &mut Pick, choices: &[(u32, T)]) -> T {
 }
 
 fn process_fault(pick: &mut Pick) -> Fault {
-    let which = weighted(pick, &[(3, 0), (2, 1), (2, 2), (1, 3), (4, 4), (1, 5), (2, 6), (1, 7), (2, 8)]);
+    let which =
+        weighted(pick, &[(3, 0), (2, 1), (2, 2), (1, 3), (4, 4), (1, 5), (2, 6), (1, 7), (2, 8), (2, 9)]);
     let g = group(pick);
     match which {
         0 => Fault::KillPostmaster(g),
@@ -325,6 +331,7 @@ fn process_fault(pick: &mut Pick) -> Fault {
             g,
             if pick.chance(50) { BadStart::ChangedLayout } else { BadStart::DamagedRecord },
         ),
+        9 => Fault::CleanRestart(g),
         _ => Fault::StepBackAfterAhead {
             group: g,
             ms: between(pick, 3_000, 15_000) as i64,

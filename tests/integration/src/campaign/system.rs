@@ -153,8 +153,9 @@ impl System {
         self.server(group).start();
     }
 
-    pub fn stop_immediate(&mut self, group: Group) {
-        self.server(group).cluster.stop("immediate");
+    /// `pg_ctl stop -m mode` (fast or immediate), then a start.
+    pub fn restart(&mut self, group: Group, mode: &str) {
+        self.server(group).cluster.stop(mode);
         self.server(group).start();
     }
 
@@ -326,7 +327,10 @@ impl System {
         let mut client = self.server(group).cluster.wait_until_accepting();
         let gids: Vec<String> = client
             .query(
-                "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE $1 AND prepared < now() - make_interval(secs => $2)",
+                // Any age, when none is given: `prepared` is the old primary's clock, which
+                // may read ahead of this one's after a clock fault.
+                "SELECT gid FROM pg_prepared_xacts
+                 WHERE gid LIKE $1 AND ($2::float8 = 0 OR prepared < now() - make_interval(secs => $2::float8))",
                 &[&pattern, &age.as_secs_f64()],
             )
             .unwrap()
