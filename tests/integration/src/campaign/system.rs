@@ -202,16 +202,23 @@ impl System {
     /// rebuilds the old primary as the new standby from a base backup.
     pub fn failover(&mut self, before: BeforePromotion) {
         match before {
-            BeforePromotion::Nothing => {}
-            BeforePromotion::RestartStandby => self.restart_standby(),
+            BeforePromotion::Nothing => self.kill_primary(),
+            BeforePromotion::RestartStandby => {
+                // Down while the primary goes on issuing (and, when replication is
+                // asynchronous, committing) for a moment, then the primary dies, and the
+                // standby comes back with only what it had: its restartpoint, its record.
+                self.standby.cluster.stop("fast");
+                std::thread::sleep(Duration::from_secs(2));
+                self.kill_primary();
+                self.standby.start();
+            }
             BeforePromotion::KillStandbyBackend => {
                 let mut client = self.standby.cluster.wait_until_accepting();
                 let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
                 self.standby.cluster.kill_backend(pid as u32);
+                self.kill_primary();
             }
         }
-        self.publish(Group::Pair, false);
-        self.primary.cluster.kill_postmaster();
         self.standby.cluster.promote();
         let mut client = self.standby.cluster.wait_until_accepting();
         // Its copied settings name itself as a synchronous standby: none until it has one.
@@ -235,6 +242,12 @@ impl System {
         );
         self.retire(Group::Pair, old);
         self.configure_standby();
+    }
+
+    /// The pair's primary killed, its clients told there is none until a promotion.
+    fn kill_primary(&mut self) {
+        self.publish(Group::Pair, false);
+        self.primary.cluster.kill_postmaster();
     }
 
     /// Keeps a replaced server's log and stops it.
