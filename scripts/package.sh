@@ -8,9 +8,11 @@
 #
 # The package installs into the layout of Debian's and PGDG's packages
 # (/usr/lib/postgresql/<major>/lib and /usr/share/postgresql/<major>/extension) whatever
-# pg_config the build used, and depends on their postgresql-<major>. The maintainer comes
-# from META.json, which must name the same version as Cargo.toml and the majors tested. It
-# prints the package's path as its last line.
+# pg_config the build used, and depends on their postgresql-<major> and on the packages of the
+# shared libraries the library links (dpkg-shlibdeps, with the least versions its symbols
+# need). It carries the release notes (CHANGELOG.md) in /usr/share/doc/<package>/. The
+# maintainer comes from META.json, which must name the same version as Cargo.toml and the
+# majors tested. It prints the package's path as its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -50,6 +52,15 @@ install -d "$ROOT/$EXT_DIR"
 install -m 644 "$STAGE/pgrx$("$PG_CONFIG" --sharedir)/extension/"snowflake_id* "$ROOT/$EXT_DIR/"
 # cargo pgrx copies only the upgrade scripts; the earlier full scripts come too (sql/README.md).
 install -m 644 sql/snowflake_id--*.sql "$ROOT/$EXT_DIR/"
+install -D -m 644 CHANGELOG.md "$ROOT/usr/share/doc/$NAME/CHANGELOG.md"
+
+# The libraries the .so links (libc, libgcc_s) and the least versions its symbols need, as
+# Debian's own packages declare them; dpkg-shlibdeps wants a debian/control to exist, only.
+mkdir "$STAGE/debian"
+touch "$STAGE/debian/control"
+SHLIBS_DEPENDS=$(cd "$STAGE" && dpkg-shlibdeps -O "root/$LIB_DIR/snowflake_id.so" 2>/dev/null |
+  sed -n 's/^shlibs:Depends=//p')
+[ -n "$SHLIBS_DEPENDS" ] || { echo "package: dpkg-shlibdeps found no dependency of snowflake_id.so" >&2; exit 1; }
 
 mkdir "$ROOT/DEBIAN"
 cat >"$ROOT/DEBIAN/control" <<CONTROL
@@ -59,7 +70,7 @@ Architecture: ${ARCH}
 Maintainer: ${MAINTAINER}
 Section: database
 Priority: optional
-Depends: postgresql-${PG_MAJOR}, libc6, libgcc-s1
+Depends: postgresql-${PG_MAJOR}, ${SHLIBS_DEPENDS}
 Installed-Size: $(du -sk "$ROOT/usr" | cut -f1)
 Description: Snowflake-style 64-bit IDs generated inside PostgreSQL ${PG_MAJOR}
  snowflake_id issues time-ordered, decodable 64-bit primary keys for sharded

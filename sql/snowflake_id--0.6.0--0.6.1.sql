@@ -2,7 +2,8 @@
 -- of snowflake_id.auto_keys runs with the rights of the role whose statement fired it (no longer
 -- SECURITY DEFINER), and converts only new, empty, unreferenced tables' keys;
 -- snowflake_convert_column converts only for a role that owns every table it alters, and says
--- "no such table" for an OID that names none. The rest of the release is in the library.
+-- "no such table" for an OID that names none; snowflake_horizon_holders() is new. The rest of
+-- the release is in the library.
 \echo Use "ALTER EXTENSION snowflake_id UPDATE TO '0.6.1'" to load this file. \quit
 
 /* snowflake_auto_keys(): the event trigger of snowflake_id.auto_keys. At the end of each
@@ -358,3 +359,20 @@ END
 $convert$;
 COMMENT ON FUNCTION snowflake_convert_column(regclass, name, integer) IS
     'Switches an existing integer key column to DEFAULT snowflake_nextval(shard)';
+
+-- Who holds the committed horizon: per shard, the backend (or prepared transaction) whose open
+-- transaction took IDs of it, since when (docs/monitoring.md, docs/reading-in-order.md).
+CREATE  FUNCTION "snowflake_horizon_holders"() RETURNS TABLE (
+	"pid" INT,  /* Option < i32 > */
+	"prepared_xid" xid,  /* Option < pg_sys :: TransactionId > */
+	"shard" INT,  /* i32 */
+	"held_since" timestamp with time zone,  /* TimestampWithTimeZone */
+	"xact_start" timestamp with time zone  /* Option < TimestampWithTimeZone > */
+)
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_horizon_holders_wrapper';
+/* Which sessions hold which shards' horizons, and since when, is operational data like
+   pg_stat_activity's: for monitoring roles (pg_monitor is a member of pg_read_all_stats). */
+REVOKE ALL ON FUNCTION snowflake_horizon_holders() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_horizon_holders() TO pg_read_all_stats;

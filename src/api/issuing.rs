@@ -16,7 +16,7 @@ use crate::postgres::fmgr::{self, version_1_function_info};
 use crate::postgres::{fixed_layout, horizon, reservation, settings, shmem};
 use pgrx::prelude::*;
 use snowflake_core::generator::{self, Claim, Clock, NoKeeper, Refusal, Reservation, ShardSlot};
-use snowflake_core::horizon::PendingSlot;
+use snowflake_core::horizon::Pending;
 use snowflake_core::layout::{Layout, LayoutError};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -27,8 +27,8 @@ struct OpenShard {
     shard: u32,
     slot: &'static ShardSlot,
     reservation: &'static Reservation,
-    /// This backend's pending slot: the horizon stays below the IDs its transaction claims.
-    pending: &'static PendingSlot,
+    /// This backend's hold on the shard's horizon: it stays below the IDs its transaction claims.
+    pending: Pending<'static>,
 }
 
 /// Why a shard cannot be issued from, in the order an operator would fix it.
@@ -65,7 +65,7 @@ fn try_open_shard(shard: Option<i32>, in_recovery: impl FnOnce() -> bool) -> Res
     }
     let slot = shmem::slot(shard).ok_or(Closed::NotPreloaded)?;
     // Every process that runs SQL has one (its number is below MaxBackends).
-    let pending = horizon::my_slot().ok_or(Closed::NotPreloaded)?;
+    let pending = horizon::pending(shard).ok_or(Closed::NotPreloaded)?;
     if in_recovery() {
         return Err(Closed::InRecovery);
     }

@@ -48,6 +48,11 @@ pub unsafe fn xlog_register_data(data: &mut [u8]) {
     }
 }
 
+/// Ends a record's line (the layout's, the reservation's) written by pg_upgrade's starts of a
+/// new cluster: what the old server's record said is not known there, so the first real start
+/// refuses to run on it until an operator copies the old record over it or deletes the mark.
+pub const UNCONFIRMED_BY_PG_UPGRADE: &str = " unconfirmed=pg_upgrade";
+
 /// Whether pg_upgrade is driving this server (`postgres -b`): it restores the schema into
 /// the new cluster, and starts the old one to read it. Nothing is issued in this mode.
 pub fn in_binary_upgrade() -> bool {
@@ -96,5 +101,29 @@ pub fn completed_and_next_xid() -> (pg_sys::TransactionId, pg_sys::TransactionId
         let next = (*variables).nextXid.value;
         pg_sys::LWLockRelease(lock);
         (pg_sys::TransactionId::from_inner(completed as u32), pg_sys::TransactionId::from_inner(next as u32))
+    }
+}
+
+/// The start of each backend's open transaction, by process id, as `pg_stat_activity` shows
+/// it (`xact_start`; backends without one are left out), from this transaction's snapshot of
+/// the backends' statistics.
+///
+/// PostgreSQL 16 renamed the lookup by position in that snapshot
+/// (`pgstat_fetch_stat_local_beentry` became `pgstat_get_local_beentry_by_index`).
+pub fn transaction_starts() -> Vec<(i32, pg_sys::TimestampTz)> {
+    // SAFETY: reads this backend's snapshot of the statistics, taken by the first call; its
+    // entries are numbered from 1 to the count.
+    unsafe {
+        (1..=pg_sys::pgstat_fetch_stat_numbackends())
+            .filter_map(|index| {
+                #[cfg(feature = "pg15")]
+                let entry = pg_sys::pgstat_fetch_stat_local_beentry(index).as_ref()?;
+                #[cfg(not(feature = "pg15"))]
+                let entry = pg_sys::pgstat_get_local_beentry_by_index(index).as_ref()?;
+                let status = &entry.backendStatus;
+                (status.st_xact_start_timestamp != 0)
+                    .then_some((status.st_procpid, status.st_xact_start_timestamp))
+            })
+            .collect()
     }
 }

@@ -6,8 +6,9 @@
 
 use snowflake_core::clock::wall_clock_unix_ms;
 use snowflake_core::generator::{self, Clock, ClockPolicy, NoKeeper, Reservation, ShardSlot};
-use snowflake_core::horizon::PendingSlot;
+use snowflake_core::horizon::{Holder, Pending, PendingSlot};
 use snowflake_core::layout::{Layout, DEFAULT_EPOCH_UNIX_MS};
+use snowflake_core::sync::AtomicU64;
 use std::hint::black_box;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
@@ -61,7 +62,7 @@ fn main() {
         }
     });
     // One call of the extension's fast path: one ID, never waiting, with a backend's slot.
-    let claim_one_id = |shard: &ShardSlot, pending: &PendingSlot| {
+    let claim_one_id = |shard: &ShardSlot, pending: Pending| {
         let claim = generator::claim(
             shard,
             &reservation,
@@ -75,9 +76,10 @@ fn main() {
         black_box(claim.expect("claim refused"));
     };
     let claim_one = median_ns_per_op(|ops| {
-        let (shard, pending) = (ShardSlot::default(), PendingSlot::default());
+        let (shard, backend) = (ShardSlot::default(), Backend::default());
+        let holder = backend.holder();
         for _ in 0..ops {
-            claim_one_id(&shard, &pending);
+            claim_one_id(&shard, holder.pending(0));
         }
     });
     let claim_two_threads = median_ns_per_op(|ops| {
@@ -87,9 +89,10 @@ fn main() {
             for _ in 0..2 {
                 scope.spawn(|| {
                     // Each thread a backend of its own.
-                    let pending = PendingSlot::default();
+                    let backend = Backend::default();
+                    let holder = backend.holder();
                     for _ in 0..ops / 2 {
-                        claim_one_id(&shard, &pending);
+                        claim_one_id(&shard, holder.pending(0));
                     }
                 });
             }
@@ -98,4 +101,18 @@ fn main() {
     println!("clock_read\t{clock_read:.2}");
     println!("claim_one_thread\t{claim_one:.2}");
     println!("claim_two_threads_one_shard\t{claim_two_threads:.2}");
+}
+
+/// A backend's slot with one bit word.
+#[derive(Default)]
+struct Backend {
+    slot: PendingSlot,
+    bits: [AtomicU64; 1],
+}
+
+impl Backend {
+    /// Its holder, for claims of shard 0.
+    fn holder(&self) -> Holder<'_> {
+        Holder::new(&self.slot, &self.bits)
+    }
 }

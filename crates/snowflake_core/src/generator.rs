@@ -60,7 +60,7 @@
 //! * `Reservation::worker`, the address of the worker's latch, publishes memory: stored
 //!   with Release after the latch is set up, loaded with Acquire before it is used.
 
-use crate::horizon::PendingSlot;
+use crate::horizon::Pending;
 use crate::layout::{Layout, LayoutError};
 pub use crate::reservation::{NoKeeper, Reservation, ReservationKeeper};
 use crate::sync::{
@@ -154,7 +154,7 @@ pub fn max_batch(layout: &Layout, policy: ClockPolicy) -> u64 {
 pub fn claim<K: ReservationKeeper>(
     slot: &ShardSlot,
     reservation: &Reservation,
-    pending: &PendingSlot,
+    pending: Pending<'_>,
     count: u64,
     layout: &Layout,
     policy: ClockPolicy,
@@ -375,6 +375,7 @@ pub fn lower_ceiling(
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::horizon::{Holder, PendingSlot};
     use crate::layout::{Parts, DEFAULT_EPOCH_UNIX_MS};
 
     /// `claim` with a pending slot of its own: the horizon has its own tests (`horizon.rs`).
@@ -387,7 +388,9 @@ mod tests {
         clock: &mut impl Clock,
         keeper: &mut impl ReservationKeeper,
     ) -> Result<Claim, Refusal> {
-        super::claim(slot, reservation, &PendingSlot::default(), count, layout, policy, clock, keeper)
+        let (pending, bits) = (PendingSlot::default(), [AtomicU64::new(0)]);
+        let pending = Holder::new(&pending, &bits);
+        super::claim(slot, reservation, pending.pending(0), count, layout, policy, clock, keeper)
     }
 
     const LAYOUT: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12);

@@ -86,6 +86,13 @@ mod loom_words {
             previous
         }
 
+        pub fn fetch_or(&self, value: u64, order: Ordering) -> u64 {
+            before(&[order]);
+            let previous = self.0.fetch_or(value, order);
+            after(order);
+            previous
+        }
+
         pub fn fetch_min(&self, value: u64, order: Ordering) -> u64 {
             before(&[order]);
             let previous = self.0.fetch_min(value, order);

@@ -25,8 +25,9 @@
 use loom::sync::Arc;
 use loom::thread;
 use snowflake_core::generator::{self, Claim, Clock, ClockPolicy, NoKeeper, Reservation, ShardSlot};
-use snowflake_core::horizon::{self, PendingSlot};
+use snowflake_core::horizon::{self, Holder, PendingSlot, PendingSlots};
 use snowflake_core::layout::Layout;
+use snowflake_core::sync::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Epoch 0 and no sequence bits: a counter is its time part, one ID per millisecond.
@@ -49,13 +50,17 @@ impl Clock for FakeClock {
     }
 }
 
-/// One server's shared memory: two shards, the reservation, and the pending slots of two
-/// backends (the calls on shard 0 are backend 0's, those on shard 1 backend 1's).
+/// One server's shared memory: three shards, the reservation, and the pending slots of two
+/// backends with one bit word each (`claim`'s calls on shard 0 are backend 0's, those on shard
+/// 1 backend 1's, each with a holder of its own; `claim_with` is given the holder).
 struct Server {
-    shards: [ShardSlot; 2],
+    shards: [ShardSlot; SHARDS],
     reservation: Reservation,
     pending: [PendingSlot; 2],
+    bits: [AtomicU64; 2],
 }
+
+const SHARDS: usize = 3;
 
 impl Server {
     /// A server whose reservation is `floor..ceiling`, with nothing issued yet.
@@ -64,6 +69,7 @@ impl Server {
             shards: Default::default(),
             reservation: Reservation::default(),
             pending: Default::default(),
+            bits: Default::default(),
         };
         server.reservation.floor.store(floor, Relaxed);
         server.reservation.ceiling.store(ceiling, Relaxed);
@@ -72,11 +78,22 @@ impl Server {
 
     /// One call of `count` IDs on `shard` with the clock at `now`: the run it was given, if any.
     fn claim(&self, shard: usize, now: u64, count: u64) -> Option<(usize, Claim)> {
+        self.claim_with(&self.holder(shard), shard, now, count)
+    }
+
+    /// A holder of backend `backend`'s slot: a process of its own (the backend, or one of its
+    /// parallel workers), in the thread that makes its calls.
+    fn holder(&self, backend: usize) -> Holder<'_> {
+        self.slots().holder(backend).unwrap()
+    }
+
+    /// A call of `holder`'s process.
+    fn claim_with(&self, holder: &Holder, shard: usize, now: u64, count: u64) -> Option<(usize, Claim)> {
         let mut clock = FakeClock(now as i64);
         let claimed = generator::claim(
             &self.shards[shard],
             &self.reservation,
-            &self.pending[shard],
+            holder.pending(shard as u32),
             count,
             &LAYOUT,
             POLICY,
@@ -84,6 +101,21 @@ impl Server {
             &mut NoKeeper,
         );
         claimed.ok().map(|claim| (shard, claim))
+    }
+
+    fn slots(&self) -> PendingSlots<'_> {
+        PendingSlots::new(&self.pending, &self.bits, SHARDS as u32)
+    }
+
+    /// The horizon of `shard` (`None`: of every shard) with the clock at `now`.
+    fn horizon(&self, now: u64, shard: Option<u32>) -> u64 {
+        horizon::compute(now, &self.reservation, &self.slots(), shard).of_shard
+    }
+
+    /// The end of backend `backend`'s transaction, in its thread.
+    fn end(&self, backend: usize, holder: &Holder) {
+        self.slots().release(backend);
+        holder.forget();
     }
 
     /// The worker's renewal (`renew` in the extension) with its clock at `now`: records the
@@ -115,6 +147,15 @@ where
     let recorded = worker(server);
     let issued = threads.into_iter().flat_map(|thread| thread.join().unwrap()).collect();
     (recorded, issued)
+}
+
+/// A reader's thread (taking horizons) beside the model's.
+fn reader<T: Send + 'static>(
+    server: &Arc<Server>,
+    read: impl FnOnce(&Server) -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let server = server.clone();
+    thread::spawn(move || read(&server))
 }
 
 /// No two runs share an ID, none lies below `floor`, and every one lies below `ceiling`.
@@ -316,16 +357,17 @@ fn two_claims_on_one_shard() {
 fn a_claim_racing_a_horizon_is_covered() {
     loom::model(|| {
         let server = Server::new(0, 1000);
-        let reader = {
-            let server = server.clone();
-            thread::spawn(move || horizon::compute(100, &server.reservation, &server.pending))
-        };
+        let reader = reader(&server, |server| server.horizon(100, None));
         let (_, issued) = run(
             &server,
             |_| None,
             vec![
                 Box::new(|server| {
-                    [server.claim(0, 98, 1), server.claim(0, 99, 1)].into_iter().flatten().collect()
+                    let holder = server.holder(0);
+                    [server.claim_with(&holder, 0, 98, 1), server.claim_with(&holder, 0, 99, 1)]
+                        .into_iter()
+                        .flatten()
+                        .collect()
                 }),
                 Box::new(|server| server.claim(1, 97, 1).into_iter().collect()),
             ],
@@ -349,16 +391,14 @@ fn a_claim_racing_a_horizon_is_covered() {
 fn a_transaction_after_a_release_is_covered_again() {
     loom::model(|| {
         let server = Server::new(0, 1000);
-        let reader = {
-            let server = server.clone();
-            thread::spawn(move || horizon::compute(100, &server.reservation, &server.pending))
-        };
+        let reader = reader(&server, |server| server.horizon(100, None));
         let claimer = {
             let server = server.clone();
             thread::spawn(move || {
-                server.claim(0, 99, 1);
-                server.pending[0].release();
-                server.claim(0, 90, 1)
+                let holder = server.holder(0);
+                server.claim_with(&holder, 0, 99, 1);
+                server.end(0, &holder);
+                server.claim_with(&holder, 0, 90, 1)
             })
         };
         let horizon = reader.join().unwrap();
@@ -369,5 +409,77 @@ fn a_transaction_after_a_release_is_covered_again() {
                 "issued time part {time_part} in an open transaction, below {horizon}"
             );
         }
+    });
+}
+
+/// Asserts that every ID of `issued` lies at or above the horizon of its shard, `of_shard`.
+fn check_covered(issued: &[(usize, Claim)], of_shard: impl Fn(usize) -> u64) {
+    for (shard, claim) in issued {
+        let (time_part, horizon) = (LAYOUT.counter_time_part(claim.first), of_shard(*shard));
+        assert!(
+            time_part >= horizon,
+            "shard {shard} issued time part {time_part} in an open transaction, below its horizon {horizon}"
+        );
+    }
+}
+
+/// Backend 0 claims shard 0 with its clock at 98 while a reader takes the horizon of shard 1
+/// and then of shard 0 with its clock at 100: shard 1's is never held by backend 0's
+/// transaction (it is the clock's, 100; held, it would be 98), and shard 0's is never above
+/// the ID. The same with the horizon of shard 0 first.
+#[test]
+fn a_claim_holds_only_the_horizon_of_its_shard() {
+    for other_first in [true, false] {
+        loom::model(move || {
+            let server = Server::new(0, 1000);
+            let reader = reader(&server, move |server| {
+                if other_first {
+                    (server.horizon(100, Some(1)), server.horizon(100, Some(0)))
+                } else {
+                    let of_0 = server.horizon(100, Some(0));
+                    (server.horizon(100, Some(1)), of_0)
+                }
+            });
+            let (_, issued) =
+                run(&server, |_| None, vec![Box::new(|server| server.claim(0, 98, 1).into_iter().collect())]);
+            let (of_1, of_0) = reader.join().unwrap();
+            assert_eq!(of_1, 100, "shard 1's horizon was held by a transaction of shard 0");
+            check_covered(&issued, |_| of_0);
+        });
+    }
+}
+
+/// Backend 0 and its parallel worker (a thread of its own, sharing its slot) claim shards 0
+/// and 2 at once, backend 0 twice (the second time it marks shard 2 too, the worker's shard,
+/// after its own): the mark goes from no shard to one shard to several, by whichever comes
+/// first. A reader takes the horizons of shards 1, 2 and 0: shard 1's is never held, and no ID
+/// lies below its shard's horizon.
+#[test]
+fn a_transaction_of_several_shards_holds_each_and_no_other() {
+    loom::model(|| {
+        let server = Server::new(0, 1000);
+        let reader = reader(&server, |server| {
+            let of_1 = server.horizon(100, Some(1));
+            let of_2 = server.horizon(100, Some(2));
+            (of_1, of_2, server.horizon(100, Some(0)))
+        });
+        let (_, issued) = run(
+            &server,
+            |_| None,
+            vec![
+                Box::new(|server| {
+                    let holder = server.holder(0);
+                    [server.claim_with(&holder, 0, 98, 1), server.claim_with(&holder, 2, 99, 1)]
+                        .into_iter()
+                        .flatten()
+                        .collect()
+                }),
+                Box::new(|server| server.claim_with(&server.holder(0), 2, 97, 1).into_iter().collect()),
+            ],
+        );
+        let (of_1, of_2, of_0) = reader.join().unwrap();
+        assert_eq!(of_1, 100, "shard 1's horizon was held by a transaction of shards 0 and 2");
+        check_covered(&issued, |shard| if shard == 0 { of_0 } else { of_2 });
+        check(&issued, 0, 1000);
     });
 }

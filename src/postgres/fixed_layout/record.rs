@@ -28,7 +28,7 @@ pub const FILE: &str = "snowflake_id.layout";
 const TEMP_FILE: &str = "snowflake_id.layout.tmp";
 const PREFIX: &str = "snowflake_id layout";
 /// Ends the line noted under pg_upgrade (`check_or_record`).
-const UNCONFIRMED: &str = " unconfirmed=pg_upgrade";
+const UNCONFIRMED: &str = compat::UNCONFIRMED_BY_PG_UPGRADE;
 
 /// The file's one line, readable by people:
 /// `snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=12`.

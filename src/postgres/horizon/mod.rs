@@ -1,7 +1,8 @@
 //! The committed horizon inside a server (the rules are `snowflake_core::horizon`): one
-//! pending slot per backend in shared memory, the transaction callback that releases it, the
-//! prepared transactions that hold IDs after their backend has moved on (`prepared`), and the
-//! horizons given so far, so that each call answers for the snapshot it runs in.
+//! pending slot per backend in shared memory with a bit per shard, each process's own record
+//! of what it marked, the transaction callback that releases them, the prepared transactions
+//! that hold IDs after their backend has moved on (`prepared`), the horizons given so far, so
+//! that each call answers for the snapshot it runs in, and who holds them (`holders`).
 //!
 //! # Which snapshot a horizon holds for
 //! A horizon `h` computed at time `T` holds for any snapshot taken after `T`. A statement that
@@ -16,19 +17,24 @@
 //! * A horizon computed at `T` when the next xid to assign was `N` holds for `S` when
 //!   `N < S.xmax`: then an xid assigned after `T` had ended before `S`, so `S` came after `T`.
 //!   The last `HISTORY` horizons are kept with their `N`, and a call on a busy server returns
-//!   the newest that holds: one computed before its snapshot, by this reader's previous poll or
-//!   another reader's. A reader's horizon so lags one poll.
+//!   the highest that holds: one computed before its snapshot, by this reader's previous poll or
+//!   another reader's. A reader's horizon so lags one poll. Each entry keeps the horizon of
+//!   every shard and that of the shard its call asked for: it answers for that shard with the
+//!   latter, for every other shard with the former (lower, and true for every shard).
 //! * A snapshot older than every one kept (the first call on a busy server after a start, or a
 //!   long repeatable-read transaction) gets the horizon of the server's start (`started`):
 //!   every transaction of an earlier run had ended before any snapshot of this one.
 
+pub mod holders;
 pub mod prepared;
 
-use super::compat;
+use super::{compat, fixed_layout};
 use pgrx::pg_sys;
 use snowflake_core::generator::Reservation;
-use snowflake_core::horizon::{self, PendingSlot};
+use snowflake_core::horizon::{self, Holder, Pending, PendingSlot, PendingSlots};
+use snowflake_core::sync::AtomicU64;
 use std::ffi::CStr;
+use std::sync::atomic::Ordering::Relaxed;
 
 const SHMEM_NAME: &CStr = c"snowflake_id horizon";
 const TRANCHE_NAME: &CStr = c"snowflake_id horizon";
@@ -47,26 +53,60 @@ struct Shared {
     started: u64,
     /// Entries written so far; the newest is at `(written - 1) % HISTORY`.
     written: u64,
-    /// `(next xid when computed, horizon as a time part)`, each horizon at least the one before.
-    entries: [(pg_sys::TransactionId, u64); HISTORY],
+    entries: [Given; HISTORY],
+}
+
+/// A horizon given, as time parts, with the next xid when it was computed.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Given {
+    next_xid: pg_sys::TransactionId,
+    /// The shard the call asked for; `EVERY_SHARD`: none.
+    shard: u32,
+    /// Of every shard: at least the entry's before.
+    every_shard: u64,
+    /// Of `shard`: at least `every_shard`.
+    of_shard: u64,
+}
+
+const EVERY_SHARD: u32 = u32::MAX;
+
+impl Given {
+    /// The horizon this entry gives for `shard` (`None`: every shard).
+    fn of(&self, shard: Option<u32>) -> u64 {
+        if shard == Some(self.shard) {
+            self.of_shard
+        } else {
+            self.every_shard
+        }
+    }
 }
 
 static mut SHARED: *mut Shared = std::ptr::null_mut();
 static mut LOCK: *mut pg_sys::LWLock = std::ptr::null_mut();
-/// One pending slot per process that can run SQL (PGPROC numbers below `MaxBackends`).
+/// One pending slot per process that can run SQL (PGPROC numbers below `MaxBackends`), then
+/// each one's bit words (`horizon::bit_words` of the layout's shards).
 static mut SLOTS: *const PendingSlot = std::ptr::null();
 static mut SLOT_COUNT: usize = 0;
-/// This process's slot (its parallel leader's, in a parallel worker), found at its first claim
-/// or transaction end.
-static mut MY_SLOT: *const PendingSlot = std::ptr::null();
+static mut BITS: *const AtomicU64 = std::ptr::null();
+/// This process's holder: its slot (its parallel leader's, in a parallel worker), the slot's bit
+/// words and its own record of what it marked; found at its first claim or transaction end,
+/// with the slot's index. In a static, so that a claim refers to it by a constant address.
+static mut MINE: Option<Holder<'static>> = None;
+static mut MY_SLOT_INDEX: usize = usize::MAX;
 
 fn slot_count() -> usize {
     // SAFETY: set before shared memory is requested (PostgreSQL 15+), read in the postmaster.
     unsafe { pg_sys::MaxBackends as usize }
 }
 
+/// The bit words of every slot: 8 bytes per 64 shards of the layout, per backend.
+fn bit_words() -> usize {
+    slot_count() * horizon::bit_words(fixed_layout::get().shard_count())
+}
+
 fn bytes_needed() -> usize {
-    size_of::<Shared>() + slot_count() * size_of::<PendingSlot>()
+    size_of::<Shared>() + slot_count() * size_of::<PendingSlot>() + bit_words() * size_of::<AtomicU64>()
 }
 
 /// Requests the shared memory and the lock: called from `shmem`'s request hook.
@@ -94,51 +134,87 @@ pub unsafe fn attach(resumed_at: u64) {
         SLOTS = base.add(size_of::<Shared>()).cast::<PendingSlot>();
         assert!(SLOTS.is_aligned(), "shared memory is not cache-line aligned");
         SLOT_COUNT = slot_count();
+        BITS = SLOTS.add(SLOT_COUNT).cast::<AtomicU64>();
         if !found {
             std::ptr::write_bytes(base, 0, size_of::<Shared>());
             for index in 0..SLOT_COUNT {
                 SLOTS.add(index).cast_mut().write(PendingSlot::default());
             }
+            // All-zero bit words: no shard marked.
+            std::ptr::write_bytes(BITS.cast_mut(), 0, bit_words());
         }
         LOCK = &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE_NAME.as_ptr())).lock;
         prepared::attach(!found);
         if !found {
-            (*SHARED).started = resumed_at.min(prepared::lowest_since());
+            (*SHARED).started = resumed_at.min(prepared::lowest_since(None).every_shard);
         }
     }
 }
 
-fn slots() -> &'static [PendingSlot] {
+fn slots() -> PendingSlots<'static> {
     // SAFETY: written once per process before any SQL runs; SLOTS points at SLOT_COUNT slots
-    // that live as long as the server, only accessed through atomics.
+    // and BITS at their bit words, which live as long as the server, only accessed through
+    // atomics.
     unsafe {
         if SLOTS.is_null() {
-            &[]
+            PendingSlots::new(&[], &[], 0)
         } else {
-            std::slice::from_raw_parts(SLOTS, SLOT_COUNT)
+            let slots = std::slice::from_raw_parts(SLOTS, SLOT_COUNT);
+            let shard_count = fixed_layout::get().shard_count();
+            let bits = std::slice::from_raw_parts(BITS, SLOT_COUNT * horizon::bit_words(shard_count));
+            PendingSlots::new(slots, bits, shard_count)
         }
     }
 }
 
-/// The pending slot of this process's transactions: its own, or its parallel leader's, whose
-/// transaction its IDs belong to. `None` when not preloaded, or for a process without one.
-/// Found once, then read from a static on the hot path: the lookup reads only memory.
+/// The hold of this process's claims of `shard` on the horizon (see `MINE`): its slot, or its
+/// parallel leader's, whose transaction its IDs belong to. `None` when not preloaded, or for a
+/// process without one. Found once, then read from a static on the hot path: the lookup reads
+/// only memory.
 #[inline(always)]
-pub fn my_slot() -> Option<&'static PendingSlot> {
-    // SAFETY: MY_SLOT is this process's own, written only here, in its one thread.
+pub fn pending(shard: u32) -> Option<Pending<'static>> {
+    mine().map(|holder| holder.pending(shard))
+}
+
+#[inline(always)]
+fn mine() -> Option<&'static Holder<'static>> {
+    // SAFETY: MINE is this process's own, written only by `find_my_slot`, in its one thread,
+    // before any reference to it is handed out; never written again.
     unsafe {
-        if MY_SLOT.is_null() {
-            MY_SLOT = find_my_slot();
+        let mine = &raw const MINE;
+        if (*mine).is_none() {
+            find_my_slot();
         }
-        MY_SLOT.as_ref()
+        (*mine).as_ref()
     }
+}
+
+/// The index of this process's slot (see `MINE`), found once.
+fn my_slot_index() -> Option<usize> {
+    mine()?;
+    // SAFETY: this process's own static, written once by `find_my_slot`.
+    Some(unsafe { MY_SLOT_INDEX })
 }
 
 #[cold]
-fn find_my_slot() -> *const PendingSlot {
-    compat::transaction_proc_number()
-        .and_then(|number| slots().get(number))
-        .map_or(std::ptr::null(), std::ptr::from_ref)
+fn find_my_slot() {
+    let Some(index) = compat::transaction_proc_number().filter(|&number| number < slots().slots().len())
+    else {
+        return;
+    };
+    let slots = slots();
+    // SAFETY: a PostgreSQL global of this process.
+    if unsafe { pg_sys::ParallelWorkerNumber } < 0 {
+        // Its own slot (a worker's is its leader's): who holds it, for `holders`.
+        // SAFETY: a PostgreSQL global of this process.
+        slots.slots()[index].pid.store(unsafe { pg_sys::MyProcPid } as u64, Relaxed);
+    }
+    // SAFETY: this process's own statics, written only here, once (MINE was None, so no
+    // reference to it exists), in its one thread.
+    unsafe {
+        MINE = slots.holder(index);
+        MY_SLOT_INDEX = index;
+    }
 }
 
 /// Registers the transaction callback; called from `_PG_init` while preloading, so every
@@ -152,31 +228,37 @@ pub fn register() {
 /// `XACT_EVENT_COMMIT` and `XACT_EVENT_ABORT` after it has made the end visible to new
 /// snapshots (`ProcArrayEndTransaction`), and `XACT_EVENT_PREPARE` once the prepared
 /// transaction has taken over (`prepared` holds its IDs from `XACT_EVENT_PRE_PREPARE` on). A
-/// parallel worker's transaction ends before its leader's: the leader's slot stays held.
+/// parallel worker's transaction ends before its leader's: the leader's slot stays held, and
+/// the worker forgets only its own record.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn on_transaction_event(
     event: pg_sys::XactEvent::Type,
     _argument: *mut std::ffi::c_void,
 ) {
+    use pg_sys::XactEvent::*;
     // SAFETY: a PostgreSQL global of this process.
     if unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
+        if matches!(event, XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PARALLEL_ABORT) {
+            mine().inspect(|holder| holder.forget());
+        }
         return;
     }
     // Found here too, not only at a claim: a leader whose parallel workers issued every ID of
     // its transaction has claimed nothing itself, and its slot is held all the same.
-    let Some(slot) = my_slot() else { return };
+    let Some(index) = my_slot_index() else { return };
     match event {
-        pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => prepared::remember(slot),
-        pg_sys::XactEvent::XACT_EVENT_COMMIT
-        | pg_sys::XactEvent::XACT_EVENT_ABORT
-        | pg_sys::XactEvent::XACT_EVENT_PREPARE => slot.release(),
+        XACT_EVENT_PRE_PREPARE => prepared::remember(&slots(), index),
+        XACT_EVENT_COMMIT | XACT_EVENT_ABORT | XACT_EVENT_PREPARE => {
+            slots().release(index);
+            mine().inspect(|holder| holder.forget());
+        }
         _ => {}
     }
 }
 
-/// The horizon (a time part) that holds for the active snapshot and every later one, with the
-/// clock at `now`.
-pub fn for_active_snapshot(now: u64, reservation: &Reservation) -> u64 {
+/// The horizon (a time part) of `shard` (`None`: of every shard) that holds for the active
+/// snapshot and every later one, with the clock at `now`.
+pub fn for_active_snapshot(now: u64, reservation: &Reservation, shard: Option<u32>) -> u64 {
     // SAFETY: the active snapshot of the running statement (every SQL call has one).
     let snapshot = unsafe { pg_sys::GetActiveSnapshot().as_ref() }.expect("a statement has a snapshot");
     // SAFETY: the lock lives in shared memory for the server's lifetime; an error raised
@@ -184,22 +266,37 @@ pub fn for_active_snapshot(now: u64, reservation: &Reservation) -> u64 {
     unsafe { pg_sys::LWLockAcquire(LOCK, pg_sys::LWLockMode::LW_EXCLUSIVE) };
     // The slots first, then the prepared transactions: a backend records its prepared
     // transaction before it releases its slot, so one of the two is seen.
-    let computed = horizon::compute(now, reservation, slots()).min(prepared::lowest_since());
+    let computed = horizon::compute(now, reservation, &slots(), shard);
+    let prepared = prepared::lowest_since(shard);
     let (_, next_xid) = compat::completed_and_next_xid();
     // SAFETY: SHARED lives as long as the server; written only under the lock, held here.
     let history = unsafe { &mut *SHARED };
-    // A horizon given before still holds for every later snapshot: never go back.
-    let given = history.newest(0).map_or(history.started, |(_, given)| given).max(computed);
-    history.entries[history.written as usize % HISTORY] = (next_xid, given);
+    // A horizon given before still holds for every later snapshot: never go back. That of
+    // every shard holds for each shard.
+    let every_shard = history
+        .newest(0)
+        .map_or(history.started, |given| given.every_shard)
+        .max(computed.every_shard.min(prepared.every_shard));
+    let given = Given {
+        next_xid,
+        shard: shard.unwrap_or(EVERY_SHARD),
+        every_shard,
+        of_shard: computed.of_shard.min(prepared.of_shard).max(every_shard),
+    };
+    history.entries[history.written as usize % HISTORY] = given;
     history.written += 1;
     let answer = if holds_since(snapshot) {
-        given
+        given.of(shard)
     } else {
+        // The entries computed before the snapshot (each at least as old as the one after it),
+        // and of those the highest for this shard: another shard's gives its lower `every_shard`.
         (0..HISTORY as u64)
             .map_while(|age| history.newest(age))
             // SAFETY: compares two xids, as PostgreSQL does (modulo 2^32).
-            .find(|(next, _)| unsafe { pg_sys::TransactionIdPrecedes(*next, snapshot.xmax) })
-            .map_or(history.started, |(_, horizon)| horizon)
+            .skip_while(|given| !unsafe { pg_sys::TransactionIdPrecedes(given.next_xid, snapshot.xmax) })
+            .map(|given| given.of(shard))
+            .max()
+            .unwrap_or(history.started)
     };
     // SAFETY: acquired above.
     unsafe { pg_sys::LWLockRelease(LOCK) };
@@ -226,7 +323,7 @@ fn holds_since(snapshot: &pg_sys::SnapshotData) -> bool {
 
 impl Shared {
     /// The entry written `age` entries before the newest, while it is kept.
-    fn newest(&self, age: u64) -> Option<(pg_sys::TransactionId, u64)> {
+    fn newest(&self, age: u64) -> Option<Given> {
         let kept = self.written.min(HISTORY as u64);
         (age < kept).then(|| self.entries[((self.written - 1 - age) % HISTORY as u64) as usize])
     }

@@ -6,11 +6,16 @@
 //! record that still parses would otherwise be trusted, and a ceiling read too low repeats
 //! IDs. Lines written by 0.3.0 and 0.4.0 (no checksum) are still read, as written before 0.5.0.
 //!
+//! A line written by pg_upgrade's starts of a new cluster ends with a mark after its checksum
+//! (`compat::UNCONFIRMED_BY_PG_UPGRADE`): its ceiling is only an estimate of the old server's,
+//! and the first real start refuses it (`restore`) until the old server's line is copied over it
+//! or the mark deleted, which leaves a line that reads as any other.
+//!
 //! Every line written has the same length (the number is zero-padded to 20 characters, any
 //! `i64`; the flag and the checksum have fixed widths), so the worker writes each one over
 //! the last in place with one fdatasync (`durable_file::overwrite`).
 
-use crate::postgres::durable_file;
+use crate::postgres::{compat, durable_file};
 use snowflake_core::crc32c::crc32c;
 
 /// The record file, relative to the data directory (every server process's working
@@ -35,11 +40,26 @@ pub struct Record {
     pub wal128: bool,
 }
 
+/// A record, and whether pg_upgrade's starts wrote it without knowing the old server's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Noted {
+    pub record: Record,
+    pub unconfirmed: bool,
+}
+
 /// The record's one line.
 pub fn format(record: Record) -> String {
     let Record { ceiling_unix_ms, wal128 } = record;
     let fields = format!("{PREFIX}{ceiling_unix_ms:020}{WAL128_FIELD}{}", u8::from(wal128));
     format!("{fields}{CRC_FIELD}{:08x}\n", crc32c(fields.as_bytes()))
+}
+
+/// Reads a line of any version, marked by pg_upgrade or not, or says why it cannot be trusted.
+pub fn parse_noted(text: &str) -> Result<Noted, String> {
+    match text.strip_suffix('\n').and_then(|line| line.strip_suffix(compat::UNCONFIRMED_BY_PG_UPGRADE)) {
+        Some(line) => parse(&format!("{line}\n")).map(|record| Noted { record, unconfirmed: true }),
+        None => parse(text).map(|record| Noted { record, unconfirmed: false }),
+    }
 }
 
 /// Reads a line of any version, or says why it cannot be trusted.
@@ -76,8 +96,13 @@ fn parse_ceiling(field: &str) -> Option<i64> {
 /// The record in the data directory: `Ok(None)` when there is none, `Err` with the reason
 /// when there is one that cannot be read or trusted.
 pub fn read() -> Result<Option<Record>, String> {
+    read_noted().map(|noted| noted.map(|noted| noted.record))
+}
+
+/// The record in the data directory with pg_upgrade's mark, as `read`.
+pub fn read_noted() -> Result<Option<Noted>, String> {
     match std::fs::read_to_string(FILE) {
-        Ok(text) => parse(&text).map(Some),
+        Ok(text) => parse_noted(&text).map(Some),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(error) => Err(error.to_string()),
     }
@@ -86,6 +111,12 @@ pub fn read() -> Result<Option<Record>, String> {
 /// Records so that a crash at any moment leaves the old or the new record, never a torn one.
 pub fn write(record: Record) -> std::io::Result<()> {
     durable_file::overwrite(FILE, TEMP_FILE, &format(record))
+}
+
+/// Records, marked as written by pg_upgrade's starts (see the top), as `write`.
+pub fn write_unconfirmed(record: Record) -> std::io::Result<()> {
+    let line = format!("{}{}\n", format(record).trim_end(), compat::UNCONFIRMED_BY_PG_UPGRADE);
+    durable_file::overwrite(FILE, TEMP_FILE, &line)
 }
 
 #[cfg(test)]
@@ -117,6 +148,18 @@ mod tests {
         ] {
             assert!(parse(text).is_err(), "{text:?}");
         }
+    }
+
+    #[test]
+    fn pg_upgrade_marks_a_line_after_its_checksum_and_deleting_the_mark_confirms_it() {
+        let record = Record { ceiling_unix_ms: 1_704_067_200_000, wal128: false };
+        let marked = format!("{}{}\n", format(record).trim_end(), compat::UNCONFIRMED_BY_PG_UPGRADE);
+        assert_eq!(parse_noted(&marked), Ok(Noted { record, unconfirmed: true }));
+        assert_eq!(parse_noted(&format(record)), Ok(Noted { record, unconfirmed: false }));
+        // The mark is outside the checksum: the line without it is the plain record.
+        assert_eq!(marked.replace(compat::UNCONFIRMED_BY_PG_UPGRADE, ""), format(record));
+        // A damaged marked line is refused like any other.
+        assert!(parse_noted(&marked.replacen("17040", "13040", 1)).is_err());
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! and again after a backend crash): the one recorded in the file, raised first under
 //! pg_upgrade. `shmem` calls it; crash recovery reads what it found (`recorded_at_start`).
 
-use super::record::{self, FILE, PREFIX};
-use super::{old_server_lead_bound_ms, time_part_of_ceiling, write_durably};
+use super::legacy_wal;
+use super::record::{self, Record, FILE, PREFIX};
+use super::{old_server_lead_bound_ms, time_part_of_ceiling};
 use crate::postgres::{clock, compat};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -12,14 +13,18 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// The recorded ceiling as a time part (0 on a server that never issued an ID). Read by
 /// the postmaster when it creates shared memory; an unreadable record stops the server,
-/// since guessing could repeat IDs. Under pg_upgrade, raised first (`record_upgrade_guard`).
+/// since guessing could repeat IDs. Under pg_upgrade, raised first (`record_upgrade_guard`);
+/// a record pg_upgrade's starts marked as an estimate stops the first real start
+/// (`refuse_unconfirmed`).
 pub fn recorded_ceiling() -> u64 {
-    let recorded = record::read().unwrap_or_else(|reason| corrupt_record(&reason));
-    let ceiling_unix_ms = recorded.map(|record| record.ceiling_unix_ms);
+    let noted = record::read_noted().unwrap_or_else(|reason| corrupt_record(&reason));
     let ceiling = if compat::in_binary_upgrade() {
-        record_upgrade_guard(ceiling_unix_ms)
+        record_upgrade_guard(noted)
     } else {
-        ceiling_unix_ms.map_or(0, time_part_of_ceiling)
+        match noted {
+            Some(noted) if noted.unconfirmed => refuse_unconfirmed(noted.record.ceiling_unix_ms),
+            noted => noted.map_or(0, |noted| time_part_of_ceiling(noted.record.ceiling_unix_ms)),
+        }
     };
     RECORDED_AT_START.store(ceiling, Relaxed);
     ceiling
@@ -32,31 +37,81 @@ static RECORDED_AT_START: AtomicU64 = AtomicU64::new(0);
 /// Every start under pg_upgrade (`postgres -b`), of the new cluster or the old one, and
 /// `pg_upgrade --check`'s too: pg_upgrade carries the tables, not this file, and the old
 /// server may have issued IDs up to its ceiling, at most `max_lead_ms + reserve_ms` ahead of
-/// its clock when it stopped, which was before now. So the record is raised to that far
-/// ahead of now (never lowered), and the first real start resumes above anything the old
-/// server could have issued, as long as it ran with lead settings no larger than these.
+/// its clock as it read when it issued them. So the record is raised to that far ahead of now
+/// (never lowered): above anything the old server issued as long as it ran with lead settings
+/// no larger than these and its clock, whenever it issued, never read ahead of this clock now.
+/// A clock that ran fast and was set back before the upgrade breaks the second, and nothing
+/// pg_upgrade hands the new server (its command line, environment or catalogs) says where the
+/// old data directory and its exact record are.
+///
+/// So on a new cluster (no record of its own yet, or one these starts marked) the guard is
+/// written marked as unconfirmed, and its first real start refuses to issue on it: the
+/// operator copies the old server's file over it (the documented step, exact), or deletes the
+/// mark to resume at the estimate knowingly. The old cluster's own record (pg_upgrade starts
+/// it too, to read its schema) is raised but never marked: it stays usable if the upgrade is
+/// abandoned.
 ///
 /// At every such start, not only the first: `pg_upgrade --check` starts the new cluster too,
 /// possibly long before the upgrade while the old server keeps issuing; a guard recorded
-/// then would be stale by the upgrade. Copying the old server's file over this one after
-/// pg_upgrade (the documented step) is exact, and needs no assumption.
-fn record_upgrade_guard(recorded_unix_ms: Option<i64>) -> u64 {
+/// then would be stale by the upgrade.
+fn record_upgrade_guard(noted: Option<record::Noted>) -> u64 {
     let bound_ms = old_server_lead_bound_ms();
     let guard_unix_ms = clock::wall_clock_unix_ms().saturating_add(bound_ms as i64);
-    if recorded_unix_ms.is_some_and(|recorded| recorded >= guard_unix_ms) {
-        return time_part_of_ceiling(recorded_unix_ms.unwrap_or(guard_unix_ms));
+    let new_cluster = noted.is_none_or(|noted| noted.unconfirmed);
+    let ceiling_unix_ms =
+        noted.map_or(guard_unix_ms, |noted| noted.record.ceiling_unix_ms.max(guard_unix_ms));
+    // Already that far ahead (and marked, on a new cluster): nothing to write.
+    if noted.is_some_and(|noted| noted.record.ceiling_unix_ms >= guard_unix_ms) {
+        return time_part_of_ceiling(ceiling_unix_ms);
     }
-    if let Err(error) = write_durably(guard_unix_ms) {
+    let record = Record { ceiling_unix_ms, wal128: legacy_wal::may_remain() };
+    let written = if new_cluster { record::write_unconfirmed(record) } else { record::write(record) };
+    if let Err(error) = written {
         pgrx::error!(
             "could not record the snowflake_id reservation in \"{FILE}\" during a binary upgrade: {error}"
         );
     }
     pgrx::log!(
-        "snowflake_id: binary upgrade: recorded a ceiling of {} ({bound_ms} ms ahead of the clock), above \
-         what the old server could have issued with the same lead settings",
-        utc::format_utc_ms(guard_unix_ms)
+        "snowflake_id: binary upgrade: recorded a ceiling of {} ({bound_ms} ms ahead of the clock){}",
+        utc::format_utc_ms(ceiling_unix_ms),
+        if new_cluster {
+            format!(
+                ", marked unconfirmed: an estimate, which the first real start refuses until the old server's \
+                 \"{FILE}\" is copied over it"
+            )
+        } else {
+            String::new()
+        }
     );
-    time_part_of_ceiling(guard_unix_ms)
+    time_part_of_ceiling(ceiling_unix_ms)
+}
+
+/// The first real start of a cluster made by pg_upgrade without the old server's reservation
+/// record: its ceiling is pg_upgrade's estimate (`record_upgrade_guard`).
+fn refuse_unconfirmed(estimate_unix_ms: i64) -> ! {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
+        "snowflake_id cannot tell how far the old server issued IDs: this cluster made by pg_upgrade has only \
+         an estimate"
+            .to_string(),
+        "snowflake_id",
+    )
+    .set_detail(format!(
+        "pg_upgrade does not carry \"{FILE}\", the record of how far the old server issued IDs; this cluster's \
+         starts under pg_upgrade recorded an estimate there, {}, marked unconfirmed. It is above the old \
+         server's IDs only if that server ran with lead settings no larger than this one's and its clock never \
+         read ahead of this one's: a clock that ran fast and was set back would repeat IDs.",
+        utc::format_utc_ms(estimate_unix_ms)
+    ))
+    .set_hint(format!(
+        "Copy \"{FILE}\" from the old cluster's data directory over this one's (as the pg_upgrade steps in \
+         docs/operations.md do), then start again. If the old data directory is gone, raise the number in that \
+         line past every ID the old server issued if you know it (or keep it, if the conditions above held), \
+         then delete \"{}\" from the end of the line to confirm it.",
+        compat::UNCONFIRMED_BY_PG_UPGRADE.trim_start()
+    ))
+    .report(PgLogLevel::ERROR);
+    unreachable!("an ERROR report returns control to PostgreSQL")
 }
 
 fn corrupt_record(reason: &str) -> ! {

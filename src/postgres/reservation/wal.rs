@@ -8,7 +8,6 @@ use crate::postgres::{compat, settings, shmem};
 use pgrx::pg_sys;
 use snowflake_core::utc;
 use std::ffi::{c_char, CStr};
-use std::time::Duration;
 
 /// The only record type: "the ceiling is now this Unix ms" (8 bytes, native order).
 const XLOG_CEILING: u8 = 0x10;
@@ -117,14 +116,23 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
 /// the file has them. Above it, the last record replayed holds: on a server restored from a
 /// base backup the file may be older than the WAL replayed after it.
 ///
-/// The file is not rewritten and fsynced for every record (replay would wait for an fsync
-/// per record; a standby catching up replays thousands):
-/// * in crash recovery not at all: the file already holds what was issued under, and
-///   rewriting it with the older records replayed first could only set it back;
-/// * on a standby (or in archive recovery) at most once per `REPLAY_RECORD_INTERVAL`, so
-///   that a restart of the standby, or a base backup taken from it, starts from a recent
-///   ceiling; the rest, should the standby restart, is replayed again from WAL, and at
-///   promotion `worker::record_promotion_guard` covers what the standby never received.
+/// The file:
+/// * in crash recovery, left alone: it already holds what was issued under, and rewriting
+///   it with the older records replayed first could only set it back;
+/// * on a standby (or in archive recovery), rewritten durably with every ceiling replayed,
+///   before the next record is. Shared memory does not survive a restart of the standby, nor
+///   the postmaster re-creating it after a backend crash, and recovery then starts again at
+///   the last restartpoint: once its redo point has moved past a record, the file is the only
+///   place left that knows the ceiling (the old primary may have run with a longer lead than
+///   this server's promotion guard covers, or issued while its clock ran ahead). Restartpoints
+///   offer an extension no hook, but one can only follow the replay of a checkpoint record
+///   that comes after the ceiling's, so a file written as the ceiling is replayed is always
+///   in time; and promotion replays every record first. After a restart, records already
+///   in the file are replayed again and written over a newer ceiling: harmless, since every
+///   record after them is still ahead of the redo point and is replayed (and written) again
+///   before a restartpoint can pass it. The cost is the primary's own: its
+///   worker fdatasyncs the file once per record it writes (about four a second), and the
+///   standby once per record it replays.
 fn replay_ceiling(ceiling_unix_ms: i64) {
     // Asked of PostgreSQL for this recovery, not taken from how the postmaster started: a
     // server that started as a standby and was promoted runs crash recovery after a later
@@ -139,18 +147,7 @@ fn replay_ceiling(ceiling_unix_ms: i64) {
     if in_crash_recovery {
         return;
     }
-    let now = std::time::Instant::now();
-    let mut last = LAST_REPLAY_RECORD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if last.is_some_and(|at| now.duration_since(at) < REPLAY_RECORD_INTERVAL) {
-        return;
-    }
     if let Err(error) = write_durably(ceiling_unix_ms) {
         pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" during replay: {error}");
     }
-    *last = Some(now);
 }
-
-/// How often a standby records the ceilings it replays in its file.
-const REPLAY_RECORD_INTERVAL: Duration = Duration::from_secs(1);
-/// When the startup process last did (it alone replays WAL: the lock is never contended).
-static LAST_REPLAY_RECORD: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);

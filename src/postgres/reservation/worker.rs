@@ -32,9 +32,11 @@ const TICK: Duration = Duration::from_millis(50);
 /// clock is within `max_lead_ms` of the resumed position, at most `reserve_ms + max_clock_skew_ms`.
 ///
 /// Or at the floor replayed from the old primary's WAL, when that is higher (the old primary
-/// ran with a longer lead). Either way it is recorded before anything is issued: replay
-/// writes the file at most once a second, so the floor may not be in it yet, and a clean
-/// restart (no signal file, no WAL to replay) resumes at the file.
+/// ran with a longer lead, or issued while its clock ran ahead). Replay has written that
+/// floor to the file already (`wal::replay_ceiling`), so a restart of the standby before the
+/// promotion resumes there too. Either way the resumed position is recorded before anything
+/// is issued: a clean restart after the promotion (no signal file, no WAL to replay) resumes
+/// at the file.
 fn record_promotion_guard(reservation: &Reservation) {
     let layout = fixed_layout::get();
     let bound_ms = old_server_lead_bound_ms() + settings::max_clock_skew_ms();
@@ -49,9 +51,10 @@ fn record_promotion_guard(reservation: &Reservation) {
     reservation.resume_at(ceiling);
     if ceiling == guard {
         pgrx::log!(
-            "snowflake_id: recovery ended; shards resume at {} ({bound_ms} ms ahead of the clock), above \
-             anything the old primary could have issued, including WAL this server never received, if the \
-             clocks agree within snowflake_id.max_clock_skew_ms",
+            "snowflake_id: recovery ended; shards resume at {} ({bound_ms} ms ahead of the clock), above the \
+             reservation replayed from the old primary's WAL and, for WAL this server never received, above \
+             anything the old primary could have issued if it ran with lead settings no larger than these and \
+             the clocks agree within snowflake_id.max_clock_skew_ms",
             utc::format_utc_ms(ceiling_unix_ms)
         );
     } else {

@@ -19,20 +19,31 @@ pub mod campaign;
 /// The port only names the socket file; nothing listens on TCP.
 pub const PORT: u16 = 5432;
 
-/// `bin` folder of the PostgreSQL under test: `$PG_CONFIG --bindir`, by default Debian's 15.
+/// `pg_config` of the PostgreSQL under test: `$PG_CONFIG`, by default Debian's 15.
+fn pg_config() -> PathBuf {
+    std::env::var_os("PG_CONFIG").map_or_else(|| "/usr/lib/postgresql/15/bin/pg_config".into(), PathBuf::from)
+}
+
+/// `bin` folder of the PostgreSQL under test: `$PG_CONFIG --bindir`.
 pub fn pg_bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let pg_config =
-            std::env::var("PG_CONFIG").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
-        bin_dir_of(Path::new(&pg_config))
-    })
+    DIR.get_or_init(|| bin_dir_of(&pg_config()))
+}
+
+/// The folder of the PostgreSQL under test that `pg_config` prints for `flag`
+/// (`--pkglibdir`, `--sharedir`...).
+pub fn pg_dir(flag: &str) -> PathBuf {
+    pg_config_dir(&pg_config(), flag)
 }
 
 /// The `bin` folder of the PostgreSQL that `pg_config` describes.
 pub fn bin_dir_of(pg_config: &Path) -> PathBuf {
-    let out = Command::new(pg_config).arg("--bindir").output().expect("run pg_config");
-    assert!(out.status.success(), "{} --bindir failed", pg_config.display());
+    pg_config_dir(pg_config, "--bindir")
+}
+
+fn pg_config_dir(pg_config: &Path, flag: &str) -> PathBuf {
+    let out = Command::new(pg_config).arg(flag).output().expect("run pg_config");
+    assert!(out.status.success(), "{} {flag} failed", pg_config.display());
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
@@ -318,6 +329,15 @@ impl Cluster {
         let mut promote = as_server_owner(self.bin.join("pg_ctl"));
         promote.args(["-w", "-t", "60", "-D"]).arg(&self.data_dir).arg("promote");
         run(&mut promote, "pg_ctl promote");
+    }
+
+    /// Waits until this standby has replayed its primary's WAL up to `lsn` (as
+    /// `pg_current_wal_lsn()::text` printed it on the primary).
+    pub fn wait_for_replay(&self, lsn: &str) {
+        let mut client = self.connect();
+        wait_until(&format!("the standby replayed up to {lsn}"), || {
+            client.query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn]).unwrap().get(0)
+        });
     }
 
     /// Waits until the server accepts connections again (after a crash and restart).

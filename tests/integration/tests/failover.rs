@@ -86,7 +86,7 @@ fn a_standby_promoted_behind_its_primary_resumes_above_it() {
         .query_one("INSERT INTO t DEFAULT VALUES RETURNING pg_current_wal_lsn()::text", &[])
         .unwrap()
         .get(0);
-    caught_up_with(&standby, &lsn);
+    standby.wait_for_replay(&lsn);
     standby.stop("fast");
 
     let mut client = primary.connect();
@@ -115,19 +115,11 @@ fn a_standby_promoted_behind_its_primary_resumes_above_it() {
     assert!(log.contains("snowflake_id: recovery ended; shards resume at"), "{log}");
 }
 
-/// Waits until `standby` has replayed the WAL up to `lsn`.
-fn caught_up_with(standby: &Cluster, lsn: &str) {
-    let mut client = standby.connect();
-    wait_until(&format!("the standby replayed up to {lsn}"), || {
-        client.query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn]).unwrap().get(0)
-    });
-}
-
 /// The old primary ran with a longer lead than the standby: the floor the standby replayed
-/// lies above its own promotion guard. A standby records what it replays at most once a
-/// second, so that floor may not be in its file; the promotion records it before anything is
-/// issued, and a clean restart right after the promotion (no signal file, no WAL to replay)
-/// resumes above the old primary's IDs.
+/// lies above its own promotion guard. The promotion resumes there and records it before
+/// anything is issued, and a clean restart right after the promotion (no signal file, no WAL
+/// to replay) resumes above the old primary's IDs. (A restart before the promotion:
+/// `standby_restart`.)
 #[test]
 fn a_promoted_standby_restarted_cleanly_resumes_above_the_floor_it_replayed() {
     let mut primary = Cluster::start("floor-primary", &["snowflake_id.max_lead_ms = 30s"]);
@@ -146,9 +138,9 @@ fn a_promoted_standby_restarted_cleanly_resumes_above_the_floor_it_replayed() {
             "snowflake_id.max_clock_skew_ms = 0",
         ],
     );
-    // Two reservation records a moment apart: the standby records the first one it replays
-    // and not the second (less than a second later). After the second the primary's ceiling
-    // is far enough ahead that its worker writes no other.
+    // Two reservation records a moment apart (a standby of 0.6.0, which recorded what it
+    // replayed at most once a second, had the first in its file and not the second). After
+    // the second the primary's ceiling is far enough ahead that its worker writes no other.
     let mut client = primary.connect();
     client
         .batch_execute(
@@ -162,7 +154,7 @@ fn a_promoted_standby_restarted_cleanly_resumes_above_the_floor_it_replayed() {
             .unwrap();
         (row.get(0), row.get(1))
     };
-    caught_up_with(&standby, &lsn);
+    standby.wait_for_replay(&lsn);
     drop(client);
     primary.stop("fast");
 
@@ -205,7 +197,7 @@ fn a_promoted_server_whose_worker_is_terminated_twice_fails_no_insert() {
     let standby =
         Cluster::start_standby_of(&primary, "guard-once-standby", &["snowflake_id.max_wait_ms = 0"]);
     let lsn: String = primary.connect().query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
-    caught_up_with(&standby, &lsn);
+    standby.wait_for_replay(&lsn);
     drop(primary);
     standby.promote();
     // The first calls after the promotion are refused until the clock is within max_lead_ms

@@ -9,7 +9,8 @@
 //! the table's rows, each once. A reader paging with `id > cursor` alone, beside them, misses
 //! rows: the test can fail. The focused tests each hold one rule: an open transaction, a
 //! prepared one across restarts, parallel workers, a clock stepped back, an idle server, an
-//! older snapshot, and the refusals.
+//! older snapshot, the refusals, and a transaction that holds the horizons of its own shards
+//! only (open or prepared), reported by `snowflake_horizon_holders()`.
 
 use postgres::{Client, Config, NoTls};
 use snowflake_id_integration::{
@@ -23,14 +24,25 @@ use std::time::{Duration, Instant};
 
 /// The horizon, in a statement of its own.
 fn horizon(client: &mut Client) -> i64 {
-    client.query_one("SELECT snowflake_horizon()", &[]).unwrap().get(0)
+    horizon_of(client, None)
 }
 
-/// Polls the horizon until it passes `id`; fails after 15 s, saying `after` what it should have.
-fn wait_for_horizon_above(client: &mut Client, id: i64, after: &str) -> i64 {
+/// The horizon of `shard` (`None`: of every shard), in a statement of its own.
+fn horizon_of(client: &mut Client, shard: Option<i32>) -> i64 {
+    match shard {
+        None => client.query_one("SELECT snowflake_horizon()", &[]),
+        Some(shard) => client.query_one("SELECT snowflake_horizon($1)", &[&shard]),
+    }
+    .unwrap()
+    .get(0)
+}
+
+/// Polls the horizon of `shard` (`None`: of every shard) until it passes `id`; fails after
+/// 15 s, saying `after` what it should have.
+fn wait_for_horizon_above(client: &mut Client, shard: Option<i32>, id: i64, after: &str) -> i64 {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let horizon = horizon(client);
+        let horizon = horizon_of(client, shard);
         if horizon > id {
             return horizon;
         }
@@ -42,13 +54,14 @@ fn wait_for_horizon_above(client: &mut Client, id: i64, after: &str) -> i64 {
     }
 }
 
-/// Asserts that the horizon stays at or below `id` for `during` (while the clock moves well
-/// past the millisecond of `id`, so an unheld horizon would pass it), saying `while_` why.
-fn assert_horizon_held(client: &mut Client, id: i64, during: Duration, while_: &str) {
+/// Asserts that the horizon of `shard` (`None`: of every shard) stays at or below `id` for
+/// `during` (while the clock moves well past the millisecond of `id`, so an unheld horizon
+/// would pass it), saying `while_` why.
+fn assert_horizon_held(client: &mut Client, shard: Option<i32>, id: i64, during: Duration, while_: &str) {
     let until = Instant::now() + during;
     loop {
-        let horizon = horizon(client);
-        assert!(horizon <= id, "the horizon {horizon} passed ID {id} while {while_}");
+        let horizon = horizon_of(client, shard);
+        assert!(horizon <= id, "the horizon {horizon} of {shard:?} passed ID {id} while {while_}");
         if Instant::now() >= until {
             return;
         }
@@ -623,21 +636,21 @@ fn an_open_transaction_holds_the_horizon_until_it_ends() {
 
     let id = open_transaction_with_an_id(&mut writer, 1);
     assert!(id >= before, "ID {id} issued below the horizon {before} given before it");
-    assert_horizon_held(&mut reader, id, Duration::from_millis(500), "its transaction is open");
+    assert_horizon_held(&mut reader, None, id, Duration::from_millis(500), "its transaction is open");
     writer.batch_execute("COMMIT").unwrap();
-    wait_for_horizon_above(&mut reader, id, "its transaction committed");
+    wait_for_horizon_above(&mut reader, None, id, "its transaction committed");
 
     let id = open_transaction_with_an_id(&mut writer, 1);
-    assert_horizon_held(&mut reader, id, Duration::from_millis(300), "its transaction is open");
+    assert_horizon_held(&mut reader, None, id, Duration::from_millis(300), "its transaction is open");
     writer.batch_execute("ROLLBACK").unwrap();
-    wait_for_horizon_above(&mut reader, id, "its transaction rolled back");
+    wait_for_horizon_above(&mut reader, None, id, "its transaction rolled back");
 
     // The writer's connection stays open, idle.
     let id: i64 = writer.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
-    wait_for_horizon_above(&mut reader, id, "a bare SELECT snowflake_nextval(1) returned");
+    wait_for_horizon_above(&mut reader, None, id, "a bare SELECT snowflake_nextval(1) returned");
     let id: i64 =
         writer.query_one("INSERT INTO t VALUES (snowflake_nextval(2)) RETURNING id", &[]).unwrap().get(0);
-    wait_for_horizon_above(&mut reader, id, "an autocommit INSERT returned");
+    wait_for_horizon_above(&mut reader, None, id, "an autocommit INSERT returned");
 }
 
 /// (b) A prepared transaction holds the horizon below its ID across a clean restart and a
@@ -652,25 +665,31 @@ fn a_prepared_transaction_holds_the_horizon_across_restarts() {
     writer.batch_execute("BEGIN; SELECT snowflake_nextval(3); COMMIT").unwrap();
     drop(writer);
     let mut reader = cluster.connect();
-    assert_horizon_held(&mut reader, id, Duration::from_millis(500), "its transaction is prepared");
+    assert_horizon_held(&mut reader, None, id, Duration::from_millis(500), "its transaction is prepared");
 
     cluster.stop("fast");
     cluster.start_with(&[]);
     let mut reader = cluster.connect();
-    assert_horizon_held(&mut reader, id, Duration::from_millis(300), "prepared, after a clean restart");
+    assert_horizon_held(&mut reader, None, id, Duration::from_millis(300), "prepared, after a clean restart");
 
     // A backend killed while its connection is open (a closed one may be gone already).
     let mut victim = cluster.connect();
     let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
     let mut reader = cluster.kill_backend(pid as u32);
     drop(victim);
-    assert_horizon_held(&mut reader, id, Duration::from_millis(300), "prepared, after a crash and recovery");
+    assert_horizon_held(
+        &mut reader,
+        None,
+        id,
+        Duration::from_millis(300),
+        "prepared, after a crash and recovery",
+    );
     let gids = count(&mut reader, "SELECT count(*) FROM pg_prepared_xacts WHERE gid = 'holds'");
     assert_eq!(gids, 1, "the prepared transaction did not survive the crash");
 
     let mut other = cluster.connect();
     other.batch_execute("COMMIT PREPARED 'holds'").unwrap();
-    wait_for_horizon_above(&mut reader, id, "COMMIT PREPARED");
+    wait_for_horizon_above(&mut reader, None, id, "COMMIT PREPARED");
     let rows: i64 = reader.query_one("SELECT count(*) FROM t WHERE id = $1", &[&id]).unwrap().get(0);
     assert_eq!(rows, 1);
 }
@@ -725,12 +744,13 @@ fn ids_of_parallel_workers_hold_the_horizon() {
     let mut reader = cluster.connect();
     assert_horizon_held(
         &mut reader,
+        None,
         lowest,
         Duration::from_millis(500),
         "the IDs of parallel workers are uncommitted",
     );
     leader.batch_execute("COMMIT").unwrap();
-    wait_for_horizon_above(&mut reader, highest, "the transaction whose workers issued IDs committed");
+    wait_for_horizon_above(&mut reader, None, highest, "the transaction whose workers issued IDs committed");
 }
 
 /// (d) A clock stepped back after a horizon was given: a shard that never issued starts at
@@ -796,7 +816,7 @@ fn a_horizon_holds_for_the_snapshot_of_its_statement() {
     snapshot.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1").unwrap();
     writer.batch_execute("COMMIT").unwrap();
     // Past the millisecond of the ID, so that the clock alone would give a horizon above it.
-    let after_commit = wait_for_horizon_above(&mut fresh, id, "its transaction committed");
+    let after_commit = wait_for_horizon_above(&mut fresh, None, id, "its transaction committed");
     for _ in 0..3 {
         let old = horizon(&mut snapshot);
         assert!(
@@ -809,7 +829,7 @@ fn a_horizon_holds_for_the_snapshot_of_its_statement() {
     let visible: i64 = snapshot.query_one("SELECT count(*) FROM t WHERE id = $1", &[&id]).unwrap().get(0);
     assert_eq!(visible, 0, "the repeatable-read snapshot sees the row committed after it");
     snapshot.batch_execute("COMMIT").unwrap();
-    wait_for_horizon_above(&mut snapshot, id, "the old snapshot ended");
+    wait_for_horizon_above(&mut snapshot, None, id, "the old snapshot ended");
 }
 
 /// (g) The refusals: a shard outside the fence, a NULL shard, a shard outside the layout,
@@ -849,4 +869,97 @@ fn the_horizon_refuses_what_it_cannot_answer_for() {
         assert_eq!(error.code().code(), "25006", "{call}: {}", error.message());
         assert_eq!(error.message(), format!("cannot execute {function}() during recovery"));
     }
+}
+
+/// The holds `snowflake_horizon_holders()` reports: (pid, whether prepared, shard), sorted.
+fn holders(client: &mut Client) -> Vec<(Option<i32>, bool, i32)> {
+    let mut holders: Vec<_> = client
+        .query(
+            "SELECT pid, prepared_xid IS NOT NULL, shard FROM snowflake_horizon_holders()
+             WHERE held_since <= clock_timestamp() AND (xact_start IS NOT NULL OR prepared_xid IS NOT NULL)",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    holders.sort();
+    holders
+}
+
+/// (h) One tenant cannot stall another: an idle transaction that took an ID of shard 5 holds
+/// the horizons of shard 5 and of every shard, not that of shard 3, which moves past it while
+/// it is open; `snowflake_horizon_holders()` names its backend and shard. A transaction that
+/// takes shards 5 and 7 holds those two.
+#[test]
+fn an_idle_transaction_holds_only_the_horizons_of_its_shards() {
+    let cluster = server("horizon-tenants", &[]);
+    let (mut tenant, mut reader) = (cluster.connect(), cluster.connect());
+    let pid: i32 = tenant.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let id = open_transaction_with_an_id(&mut tenant, 5);
+    wait_for_horizon_above(&mut reader, Some(3), id, "only a transaction of shard 5 was open");
+    for shard in [Some(5), None] {
+        let during = Duration::from_millis(200);
+        assert_horizon_held(&mut reader, shard, id, during, "a transaction of shard 5 is open");
+    }
+    assert_eq!(holders(&mut reader), [(Some(pid), false, 5)]);
+
+    // The same transaction takes shard 7 too: 3 stays free.
+    let id_7: i64 =
+        tenant.query_one("INSERT INTO t VALUES (snowflake_nextval(7)) RETURNING id", &[]).unwrap().get(0);
+    wait_for_horizon_above(&mut reader, Some(3), id_7, "a transaction of shards 5 and 7 was open");
+    for shard in [Some(5), Some(7)] {
+        let during = Duration::from_millis(200);
+        assert_horizon_held(&mut reader, shard, id, during, "a transaction of shards 5 and 7 is open");
+    }
+    assert_eq!(holders(&mut reader), [(Some(pid), false, 5), (Some(pid), false, 7)]);
+
+    tenant.batch_execute("COMMIT").unwrap();
+    wait_for_horizon_above(&mut reader, Some(5), id_7, "the transaction of shards 5 and 7 committed");
+    wait_for_horizon_above(&mut reader, Some(7), id_7, "the transaction of shards 5 and 7 committed");
+    assert_eq!(holders(&mut reader), []);
+
+    // Its next transaction holds its own shard only.
+    let id = open_transaction_with_an_id(&mut tenant, 3);
+    wait_for_horizon_above(&mut reader, Some(7), id, "only a transaction of shard 3 was open");
+    assert_eq!(holders(&mut reader), [(Some(pid), false, 3)]);
+}
+
+/// (i) A prepared transaction of shard 5 holds the horizon of shard 5, not that of shard 3,
+/// before and after a restart (which reads its shards back from `snowflake_id.prepared`), and
+/// is reported without a process; a role outside pg_read_all_stats may not list the holders.
+#[test]
+fn a_prepared_transaction_holds_only_the_horizons_of_its_shards() {
+    let mut cluster = server("horizon-prepared-tenant", &["max_prepared_transactions = 4"]);
+    let mut tenant = cluster.connect();
+    let id = open_transaction_with_an_id(&mut tenant, 5);
+    tenant.batch_execute("PREPARE TRANSACTION 'tenant 5'").unwrap();
+    let mut reader = cluster.connect();
+    for run in ["prepared", "prepared, after a clean restart"] {
+        wait_for_horizon_above(&mut reader, Some(3), id, &format!("only a transaction of shard 5 was {run}"));
+        assert_horizon_held(&mut reader, Some(5), id, Duration::from_millis(300), run);
+        assert_eq!(holders(&mut reader), [(None, true, 5)], "{run}");
+        let gid: String = reader
+            .query_one(
+                "SELECT gid FROM snowflake_horizon_holders() JOIN pg_prepared_xacts ON transaction = prepared_xid",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(gid, "tenant 5");
+        cluster.stop("fast");
+        cluster.start_with(&[]);
+        reader = cluster.connect();
+    }
+    reader.batch_execute("CREATE ROLE tenant LOGIN").unwrap();
+    let mut config = cluster.config();
+    let mut as_tenant = config.user("tenant").connect(NoTls).unwrap();
+    let error = db_error(&mut as_tenant, "SELECT * FROM snowflake_horizon_holders()");
+    assert_eq!(error.code().code(), "42501", "{}", error.message());
+    reader.batch_execute("GRANT pg_read_all_stats TO tenant").unwrap();
+    as_tenant.batch_execute("SELECT * FROM snowflake_horizon_holders()").unwrap();
+
+    reader.batch_execute("COMMIT PREPARED 'tenant 5'").unwrap();
+    wait_for_horizon_above(&mut reader, Some(5), id, "COMMIT PREPARED");
+    assert_eq!(holders(&mut reader), []);
 }

@@ -3,11 +3,13 @@
 //!
 //! pg_upgrade copies the tables, not `snowflake_id.reservation` nor `snowflake_id.layout`.
 //! Tested from one old cluster: the documented step (copy the old server's files into the
-//! new data directory before its first start); the guard for an upgrade done without the
-//! reservation (every start in binary-upgrade mode raises the record as far ahead as the old
-//! server could have issued); a new cluster without the old layout file, which refuses to
-//! start until an operator copies it; and `pg_upgrade --check` run against the old server
-//! while it keeps issuing ahead of its clock, long before the upgrade.
+//! new data directory before its first start); a new cluster without the old layout file,
+//! which refuses to start until an operator copies it, and then without the old reservation
+//! file, which refuses too (since 0.6.1: its ceiling is only pg_upgrade's estimate, every start
+//! in binary-upgrade mode raising the record as far ahead as the old server could have issued
+//! with this server's settings and clock) until the operator confirms the estimate; and
+//! `pg_upgrade --check` run against the old server while it keeps issuing ahead of its clock,
+//! long before the upgrade.
 //!
 //! Each of these runs from every older major named in `SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS`
 //! (pg_config paths separated by `:`, each PostgreSQL with the extension installed) to the
@@ -142,8 +144,9 @@ fn pg_upgrade_issues_only_ids_above_the_old_ones(old_bin: &Path) {
     drop(copied);
 
     // Without the old layout the new cluster does not start: it cannot tell whether its
-    // configured layout is the old server's. Then the layout alone is copied, and the guard
-    // holds for the reservation: pg_upgrade's starts recorded a ceiling a full lead ahead.
+    // configured layout is the old server's. Then the layout alone is copied, and it does not
+    // start either: its reservation is only pg_upgrade's estimate. Confirmed by the operator,
+    // the estimate holds here: pg_upgrade's starts recorded a ceiling a full lead ahead.
     let mut guarded = upgraded(&old, &new_bin, &format!("upgrade-guarded-{old_major}"));
     let log = guarded
         .try_start_with(&[])
@@ -151,7 +154,32 @@ fn pg_upgrade_issues_only_ids_above_the_old_ones(old_bin: &Path) {
     assert!(log.contains("snowflake_id cannot tell whether this cluster made by pg_upgrade issues IDs in the old server's layout"), "{log}");
     assert!(log.contains("Copy \"snowflake_id.layout\" from the old cluster's data directory"), "{log}");
     copy_layout(&old, &guarded);
+    refused_on_the_estimate(&mut guarded);
+    confirm_the_estimate(&guarded);
     check_upgraded(&mut guarded, old_max, &decoded_before);
+}
+
+/// The first real start of a cluster made by pg_upgrade without the old reservation record
+/// fails, naming the file to copy.
+fn refused_on_the_estimate(new: &mut Cluster) {
+    let log = new
+        .try_start_with(&[])
+        .expect_err("a cluster made by pg_upgrade started on an estimated reservation");
+    assert!(
+        log.contains("snowflake_id cannot tell how far the old server issued IDs: this cluster made by pg_upgrade has only an estimate"),
+        "{log}"
+    );
+    assert!(log.contains("Copy \"snowflake_id.reservation\" from the old cluster's data directory"), "{log}");
+}
+
+/// What an operator does who knows the old server ran with these lead settings and no clock
+/// ahead of this one: deletes pg_upgrade's mark from the reservation record.
+fn confirm_the_estimate(new: &Cluster) {
+    let path = new.data_dir().join(RESERVATION_FILE);
+    let noted = std::fs::read_to_string(&path).unwrap();
+    let confirmed = noted.replace(" unconfirmed=pg_upgrade", "");
+    assert_ne!(confirmed, noted, "no mark in {noted:?}");
+    std::fs::write(&path, confirmed).unwrap();
 }
 
 /// `pg_upgrade --check` against the running old server starts the new cluster in
@@ -194,6 +222,8 @@ fn pg_upgrade_check_does_not_spend_the_guard(old_bin: &Path) {
     pg_upgrade(&old, &new, &[]);
     let mut new = new;
     copy_layout(&old, &new);
+    refused_on_the_estimate(&mut new);
+    confirm_the_estimate(&new);
     check_upgraded(&mut new, old_max, &decoded_before);
 }
 
@@ -231,8 +261,11 @@ fn upgraded(old: &Cluster, new_bin: &Path, name: &str) -> Cluster {
         logs.iter().any(|(_, log)| log.contains("snowflake_id: binary upgrade: recorded a ceiling")),
         "the new cluster's starts under pg_upgrade recorded no guard ceiling"
     );
-    assert!(new.data_dir().join(RESERVATION_FILE).exists(), "no reservation file after pg_upgrade");
-    // The layout is only noted, unconfirmed, by pg_upgrade's starts.
+    // The reservation is only estimated, and the layout only noted, unconfirmed, by
+    // pg_upgrade's starts.
+    let estimated = std::fs::read_to_string(new.data_dir().join(RESERVATION_FILE))
+        .expect("no reservation file after pg_upgrade");
+    assert!(estimated.trim_end().ends_with(" unconfirmed=pg_upgrade"), "{estimated:?}");
     let noted =
         std::fs::read_to_string(new.data_dir().join(LAYOUT_FILE)).expect("no layout noted under pg_upgrade");
     assert!(noted.trim_end().ends_with(" unconfirmed=pg_upgrade"), "{noted:?}");

@@ -194,7 +194,13 @@ fn the_exporter_turns_the_generator_into_metrics() {
     let queries = queries();
     assert_eq!(
         queries.keys().collect::<Vec<_>>(),
-        ["snowflake_id", "snowflake_id_fence", "snowflake_id_layout", "snowflake_id_reservation"]
+        [
+            "snowflake_id",
+            "snowflake_id_fence",
+            "snowflake_id_horizon",
+            "snowflake_id_layout",
+            "snowflake_id_reservation"
+        ]
     );
     let mut watcher = cluster.config().user("watcher").connect(postgres::NoTls).unwrap();
     let mut nobody = cluster.config().user("nobody").connect(postgres::NoTls).unwrap();
@@ -227,6 +233,18 @@ fn the_exporter_turns_the_generator_into_metrics() {
     assert!((remaining - (3_903_090_455.552 - unix_now())).abs() < 60.0, "{remaining} s left");
     assert_eq!(before.get("snowflake_id_fence_info", &[("shards", "")]), 1.0);
     assert_eq!(before.find("snowflake_id_issued_total", &[]), None);
+    assert_eq!(before.find("snowflake_id_horizon_holders", &[]), None);
+    // A transaction left open on shard 6: one holder, held about as long as it has been open.
+    let mut idle = cluster.connect();
+    idle.batch_execute("BEGIN; SELECT snowflake_nextval(6)").unwrap();
+    let opened = Instant::now();
+    std::thread::sleep(Duration::from_millis(1500));
+    let held = exporter.scrape();
+    assert_eq!(held.shard("snowflake_id_horizon_holders", "6"), 1.0);
+    let seconds = held.shard("snowflake_id_horizon_held_seconds", "6");
+    assert!(seconds >= 1.4 && seconds <= opened.elapsed().as_secs_f64() + 0.1, "held for {seconds} s");
+    idle.batch_execute("COMMIT").unwrap();
+    assert_eq!(exporter.scrape().find("snowflake_id_horizon_holders", &[]), None);
     // IDs issued: counted per shard, exactly.
     admin
         .batch_execute(

@@ -157,11 +157,12 @@ fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
     assert_eq!(upgraded_objects, extension_objects(&mut fresh));
     // 0.2.0 added snowflake_convert_column; 0.4.0 the four decoders of a named layout; 0.6.0
     // the two forms of snowflake_horizon, snowflake_status and snowflake_fence_allows, the type
-    // snowflake_parts, and the event trigger of snowflake_id.auto_keys with its function.
-    // PostgreSQL 18 records the type's array type as a member too: not counted.
+    // snowflake_parts, and the event trigger of snowflake_id.auto_keys with its function;
+    // 0.6.1 snowflake_horizon_holders. PostgreSQL 18 records the type's array type as a member
+    // too: not counted.
     let array_types =
         upgraded_objects.iter().filter(|object| object.starts_with("type snowflake_parts[]")).count();
-    assert_eq!(upgraded_objects.len() - array_types, old_objects.len() + 12);
+    assert_eq!(upgraded_objects.len() - array_types, old_objects.len() + 13);
     old.batch_execute("SET TimeZone = 'UTC'").unwrap();
     let twitter: String = old
         .query_one(

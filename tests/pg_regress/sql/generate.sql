@@ -64,3 +64,16 @@ SELECT worker_pid > 0 AS worker_running, reserved_until > clock_timestamp() AS r
 FROM snowflake_status();
 SELECT snowflake_fence_allows(0) AS first, snowflake_fence_allows(1023) AS last,
        snowflake_fence_allows(NULL) IS NULL AS null_is_null;
+
+-- This transaction holds the horizon of shard 9 (and of every shard), not that of shard 3, and
+-- snowflake_horizon_holders() names it: its process, the shard, since its ID, its start.
+BEGIN;
+SELECT snowflake_nextval(9) AS held \gset
+SELECT pg_sleep(0.01);
+SELECT snowflake_horizon(9) <= :held AS shard_9_held, snowflake_horizon() <= :held AS every_shard_held,
+       snowflake_horizon(3) > :held AS shard_3_free;
+SELECT pid = pg_backend_pid() AS this_backend, prepared_xid, shard,
+       held_since = snowflake_timestamp(:held) AS since_its_id, xact_start = now() AS since_its_start
+FROM snowflake_horizon_holders();
+COMMIT;
+SELECT count(*) AS holders FROM snowflake_horizon_holders();

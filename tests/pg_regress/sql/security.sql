@@ -1,7 +1,7 @@
 -- Who may do what: single IDs, decoders and the fence are for everyone; batches (which can run
 -- a shard up to its lead bound), moving a shard forward and reading the statistics and the
--- status are not (pg_monitor may read, through pg_read_all_stats); the default shard is a
--- superuser's setting.
+-- status and who holds the horizon are not (pg_monitor may read, through pg_read_all_stats);
+-- the default shard is a superuser's setting.
 CREATE ROLE app LOGIN;
 SELECT has_function_privilege('app', 'snowflake_nextval(integer)', 'EXECUTE') AS app_generates,
        has_function_privilege('app', 'snowflake_decode(bigint)', 'EXECUTE') AS app_decodes,
@@ -11,6 +11,8 @@ SELECT has_function_privilege('app', 'snowflake_nextval(integer)', 'EXECUTE') AS
        has_function_privilege('pg_monitor', 'snowflake_stats()', 'EXECUTE') AS monitor_reads_stats,
        has_function_privilege('app', 'snowflake_status()', 'EXECUTE') AS app_reads_status,
        has_function_privilege('pg_monitor', 'snowflake_status()', 'EXECUTE') AS monitor_reads_status,
+       has_function_privilege('app', 'snowflake_horizon_holders()', 'EXECUTE') AS app_reads_holders,
+       has_function_privilege('pg_monitor', 'snowflake_horizon_holders()', 'EXECUTE') AS monitor_reads_holders,
        has_function_privilege('app', 'snowflake_fence_allows(integer)', 'EXECUTE') AS app_reads_fence;
 
 SET ROLE app;
@@ -19,6 +21,7 @@ SELECT snowflake_nextvals(3, 10);
 SELECT snowflake_advance(3, 1);
 SELECT count(*) FROM snowflake_stats();
 SELECT count(*) FROM snowflake_status();
+SELECT count(*) FROM snowflake_horizon_holders();
 -- An unprivileged role can change the default shard neither for itself nor for others.
 SET snowflake_id.shard = 7;
 ALTER ROLE app SET snowflake_id.shard = 7;

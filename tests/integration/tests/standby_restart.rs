@@ -1,0 +1,149 @@
+//! A standby that restarts before it is promoted still resumes above every ID the old primary
+//! issued, when only the reservation it replayed from the primary's WAL says how far that is:
+//! the old primary ran with a longer lead than the standby's promotion guard covers, or its
+//! clock ran ahead while it issued and was set back before it stopped. Each test makes the
+//! standby's last replayed ceiling the one that matters, moves the standby's redo point past
+//! its record (a checkpoint on both servers), restarts the standby (cleanly, or by a backend
+//! killed with SIGKILL, after which the postmaster re-creates shared memory and recovers),
+//! stops the old primary and promotes the standby.
+
+use postgres::Client;
+use snowflake_id_integration::{apply_settings, wait_until, Cluster, FakeClock};
+
+const TABLE: &str =
+    "CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1))";
+
+/// How a test restarts the standby before the promotion.
+enum Restart {
+    /// `pg_ctl stop -m fast`, then a start.
+    Clean,
+    /// A backend killed with SIGKILL: the postmaster ends every process, re-creates shared
+    /// memory and runs recovery again from the last restartpoint.
+    BackendKilled,
+}
+
+/// The primary runs with a lead bound of 20 s, set after the standby was made, the standby
+/// with the default 2 s: the standby's promotion guard covers 2.75 s ahead of its clock, the
+/// old primary's last IDs lie 15 s ahead.
+fn primary_with_a_longer_lead_than_the_standby(name: &str, restart: Restart) {
+    let primary = Cluster::start(&format!("{name}-primary"), &[]);
+    let mut client = primary.connect();
+    client.batch_execute(TABLE).unwrap();
+    let standby = Cluster::start_standby_of(&primary, &format!("{name}-standby"), &[]);
+    // On the primary only: ALTER SYSTEM writes postgresql.auto.conf, which is not replicated.
+    apply_settings(&mut client, &[("snowflake_id.max_lead_ms", "20s")]);
+    drop(client);
+    let highest = issue_ahead(&primary, &standby, "15 s");
+    promote_after_restart(primary, standby, restart, highest);
+}
+
+#[test]
+fn a_standby_restarted_before_promotion_resumes_above_a_primary_with_a_longer_lead() {
+    primary_with_a_longer_lead_than_the_standby("restart-lead", Restart::Clean);
+}
+
+#[test]
+fn a_standby_crash_restarted_before_promotion_resumes_above_a_primary_with_a_longer_lead() {
+    primary_with_a_longer_lead_than_the_standby("crash-lead", Restart::BackendKilled);
+}
+
+/// Both servers have the same settings, but the primary's clock ran 10 s fast while it issued
+/// IDs (libfaketime), and was set right before it stopped: the clocks agree at the failover,
+/// and the IDs lie 11.5 s ahead of the standby's clock, past its guard.
+#[test]
+fn a_standby_restarted_before_promotion_resumes_above_a_primary_whose_clock_was_set_back() {
+    let mut primary = Cluster::create("stepped-back-primary", &[]);
+    let clock = FakeClock::of(&primary);
+    clock.set("+10");
+    clock.start(&mut primary);
+    // The worker the postmaster forks as it starts does not read the faked clock (see
+    // clock_glitch.rs); one started later does.
+    primary.restart_reservation_worker();
+    primary.connect().batch_execute(TABLE).unwrap();
+    let standby = Cluster::start_standby_of(&primary, "stepped-back-standby", &[]);
+    // Within the primary's lead bound of 2 s (its clock_timestamp() is the fast one).
+    let highest = issue_ahead(&primary, &standby, "1.5 s");
+    clock.set("+0");
+    promote_after_restart(primary, standby, Restart::Clean, highest);
+}
+
+/// Moves shard 1 of `primary` `ahead` of its clock (`snowflake_advance`) and issues an ID
+/// there, which it returns, once `standby` has replayed it all.
+///
+/// Right after the standby has rewritten its record file: a standby that records what it
+/// replays only from time to time (once a second, in 0.6.0) then has the ceiling in memory
+/// and not in the file, which is what the restart below must not lose.
+fn issue_ahead(primary: &Cluster, standby: &Cluster, ahead: &str) -> i64 {
+    let before = standby.recorded_ceiling_unix_ms();
+    wait_until("the standby rewrote its reservation record", || standby.recorded_ceiling_unix_ms() != before);
+    let mut client = primary.connect();
+    let (highest, lsn): (i64, String) = {
+        let row = client
+            .query_one(
+                &format!(
+                    "WITH advanced AS (SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '{ahead}', 0, 0)))
+                     INSERT INTO t SELECT snowflake_nextval(1) FROM advanced RETURNING id, pg_current_wal_lsn()::text"
+                ),
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    standby.wait_for_replay(&lsn);
+    highest
+}
+
+/// Checkpoints both servers (the standby's restartpoint moves its redo point past the
+/// reservation record), restarts the standby as told, stops the old primary, promotes the
+/// standby, and checks that its new IDs of shard 1 are all above `highest`. Calls are refused
+/// (55000) until the clock is within the standby's lead bound of where the shards resume.
+fn promote_after_restart(mut primary: Cluster, mut standby: Cluster, restart: Restart, highest: i64) {
+    let mut client = primary.connect();
+    client.batch_execute("CHECKPOINT").unwrap();
+    let lsn: String = client.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+    drop(client);
+    standby.wait_for_replay(&lsn);
+    standby.connect().batch_execute("CHECKPOINT").unwrap();
+    match restart {
+        Restart::Clean => {
+            standby.stop("fast");
+            standby.start_with(&[]);
+        }
+        Restart::BackendKilled => {
+            // Connected while it is killed: a backend that has exited cleanly resets nothing.
+            let mut victim = standby.connect();
+            let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+            standby.kill_backend(pid as u32);
+            drop(victim);
+        }
+    }
+    standby.wait_for_replay(&lsn);
+    primary.stop("fast");
+    standby.promote();
+
+    let mut client = standby.wait_until_accepting();
+    let first = first_id(&mut client);
+    let new: Vec<i64> = client
+        .query("INSERT INTO t SELECT snowflake_nextval(1) FROM generate_series(1, 1000) RETURNING id", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let lowest = new.iter().copied().chain([first]).min().unwrap();
+    // The time part starts at bit 22 of the default layout.
+    assert!(
+        lowest > highest,
+        "the promoted standby issued {lowest}, {} ms below the old primary's {highest}",
+        (highest - lowest) >> 22
+    );
+}
+
+/// The first ID the promoted server issues, once calls are no longer refused.
+fn first_id(client: &mut Client) -> i64 {
+    let mut first = None;
+    wait_until("the promoted standby issues IDs", || {
+        first = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).ok().map(|row| row.get(0));
+        first.is_some()
+    });
+    first.unwrap()
+}
