@@ -3,7 +3,7 @@
 //! runs, 75 s each; `scripts/campaign.sh` sets the seeds and the length through the
 //! environment:
 //!
-//! - `SNOWFLAKE_CAMPAIGN_SEEDS`: seeds, comma-separated (default 7,10)
+//! - `SNOWFLAKE_CAMPAIGN_SEEDS`: seeds, comma-separated (default 7,4)
 //! - `SNOWFLAKE_CAMPAIGN_MINUTES`: minutes per seed (default 1.25)
 //! - `SNOWFLAKE_CAMPAIGN_OUT`: where each seed's folder goes (default: the temporary folder)
 //! - `SNOWFLAKE_CAMPAIGN_PLAN_ONLY=1`: print each seed's schedule, run nothing (to choose seeds)
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 #[test]
 fn fault_campaign() {
-    let seeds = std::env::var("SNOWFLAKE_CAMPAIGN_SEEDS").unwrap_or_else(|_| "7,10".into());
+    let seeds = std::env::var("SNOWFLAKE_CAMPAIGN_SEEDS").unwrap_or_else(|_| "7,4".into());
     let minutes: f64 =
         std::env::var("SNOWFLAKE_CAMPAIGN_MINUTES").map_or(1.25, |m| m.parse().expect("minutes"));
     let out_dir = std::env::var("SNOWFLAKE_CAMPAIGN_OUT")
