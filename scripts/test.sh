@@ -36,7 +36,7 @@
 #                            and a worker is killed -9 (docs/citus.md);
 #                            the monitoring queries scraped through the real exporter)
 #      fault campaign        scripts/campaign.sh --short, on 15 and 18: a primary, its standby
-#                            and a second server under 11 writers and 8 readers, faults drawn
+#                            and a second server under 10 writers and 8 readers, faults drawn
 #                            from fixed seeds (kill -9, failovers, shard moves, faked clocks,
 #                            slow and failing fsync, refused starts), judged by the checks of
 #                            docs/reliability.md; a seed per major, about 2 minutes

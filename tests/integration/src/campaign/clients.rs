@@ -90,6 +90,8 @@ impl Op {
 pub struct Reads {
     pub shard: i32,
     pub ids: Vec<i64>,
+    /// The tag of each row read, beside `ids`: the op that wrote it.
+    pub tags: Vec<i64>,
     /// The reader ran out of time before reaching the last committed row.
     pub gave_up: bool,
 }
@@ -416,7 +418,7 @@ pub fn prepared_gid(shard: i32, tag: i64) -> String {
 /// below it in the next), following the shard across failovers and moves, until it has read
 /// the shard's last final row.
 fn read(shared: &Shared, shard: i32, targets: &std::sync::Mutex<Option<BTreeMap<i32, i64>>>) -> Reads {
-    let mut reads = Reads { shard, ids: Vec::new(), gave_up: false };
+    let mut reads = Reads { shard, ids: Vec::new(), tags: Vec::new(), gave_up: false };
     let mut cursor = 0i64;
     let mut connection: Option<(String, Client)> = None;
     loop {
@@ -442,13 +444,14 @@ fn read(shared: &Shared, shard: i32, targets: &std::sync::Mutex<Option<BTreeMap<
                 let page = client.query_one("SELECT snowflake_horizon($1)", &[&shard]).and_then(|row| {
                     let horizon: i64 = row.get(0);
                     client.query(
-                        &format!("SELECT id FROM s{shard} WHERE id > $1 AND id < $2 ORDER BY id"),
+                        &format!("SELECT id, tag FROM s{shard} WHERE id > $1 AND id < $2 ORDER BY id"),
                         &[&cursor, &horizon],
                     )
                 });
                 match page {
                     Ok(rows) => {
                         reads.ids.extend(rows.iter().map(|row| row.get::<_, i64>(0)));
+                        reads.tags.extend(rows.iter().map(|row| row.get::<_, i64>(1)));
                         cursor = reads.ids.last().copied().unwrap_or(cursor);
                     }
                     Err(_) => connection = None,

@@ -62,7 +62,7 @@ pub fn run(shared: Arc<Shared>, system: System, schedule: &Schedule) -> Outcome 
         let all_issued =
             shared.successes.lock().unwrap().values().filter(|&&at| at > quiet_from_ms).count() == writers;
         let planned_end = load_started.elapsed() >= schedule.duration;
-        if (planned_end && all_issued) || now > quiet_from_ms + liveness_bound.as_millis() as u64 {
+        if planned_end && (all_issued || now > quiet_from_ms + liveness_bound.as_millis() as u64) {
             break;
         }
         sleep(Duration::from_millis(500));

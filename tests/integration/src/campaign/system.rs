@@ -274,11 +274,15 @@ impl System {
         let rows = source.query(&format!("SELECT id, tag FROM s{shard}"), &[]).unwrap();
         let (ids, tags): (Vec<i64>, Vec<i64>) =
             rows.iter().map(|row| (row.get::<_, i64>(0), row.get::<_, i64>(1))).unzip();
-        let last_issued: Option<i64> = source
-            .query_opt("SELECT last_id FROM snowflake_stats() WHERE shard = $1", &[&shard])
+        // Above everything the source could have issued for the shard: its stored IDs, and
+        // the IDs it handed out with nothing stored (bare calls, rollbacks), also before its
+        // last restart or promotion, all below its durable reservation. (Its
+        // `snowflake_stats().last_id` forgets those of before a restart.)
+        let ceiling: i64 = source
+            .query_one("SELECT snowflake_compose(reserved_until, $1, 0) FROM snowflake_status()", &[&shard])
             .unwrap()
-            .map(|row| row.get(0));
-        let highest = ids.iter().copied().chain(last_issued).max().unwrap_or(0);
+            .get(0);
+        let highest = ids.iter().copied().chain([ceiling]).max().unwrap_or(0);
         let mut target = self.server(to).cluster.connect();
         create_table(&mut target, shard);
         target
@@ -307,6 +311,25 @@ impl System {
                 "snowflake_advance({shard}, {highest}) refused for 5 minutes: {error}"
             );
             std::thread::sleep(Duration::from_millis(200));
+        }
+        if to == Group::Pair {
+            // The copy must be on the target's standby before the source's table goes: with
+            // asynchronous replication a failover right after the move would lose it, and the
+            // rows with it (several-servers.md's move has no standbys to wait for).
+            let lsn: String = target.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+            let mut standby = self.standby.cluster.wait_until_accepting();
+            let deadline = Instant::now() + Duration::from_secs(300);
+            while !standby
+                .query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn])
+                .unwrap()
+                .get::<_, bool>(0)
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "the standby did not replay the moved rows within 5 minutes"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
         self.shared.directory.write().unwrap().home.insert(shard, to);
         source.batch_execute(&format!("DROP TABLE s{shard}")).unwrap();
