@@ -35,6 +35,11 @@
 #                            written to from every node while a worker joins, shards move
 #                            and a worker is killed -9 (docs/citus.md);
 #                            the monitoring queries scraped through the real exporter)
+#      fault campaign        scripts/campaign.sh --short, on 15 and 18: a primary, its standby
+#                            and a second server under 10 writers and 8 readers, faults drawn
+#                            from fixed seeds (kill -9, failovers, shard moves, faked clocks,
+#                            slow and failing fsync, refused starts), judged by the checks of
+#                            docs/reliability.md; a seed per major, about 2 minutes
 #   6. install channels      scripts/package-test.sh: the Debian package's Depends checked against
 #                            the libraries it links; on 15 installed with dpkg as the previous
 #                            release, a cluster running, upgraded in place, updated, removed
@@ -165,7 +170,9 @@ for major in "${MAJORS[@]}"; do
   integration=() left_out=()
   for file in tests/integration/tests/*.rs; do
     name=$(basename "$file" .rs)
-    if [ "$name" = fleet ] && [ "$major" != 15 ]; then
+    if [ "$name" = campaign ]; then
+      continue # a step of its own, below
+    elif [ "$name" = fleet ] && [ "$major" != 15 ]; then
       skipped "integration test 'fleet' (PL/Proxy is packaged by Debian for PostgreSQL 15 only)"
     elif [ "$name" = mesh ] && [ "$major" -lt 16 ]; then
       skipped "integration test 'mesh' (active-active needs subscriptions with origin = none, PostgreSQL 16 or later)"
@@ -202,6 +209,13 @@ for major in "${MAJORS[@]}"; do
   # One build of the test crate serves every major (it finds the server through PG_CONFIG).
   SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS=$(IFS=:; echo "${old_pg_configs[*]}") CARGO_TARGET_DIR=tests/integration/target \
     cargo test --release --manifest-path tests/integration/Cargo.toml "${integration[@]}"
+
+  if full_major "$major"; then
+    step "PostgreSQL $major: fault campaign, short (fixed seeds; scripts/campaign.sh --short)"
+    ./scripts/campaign.sh --short --no-install --out "$WORK/campaign-$major"
+  else
+    skipped "the fault campaign's short run (run on ${FULL_MAJORS[*]})"
+  fi
 
   step "PostgreSQL $major: Debian package"
   ./scripts/package-test.sh

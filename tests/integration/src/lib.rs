@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+pub mod campaign;
+
 /// The port only names the socket file; nothing listens on TCP.
 pub const PORT: u16 = 5432;
 
@@ -193,7 +195,15 @@ impl Cluster {
     /// Creates and starts a streaming hot standby of `primary` (which needs
     /// `wal_level = replica`, the default), with `settings` added to the copied configuration.
     pub fn start_standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
-        let mut standby = Cluster::new_folder(name, &primary.bin);
+        let mut standby = Cluster::create_standby_of(primary, name, settings);
+        standby.start_with(&[]);
+        standby
+    }
+
+    /// Creates a streaming hot standby of `primary` as `start_standby_of` does, without
+    /// starting it (to start it on a faked clock, say).
+    pub fn create_standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
+        let standby = Cluster::new_folder(name, &primary.bin);
         let mut backup = as_server_owner(primary.bin.join("pg_basebackup"));
         backup.arg("-h").arg(&primary.root).args([
             "-p",
@@ -204,6 +214,8 @@ impl Cluster {
             "stream",
             "-R",
             "--no-sync",
+            // Not the spread checkpoint of the default: minutes on a server under load.
+            "--checkpoint=fast",
             "-D",
         ]);
         run(backup.arg(&standby.data_dir), "pg_basebackup");
@@ -211,7 +223,6 @@ impl Cluster {
         let mut lines = vec![format!("unix_socket_directories = '{}'", standby.root.display())];
         lines.extend(settings.iter().map(|line| line.to_string()));
         standby.append_settings(&lines);
-        standby.start_with(&[]);
         standby
     }
 
@@ -484,12 +495,60 @@ impl FakeClock {
 
     /// Starts the (stopped) server on this clock.
     pub fn start(&self, cluster: &mut Cluster) {
-        cluster.start_with(&self.env());
+        if let Err(log) = self.try_start(cluster) {
+            panic!("the server did not start\n--- server log ---\n{log}");
+        }
+    }
+
+    /// Starts the (stopped) server on this clock; on failure, the server log.
+    pub fn try_start(&self, cluster: &mut Cluster) -> Result<(), String> {
+        cluster.try_start_with(&self.env())
+    }
+
+    /// The file libfaketime reads the offset from (written by `set`).
+    pub fn offset_file(&self) -> &Path {
+        &self.offset_file
     }
 
     /// Sets the offset from the real time, in seconds as libfaketime reads it: "-10", "+0".
     pub fn set(&self, offset: &str) {
         fs::write(&self.offset_file, format!("{offset}\n")).unwrap();
+    }
+}
+
+/// A fault injected into every fsync and fdatasync of a process (and its threads) with
+/// strace, until dropped.
+pub struct FsyncFault(std::process::Child);
+
+impl FsyncFault {
+    /// Delays every fsync of `pid` by `delay`.
+    pub fn slow(pid: u32, delay: Duration) -> FsyncFault {
+        FsyncFault::inject(pid, &format!("delay_enter={}", delay.as_micros()))
+    }
+
+    /// Makes every fsync of `pid` fail with EIO, as a failing disk does.
+    pub fn failing(pid: u32) -> FsyncFault {
+        FsyncFault::inject(pid, "error=EIO")
+    }
+
+    fn inject(pid: u32, how: &str) -> FsyncFault {
+        let child = Command::new("strace")
+            .args(["-qq", "-f", "-p", &pid.to_string(), "-o", "/dev/null", "-e"])
+            .arg(format!("inject=fsync,fdatasync:{how}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("run strace");
+        // strace attaches within a moment; give it one.
+        std::thread::sleep(Duration::from_millis(300));
+        FsyncFault(child)
+    }
+}
+
+impl Drop for FsyncFault {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

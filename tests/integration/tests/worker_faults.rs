@@ -3,8 +3,7 @@
 //! away; with the default settings, fsyncs of 2 s slow calls down and fail none; a worker that
 //! cannot record in time (fsyncs of 5 s) makes calls fail with 55000 and a hint, never hang.
 
-use snowflake_id_integration::{assert_no_duplicates, Cluster, Load, LOAD_TABLE};
-use std::process::{Child, Command, Stdio};
+use snowflake_id_integration::{assert_no_duplicates, Cluster, FsyncFault, Load, LOAD_TABLE};
 use std::time::{Duration, Instant};
 
 const WRITERS: [i32; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
@@ -29,31 +28,6 @@ fn terminating_the_worker_twice_under_eight_writers_fails_no_insert() {
     println!("worker faults: terminated twice under 8 writers: {rows} rows, 0 failed, 0 duplicates");
 }
 
-/// Delays every fsync of `pid` by `delay` (strace fault injection), until dropped.
-struct SlowFsync(Child);
-
-impl SlowFsync {
-    fn attach(pid: u32, delay: Duration) -> SlowFsync {
-        let child = Command::new("strace")
-            .args(["-qq", "-f", "-p", &pid.to_string(), "-o", "/dev/null", "-e"])
-            .arg(format!("inject=fsync,fdatasync:delay_enter={}", delay.as_micros()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run strace");
-        // strace attaches within a moment; give it one.
-        std::thread::sleep(Duration::from_millis(300));
-        SlowFsync(child)
-    }
-}
-
-impl Drop for SlowFsync {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_worker_whose_fsync_takes_2_s_slows_eight_writers_and_fails_no_insert() {
     let cluster = Cluster::start("worker-fsync-2s", &[]);
@@ -61,7 +35,7 @@ fn a_worker_whose_fsync_takes_2_s_slows_eight_writers_and_fails_no_insert() {
     let load = Load::start(&cluster, &WRITERS, 0);
     load.wait_for(10_000);
     let before = load.inserted();
-    let slow = SlowFsync::attach(cluster.reservation_worker_pid().unwrap(), Duration::from_secs(2));
+    let slow = FsyncFault::slow(cluster.reservation_worker_pid().unwrap(), Duration::from_secs(2));
     // Long enough for several slow recordings, the first (sized for a fast disk) included.
     std::thread::sleep(Duration::from_secs(15));
     let during = load.inserted() - before;
@@ -92,7 +66,7 @@ fn a_worker_whose_fsync_takes_5_s_makes_calls_fail_with_a_hint_not_hang() {
     cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
     let load = Load::start(&cluster, &WRITERS, 0);
     load.wait_for(10_000);
-    let slow = SlowFsync::attach(cluster.reservation_worker_pid().unwrap(), Duration::from_secs(5));
+    let slow = FsyncFault::slow(cluster.reservation_worker_pid().unwrap(), Duration::from_secs(5));
     // Every writer meets the end of the reservation within a few seconds and stops at its
     // first error; none may hang.
     let started = Instant::now();

@@ -1,0 +1,345 @@
+//! The checks, computed after the run from the clients' history, the readers' pages, the
+//! servers' final contents and what the nemesis did. None is judged while the run goes on.
+
+use super::clients::{Kind, Op, Reads};
+use super::nemesis::Outcome;
+use super::report::Summary;
+use super::schedule::{Group, Schedule};
+use super::Shared;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The layout the campaign's servers run with (the defaults): the time part is above 22 bits
+/// of shard and sequence, in ms since 2024-01-01.
+const TIME_SHIFT: u32 = 22;
+const EPOCH_UNIX_MS: i64 = 1_704_067_200_000;
+/// What the measurement of a client's op adds to a lead: the time between the server's clock
+/// read and the client's, and a clock offset written a moment before it was recorded.
+const LEAD_SLACK_MS: i64 = 150;
+/// SQLSTATEs a client may meet in a fault: 55000 (a wait for the clock or the reservation
+/// ran out, a fenced shard), 25006 (a standby), a server shutting down, crashed or starting.
+const EXPECTED: [&str; 6] = ["55000", "25006", "57P01", "57P02", "57P03", "lost"];
+/// Findings of each check listed in full, at most.
+const EXAMPLES: usize = 5;
+
+/// The Unix ms of an ID's time part.
+pub fn unix_ms_of(id: i64) -> i64 {
+    (id >> TIME_SHIFT) + EPOCH_UNIX_MS
+}
+
+/// The group that `server` (a name of the directory) belongs to.
+fn group_of(server: &str) -> Group {
+    if server == "second" {
+        Group::Second
+    } else {
+        Group::Pair
+    }
+}
+
+/// A check's failures: how many, and the first few in words.
+#[derive(Default)]
+struct Failures {
+    count: usize,
+    examples: Vec<String>,
+}
+
+impl Failures {
+    fn add(&mut self, what: impl FnOnce() -> String) {
+        self.count += 1;
+        if self.examples.len() < EXAMPLES {
+            self.examples.push(what());
+        }
+    }
+
+    fn into_findings(self, check: &str, findings: &mut Vec<String>) {
+        for example in self.examples {
+            findings.push(format!("{check}: {example}"));
+        }
+        if self.count > EXAMPLES {
+            findings.push(format!("{check}: … {} in all", self.count));
+        }
+    }
+}
+
+pub fn check(
+    shared: &Shared,
+    schedule: &Schedule,
+    ops: &[Op],
+    reads: &[Reads],
+    finals: &BTreeMap<i32, Vec<(i64, i64)>>,
+    outcome: &Outcome,
+) -> Summary {
+    let mut summary = Summary::new(schedule, shared.started.elapsed());
+    let mut findings = std::mem::take(&mut *shared.findings.lock().unwrap());
+    let by_tag: HashMap<i64, &Op> = ops.iter().map(|op| (op.tag, op)).collect();
+    // A commit acknowledged before a failover of the pair ended may be lost with asynchronous
+    // replication, when its shard was on the pair then (written there, or copied there by a
+    // move): PostgreSQL's contract, not ours. Counted, not a finding.
+    let failovers: Vec<u64> = outcome
+        .faults
+        .iter()
+        .filter(|done| done.kind.starts_with("failover"))
+        .map(|done| done.end_ms)
+        .collect();
+    let moves = shared.moves.lock().unwrap();
+    let home_at = |shard: i32, at_ms: u64| {
+        let start = if super::PAIR_SHARDS.contains(&shard) { Group::Pair } else { Group::Second };
+        moves.iter().rfind(|m| m.shard == shard && m.opened_at_ms <= at_ms).map_or(start, |m| m.to)
+    };
+    let may_be_lost = |op: &Op| {
+        !schedule.synchronous
+            && failovers.iter().any(|&at| at >= op.start_ms && home_at(op.shard, at) == Group::Pair)
+    };
+
+    // unique-ids: no ID given to two ops, or twice to one; none stored twice.
+    let mut unique = Failures::default();
+    let mut owner: HashMap<i64, i64> = HashMap::new();
+    for op in ops {
+        for id in op.ids() {
+            summary.ids_acknowledged += 1;
+            if let Some(other) = owner.insert(id, op.tag) {
+                unique.add(|| {
+                    format!(
+                        "ID {id} given to op {other} and to op {} ({:?} on {})",
+                        op.tag, op.kind, op.server
+                    )
+                });
+            }
+        }
+        summary.rows_committed += op.committed.len();
+    }
+    for (shard, rows) in finals {
+        let mut seen = HashSet::new();
+        for &(id, tag) in rows {
+            if !seen.insert(id) {
+                unique.add(|| format!("ID {id} stored twice in shard {shard}"));
+            }
+            if owner.get(&id).is_some_and(|&other| other != tag) {
+                unique.add(|| format!("ID {id} stored by op {tag}, given to op {}", owner[&id]));
+            }
+        }
+    }
+    summary.duplicates = unique.count;
+    unique.into_findings("unique-ids", &mut findings);
+
+    // set-full: every acknowledged commit present; nothing present that was not committed
+    // (or whose COMMIT's answer was lost).
+    let mut lost = Failures::default();
+    let mut phantom = Failures::default();
+    let present: BTreeMap<i32, HashSet<i64>> =
+        finals.iter().map(|(shard, rows)| (*shard, rows.iter().map(|(id, _)| *id).collect())).collect();
+    for op in ops {
+        let here = &present[&op.shard];
+        for &id in &op.committed {
+            if !here.contains(&id) {
+                if may_be_lost(op) {
+                    summary.lost_to_async_failover += 1;
+                } else {
+                    lost.add(|| {
+                        format!(
+                            "ID {id} of op {} ({:?} on {}, shard {}) committed, not present",
+                            op.tag, op.kind, op.server, op.shard
+                        )
+                    });
+                }
+            }
+        }
+        for &id in op.aborted.iter().chain(&op.bare) {
+            if here.contains(&id) {
+                phantom.add(|| format!("ID {id} of op {} ({:?}) present, never committed", op.tag, op.kind));
+            }
+        }
+    }
+    for (shard, rows) in finals {
+        for &(id, tag) in rows {
+            let stored_as_given = by_tag.get(&tag).is_some_and(|op| {
+                op.shard == *shard
+                    && (op.committed.contains(&id)
+                        || op.maybe.contains(&id)
+                        || (op.maybe_unseen && !owner.contains_key(&id)))
+            });
+            if !stored_as_given {
+                phantom
+                    .add(|| format!("ID {id} present in shard {shard} with tag {tag}, never attempted so"));
+            }
+        }
+    }
+    summary.lost_rows = lost.count;
+    summary.phantom_rows = phantom.count;
+    lost.into_findings("set-full (lost)", &mut findings);
+    phantom.into_findings("set-full (never committed)", &mut findings);
+
+    // order: within a shard, every ID of an op is above every ID of each op that ended
+    // before it started (restarts, promotions and moves included).
+    let mut order = Failures::default();
+    let mut by_shard: BTreeMap<i32, Vec<&Op>> = BTreeMap::new();
+    for op in ops.iter().filter(|op| op.ids().next().is_some()) {
+        by_shard.entry(op.shard).or_default().push(op);
+    }
+    for (shard, shard_ops) in &by_shard {
+        let mut by_end: Vec<&&Op> = shard_ops.iter().collect();
+        by_end.sort_by_key(|op| op.end_ms);
+        let mut by_start: Vec<&&Op> = shard_ops.iter().collect();
+        by_start.sort_by_key(|op| op.start_ms);
+        let (mut ended, mut highest): (usize, Option<(i64, &Op)>) = (0, None);
+        for op in by_start {
+            while ended < by_end.len() && by_end[ended].end_ms < op.start_ms {
+                let earlier = by_end[ended];
+                let top = earlier.ids().max().unwrap();
+                if highest.is_none_or(|(id, _)| top > id) {
+                    highest = Some((top, earlier));
+                }
+                ended += 1;
+            }
+            let low = op.ids().min().unwrap();
+            if let Some((top, earlier)) = highest {
+                if low <= top {
+                    order.add(|| {
+                        format!(
+                            "shard {shard}: op {} on {} from {} ms got {low}, not above {top} of op {} on {} (ended {} ms)",
+                            op.tag, op.server, op.start_ms, earlier.tag, earlier.server, earlier.end_ms
+                        )
+                    });
+                }
+            }
+        }
+    }
+    summary.order_violations = order.count;
+    order.into_findings("order", &mut findings);
+
+    // lead: no ID's time part further ahead of the server's (faked) clock than its bound.
+    let mut lead = Failures::default();
+    let offsets = shared.offsets.lock().unwrap();
+    for op in ops {
+        let group = group_of(&op.server);
+        let changes = &offsets[group.index()];
+        // The largest offset in force at any moment of the op.
+        let before = changes.iter().rev().find(|(at, _)| *at + 50 <= op.start_ms).map_or(0, |(_, ms)| *ms);
+        let during =
+            changes.iter().filter(|(at, _)| *at + 50 > op.start_ms && *at <= op.end_ms).map(|(_, ms)| *ms);
+        let offset = during.fold(before, i64::max);
+        let clock = op.end_unix_ms + offset;
+        for id in op.ids() {
+            let ahead = unix_ms_of(id) - clock;
+            summary.largest_lead_ms = summary.largest_lead_ms.max(ahead);
+            if ahead > shared.lead_ms[group.index()] + LEAD_SLACK_MS {
+                lead.add(|| {
+                    format!("ID {id} of op {} on {} is {ahead} ms ahead of its clock", op.tag, op.server)
+                });
+            }
+        }
+    }
+    drop(offsets);
+    summary.lead_violations = lead.count;
+    lead.into_findings("lead", &mut findings);
+
+    // fence: no ID of a shard issued by a group more than the lead bound after the group's
+    // fence left that shard out (a statement already running included).
+    let mut fence = Failures::default();
+    for op in ops {
+        let group = group_of(&op.server);
+        for fenced in moves.iter().filter(|m| m.shard == op.shard && m.from == group) {
+            let came_back = moves.iter().any(|m| {
+                m.shard == op.shard
+                    && m.to == group
+                    && m.opened_at_ms > fenced.fenced_at_ms
+                    && m.opened_at_ms <= op.start_ms
+            });
+            if came_back || op.end_ms < fenced.fenced_at_ms {
+                continue;
+            }
+            let limit = fenced.fenced_clock_unix_ms + shared.lead_ms[group.index()] + LEAD_SLACK_MS;
+            if let Some(late) = op.ids().filter(|&id| unix_ms_of(id) > limit).max() {
+                fence.add(|| {
+                    format!(
+                        "shard {} issued by {} after its fence left it out: ID {late}, {} ms after (op {}, {:?})",
+                        op.shard,
+                        op.server,
+                        unix_ms_of(late) - fenced.fenced_clock_unix_ms,
+                        op.tag,
+                        op.kind
+                    )
+                });
+            }
+        }
+    }
+    summary.fence_violations = fence.count;
+    fence.into_findings("fence", &mut findings);
+
+    // horizon: each reader read the shard's final rows, in order, each once, none skipped.
+    let mut horizon = Failures::default();
+    for reader in reads {
+        let here = &present[&reader.shard];
+        if reader.gave_up {
+            horizon.add(|| format!("the reader of shard {} did not reach the last row", reader.shard));
+        }
+        if let Some(pair) = reader.ids.windows(2).find(|pair| pair[0] >= pair[1]) {
+            horizon.add(|| format!("shard {}: read {} then {}", reader.shard, pair[0], pair[1]));
+        }
+        let read: HashSet<i64> = reader.ids.iter().copied().collect();
+        let skipped = here.difference(&read).count();
+        summary.skipped_rows += skipped;
+        if skipped > 0 {
+            let first = here.difference(&read).min().copied().unwrap_or_default();
+            horizon.add(|| format!("shard {}: {skipped} rows never read (the lowest {first})", reader.shard));
+        }
+        for (id, tag) in reader.ids.iter().zip(&reader.tags).filter(|(id, _)| !here.contains(id)) {
+            if !by_tag.get(tag).is_some_and(|op| may_be_lost(op)) {
+                horizon
+                    .add(|| format!("shard {}: read {id} (op {tag}), not present at the end", reader.shard));
+            }
+        }
+    }
+    horizon.into_findings("horizon", &mut findings);
+
+    // errors: only those a fault explains.
+    let mut errors = Failures::default();
+    for op in ops {
+        let Some(code) = &op.error else { continue };
+        *summary.errors.entry(code.clone()).or_default() += 1;
+        // COMMIT PREPARED of a transaction the janitor committed first.
+        let resolved = code == "42704" && op.kind == Kind::Prepared;
+        if !EXPECTED.contains(&code.as_str()) && !resolved {
+            errors.add(|| {
+                format!(
+                    "{code} in op {} ({:?} on {}): {}",
+                    op.tag,
+                    op.kind,
+                    op.server,
+                    op.message.as_deref().unwrap_or("")
+                )
+            });
+        }
+    }
+    errors.into_findings("errors", &mut findings);
+
+    // liveness: every writer issued again within the bound after the last fault; and the
+    // longest time any writer went without a success.
+    let mut writers: BTreeMap<usize, Vec<&Op>> = BTreeMap::new();
+    for op in ops {
+        writers.entry(op.writer).or_default().push(op);
+    }
+    let bound = outcome.liveness_bound.as_millis() as u64;
+    drop(moves);
+    for (writer, its) in &writers {
+        let again = its.iter().find(|op| op.error.is_none() && op.start_ms >= outcome.quiet_from_ms);
+        match again {
+            Some(op) if op.end_ms - outcome.quiet_from_ms <= bound => {}
+            _ => findings.push(format!(
+                "liveness: writer {writer} did not issue within {} s of the last fault",
+                outcome.liveness_bound.as_secs()
+            )),
+        }
+        let mut last = 0;
+        for op in its.iter().filter(|op| op.error.is_none()) {
+            summary.longest_unavailable_ms =
+                summary.longest_unavailable_ms.max(op.end_ms.saturating_sub(last));
+            last = op.end_ms;
+        }
+    }
+
+    for done in &outcome.faults {
+        *summary.faults.entry(done.kind).or_default() += 1;
+    }
+    summary.findings = findings;
+    summary
+}

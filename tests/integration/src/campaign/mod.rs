@@ -1,0 +1,213 @@
+//! The fault campaign: a primary with a streaming standby and a second server under writers
+//! and readers, faults drawn from a seed (the nemesis), then checks over what the clients saw
+//! and what the servers hold at the end (Jepsen's unique-ids and set-full, and ours: order,
+//! lead, horizon, fence, errors, liveness). `scripts/campaign.sh` runs it; a short one is a
+//! step of `scripts/test.sh`.
+//!
+//! - `schedule`: the faults of a seed
+//! - `system`: the servers, and what the nemesis does to them (failover, moves, bad starts)
+//! - `nemesis`: the schedule's two lanes run against the system
+//! - `clients`: writers and readers, and the history they record
+//! - `checker`: the checks, from the history and the final contents
+//! - `report`: the summary, and the folder a failure leaves
+
+pub mod checker;
+pub mod clients;
+pub mod nemesis;
+pub mod report;
+pub mod schedule;
+pub mod system;
+
+use postgres::Config;
+use schedule::Group;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Shards each group issues at the start; the last of each moves between the groups.
+pub const PAIR_SHARDS: [i32; 5] = [1, 2, 3, 4, 5];
+pub const SECOND_SHARDS: [i32; 3] = [11, 12, 15];
+pub const MOVABLE_SHARDS: [i32; 2] = [5, 15];
+
+pub fn all_shards() -> Vec<i32> {
+    PAIR_SHARDS.iter().chain(&SECOND_SHARDS).copied().collect()
+}
+
+/// Where a group accepts writes now.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// The server's name in the history and the logs, such as `pair-2` (the pair's second
+    /// primary) or `second`.
+    pub name: String,
+    pub config: Config,
+}
+
+/// What the clients look up before each statement: where each group accepts writes, and
+/// which group issues each shard.
+#[derive(Default)]
+pub struct Directory {
+    /// `None` while a group accepts none (during a failover).
+    pub primary: [Option<Endpoint>; 2],
+    pub home: BTreeMap<i32, Group>,
+    /// Failovers of each group so far.
+    pub epoch: [u32; 2],
+}
+
+/// What every thread of a campaign shares.
+pub struct Shared {
+    pub started: Instant,
+    pub stop_writing: AtomicBool,
+    /// Set when the readers are to stop at once (they ran out of time).
+    pub give_up: AtomicBool,
+    pub directory: RwLock<Directory>,
+    /// One lock per shard: every client statement of a shard holds it shared, and a move
+    /// takes it exclusively. It is the freeze of the documented move (which waits for the
+    /// writes in flight and holds new ones), kept in the clients' process.
+    pub freezes: BTreeMap<i32, RwLock<()>>,
+    /// The offset of each group's clock from the real time, in ms, with when it was set (ms
+    /// since the start): the lead check reads the clock a server had.
+    pub offsets: Mutex<[Vec<(u64, i64)>; 2]>,
+    /// The files libfaketime reads each group's offset from, one per running server.
+    pub clock_files: Mutex<[Vec<PathBuf>; 2]>,
+    /// The lead bound of each group (the larger of its servers'), in ms.
+    pub lead_ms: [i64; 2],
+    /// Things that went wrong outside the checks (a fault whose server did not come back).
+    pub findings: Mutex<Vec<String>>,
+    /// Each writer's last success, in ms since the start.
+    pub successes: Mutex<BTreeMap<usize, u64>>,
+    /// The moves of shards so far.
+    pub moves: Mutex<Vec<Move>>,
+}
+
+/// A shard moved from one group to the other.
+pub struct Move {
+    pub shard: i32,
+    pub from: Group,
+    pub to: Group,
+    /// When the source's reservation worker applied the fence without the shard (ms since
+    /// the start), and the source's clock then (Unix ms, offset included).
+    pub fenced_at_ms: u64,
+    pub fenced_clock_unix_ms: i64,
+    /// When the target's fence let the shard in.
+    pub opened_at_ms: u64,
+}
+
+impl Shared {
+    pub fn new(lead_ms: [i64; 2]) -> Shared {
+        let freezes = all_shards().into_iter().map(|shard| (shard, RwLock::new(()))).collect();
+        Shared {
+            started: Instant::now(),
+            stop_writing: AtomicBool::new(false),
+            give_up: AtomicBool::new(false),
+            directory: RwLock::new(Directory::default()),
+            freezes,
+            offsets: Mutex::new([vec![(0, 0)], vec![(0, 0)]]),
+            clock_files: Mutex::new([Vec::new(), Vec::new()]),
+            lead_ms,
+            findings: Mutex::new(Vec::new()),
+            successes: Mutex::new(BTreeMap::new()),
+            moves: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// ms since the campaign started.
+    pub fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    pub fn writing(&self) -> bool {
+        !self.stop_writing.load(Ordering::Relaxed)
+    }
+
+    pub fn finding(&self, finding: String) {
+        eprintln!("campaign: FINDING: {finding}");
+        self.findings.lock().unwrap().push(finding);
+    }
+
+    /// The current primary of the group that issues `shard`, and the group's epoch.
+    pub fn route(&self, shard: i32) -> (Group, Option<Endpoint>, u32) {
+        let directory = self.directory.read().unwrap();
+        let group = directory.home[&shard];
+        (group, directory.primary[group.index()].clone(), directory.epoch[group.index()])
+    }
+
+    /// Sets the clock of every server of `group` `ms` off the real time, at once.
+    pub fn set_offset(&self, group: Group, ms: i64) {
+        let files = self.clock_files.lock().unwrap();
+        for file in &files[group.index()] {
+            write_offset(file, ms);
+        }
+        self.offsets.lock().unwrap()[group.index()].push((self.now_ms(), ms));
+    }
+
+    /// The current offset of `group`'s clock.
+    pub fn offset(&self, group: Group) -> i64 {
+        self.offsets.lock().unwrap()[group.index()].last().map_or(0, |(_, ms)| *ms)
+    }
+
+    /// A new server of `group` reads its clock from `file`: it starts at the group's offset.
+    pub fn add_clock(&self, group: Group, file: PathBuf) {
+        write_offset(&file, self.offset(group));
+        self.clock_files.lock().unwrap()[group.index()].push(file);
+    }
+
+    pub fn remove_clock(&self, group: Group, file: &std::path::Path) {
+        self.clock_files.lock().unwrap()[group.index()].retain(|known| known != file);
+    }
+}
+
+/// The offset as libfaketime reads it: seconds, with a sign and a fraction.
+fn write_offset(file: &std::path::Path, ms: i64) {
+    std::fs::write(file, format!("{:+.3}\n", ms as f64 / 1000.0)).unwrap();
+}
+
+pub fn unix_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// What a run is told.
+pub struct Options {
+    pub seed: u64,
+    pub duration: Duration,
+    /// Where the schedule and the summary are written, and on a failure the history and
+    /// every server's log (a folder per seed inside).
+    pub out_dir: PathBuf,
+}
+
+/// Runs one campaign; the summary says whether every check passed (when not, the folder of
+/// the run holds everything).
+pub fn run(options: &Options) -> report::Summary {
+    let schedule = schedule::Schedule::new(options.seed, options.duration);
+    let dir = options.out_dir.join(format!("seed-{}", options.seed));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = schedule.text();
+    println!("campaign: schedule\n{text}");
+    std::fs::write(dir.join("schedule.txt"), &text).unwrap();
+
+    let lead = |larger: bool| if larger { schedule::LARGER_LEAD_MS } else { schedule::DEFAULT_LEAD_MS };
+    let shared = Arc::new(Shared::new([lead(schedule.larger_lead_on_standby), lead(false)]));
+    let system = system::System::start(shared.clone(), &schedule);
+    let mut clients = clients::Clients::start(shared.clone(), options.seed);
+    let mut outcome = nemesis::run(shared.clone(), system, &schedule);
+
+    // The final checks run on a quiet system: writers stopped, prepared transactions left by
+    // lost connections committed, readers caught up with the final rows.
+    shared.stop_writing.store(true, Ordering::Relaxed);
+    let ops = clients.stop_writers(&shared, Duration::from_secs(120));
+    for group in Group::ALL {
+        outcome.system.resolve_prepared(group, None, Duration::ZERO);
+    }
+    let finals = outcome.system.final_rows();
+    let ends = finals
+        .iter()
+        .map(|(shard, rows)| (*shard, rows.iter().map(|(id, _)| *id).max().unwrap_or(0)))
+        .collect();
+    let reads = clients.finish_readers(&shared, ends, Duration::from_secs(120));
+    let summary = checker::check(&shared, &schedule, &ops, &reads, &finals, &outcome);
+    let logs = outcome.system.shutdown();
+    report::write(&dir, &summary, &ops, &reads, &logs);
+    summary
+}

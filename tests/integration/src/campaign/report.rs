@@ -1,0 +1,134 @@
+//! What a run leaves: one summary with figures, printed and saved beside the schedule; on a
+//! failure, the same folder also holds the clients' history, the readers' pages and every
+//! server's log.
+
+use super::clients::{Op, Reads};
+use super::schedule::Schedule;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+#[derive(Default)]
+pub struct Summary {
+    pub seed: u64,
+    pub minutes: f64,
+    pub synchronous: bool,
+    pub ids_acknowledged: usize,
+    pub rows_committed: usize,
+    pub faults: BTreeMap<&'static str, usize>,
+    pub duplicates: usize,
+    pub lost_rows: usize,
+    /// Commits acknowledged before a failover under asynchronous replication and not on the
+    /// promoted standby: allowed, counted.
+    pub lost_to_async_failover: usize,
+    pub phantom_rows: usize,
+    pub skipped_rows: usize,
+    pub order_violations: usize,
+    pub lead_violations: usize,
+    pub fence_violations: usize,
+    pub largest_lead_ms: i64,
+    pub longest_unavailable_ms: u64,
+    pub errors: BTreeMap<String, usize>,
+    pub findings: Vec<String>,
+}
+
+impl Summary {
+    pub fn new(schedule: &Schedule, elapsed: Duration) -> Summary {
+        Summary {
+            seed: schedule.seed,
+            minutes: elapsed.as_secs_f64() / 60.0,
+            synchronous: schedule.synchronous,
+            ..Summary::default()
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.findings.is_empty()
+    }
+
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let replication = if self.synchronous { "synchronous" } else { "asynchronous" };
+        let _ = writeln!(out, "seed {}: {:.1} minutes, {replication} standby", self.seed, self.minutes);
+        let _ = writeln!(
+            out,
+            "  {} IDs acknowledged, {} rows committed; {} duplicates, {} lost rows ({} lost to asynchronous failover, allowed), \
+             {} rows never committed present, {} skipped rows",
+            self.ids_acknowledged,
+            self.rows_committed,
+            self.duplicates,
+            self.lost_rows,
+            self.lost_to_async_failover,
+            self.phantom_rows,
+            self.skipped_rows
+        );
+        let _ = writeln!(
+            out,
+            "  order violations {}, fence violations {}, largest lead {} ms ({} over the bound), longest unavailability {:.1} s",
+            self.order_violations,
+            self.fence_violations,
+            self.largest_lead_ms,
+            self.lead_violations,
+            self.longest_unavailable_ms as f64 / 1000.0
+        );
+        let faults: Vec<String> = self.faults.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
+        let _ = writeln!(out, "  faults: {}", faults.join(", "));
+        let errors: Vec<String> = self.errors.iter().map(|(code, n)| format!("{code} {n}")).collect();
+        let _ = writeln!(
+            out,
+            "  client errors: {}",
+            if errors.is_empty() { "none".into() } else { errors.join(", ") }
+        );
+        if self.passed() {
+            let _ = writeln!(out, "  every check passed");
+        }
+        for finding in &self.findings {
+            let _ = writeln!(out, "  FINDING {finding}");
+        }
+        out
+    }
+}
+
+/// Writes the summary into `dir` (beside the schedule), and on a failure the history, the
+/// pages read and every server's log.
+pub fn write(dir: &Path, summary: &Summary, ops: &[Op], reads: &[Reads], logs: &[(String, String)]) {
+    let text = summary.text();
+    println!("campaign: summary\n{text}");
+    std::fs::write(dir.join("summary.txt"), &text).unwrap();
+    if summary.passed() {
+        return;
+    }
+    let mut history = String::from("tag\twriter\tshard\tkind\tserver\tepoch\tstart_ms\tend_ms\tend_unix_ms\terror\tcommitted\taborted\tmaybe\tmaybe_unseen\tbare\tmessage\n");
+    let list = |ids: &[i64]| ids.iter().map(|id| id.to_string()).collect::<Vec<_>>().join(",");
+    for op in ops {
+        let _ = writeln!(
+            history,
+            "{}\t{}\t{}\t{:?}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            op.tag,
+            op.writer,
+            op.shard,
+            op.kind,
+            op.server,
+            op.epoch,
+            op.start_ms,
+            op.end_ms,
+            op.end_unix_ms,
+            op.error.as_deref().unwrap_or(""),
+            list(&op.committed),
+            list(&op.aborted),
+            list(&op.maybe),
+            op.maybe_unseen,
+            list(&op.bare),
+            op.message.as_deref().unwrap_or("").replace(['\t', '\n'], " ")
+        );
+    }
+    std::fs::write(dir.join("history.tsv"), history).unwrap();
+    for reader in reads {
+        std::fs::write(dir.join(format!("reads-shard-{}.txt", reader.shard)), list(&reader.ids)).unwrap();
+    }
+    for (name, log) in logs {
+        std::fs::write(dir.join(format!("{name}.log")), log).unwrap();
+    }
+    println!("campaign: the seed, schedule, history and every server's log are in {}", dir.display());
+}

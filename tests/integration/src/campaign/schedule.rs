@@ -1,0 +1,363 @@
+//! One seed, one schedule of faults: drawn with weights from the seed alone, before anything
+//! runs, so that it can be printed, saved, and run again. (When each fault lands relative to
+//! the clients' statements still depends on the machine's speed; the faults and their order
+//! do not.)
+
+use crate::Pick;
+use std::fmt;
+use std::time::Duration;
+
+/// The two sides of the system under test: a primary with its streaming standby, and a second
+/// server that issues other shards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Group {
+    Pair,
+    Second,
+}
+
+impl Group {
+    pub const ALL: [Group; 2] = [Group::Pair, Group::Second];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn other(self) -> Group {
+        match self {
+            Group::Pair => Group::Second,
+            Group::Second => Group::Pair,
+        }
+    }
+}
+
+impl fmt::Display for Group {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(match self {
+            Group::Pair => "the pair's primary",
+            Group::Second => "the second server",
+        })
+    }
+}
+
+/// What happens to the standby just before it is promoted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BeforePromotion {
+    Nothing,
+    /// Stopped and started again (it then replays from its last restartpoint).
+    RestartStandby,
+    /// One of its backends killed with SIGKILL: the standby resets and recovers.
+    KillStandbyBackend,
+}
+
+/// A start that must be refused, and is undone afterwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadStart {
+    /// `snowflake_id.shard_bits` changed after IDs were issued.
+    ChangedLayout,
+    /// One digit of the reservation record changed (its checksum no longer matches).
+    DamagedRecord,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    KillPostmaster(Group),
+    StopImmediate(Group),
+    /// `pg_ctl stop -m fast` and a start: a shutdown checkpoint, so nothing is replayed and
+    /// the reservation record alone says where the shards resume.
+    CleanRestart(Group),
+    /// SIGKILL of the reservation worker: the postmaster resets the whole server.
+    KillWorker(Group),
+    /// SIGTERM of the reservation worker: the postmaster starts another.
+    TermWorker(Group),
+    /// SIGKILL of one writer's backend: the postmaster resets the whole server.
+    KillBackend(Group),
+    /// The pair's primary killed, its standby promoted, the old primary rebuilt as the new
+    /// standby from a base backup.
+    Failover(BeforePromotion),
+    RestartStandby,
+    /// A shard moved to the other group by the documented procedure.
+    MoveShard,
+    RefusedStart(Group, BadStart),
+    /// The group's clock run `ms` ahead for `hold` while it issues, then set back: its IDs
+    /// lie ahead of its clock for that long, for whatever the process lane does next.
+    StepBackAfterAhead {
+        group: Group,
+        ms: i64,
+        hold: Duration,
+    },
+    /// The clock of a group (both servers of the pair: their clocks agree, as promotion
+    /// assumes) set `ms` off the real time for `hold`, then back.
+    ClockBump {
+        group: Group,
+        ms: i64,
+        hold: Duration,
+    },
+    /// The clock flipping between the real time and `ms` off it every `period`, for `hold`.
+    ClockStrobe {
+        group: Group,
+        ms: i64,
+        period: Duration,
+        hold: Duration,
+    },
+    /// Every fsync of the reservation worker delayed by `delay`, for `hold`.
+    SlowFsync {
+        group: Group,
+        delay: Duration,
+        hold: Duration,
+    },
+    /// Every fsync of the reservation worker failing with EIO, for `hold`.
+    FailingFsync {
+        group: Group,
+        hold: Duration,
+    },
+}
+
+impl Fault {
+    /// The kind, for the summary's count of faults.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::KillPostmaster(_) => "kill -9 postmaster",
+            Fault::StopImmediate(_) => "immediate stop",
+            Fault::CleanRestart(_) => "clean restart",
+            Fault::KillWorker(_) => "kill -9 worker",
+            Fault::TermWorker(_) => "worker terminated",
+            Fault::KillBackend(_) => "kill -9 backend",
+            Fault::Failover(BeforePromotion::Nothing) => "failover",
+            Fault::Failover(BeforePromotion::RestartStandby) => "failover, standby restarted first",
+            Fault::Failover(BeforePromotion::KillStandbyBackend) => "failover, standby backend killed first",
+            Fault::RestartStandby => "standby restarted",
+            Fault::MoveShard => "shard moved",
+            Fault::RefusedStart(_, BadStart::ChangedLayout) => "start with a changed layout",
+            Fault::RefusedStart(_, BadStart::DamagedRecord) => "start with a damaged record",
+            Fault::StepBackAfterAhead { .. } => "clock set back after issuing ahead",
+            Fault::ClockBump { ms, .. } if *ms < 0 => "clock bumped back",
+            Fault::ClockBump { .. } => "clock bumped forward",
+            Fault::ClockStrobe { .. } => "clock strobed",
+            Fault::SlowFsync { .. } => "slow fsync",
+            Fault::FailingFsync { .. } => "failing fsync",
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Fault::KillPostmaster(g)
+            | Fault::StopImmediate(g)
+            | Fault::CleanRestart(g)
+            | Fault::KillWorker(g)
+            | Fault::TermWorker(g)
+            | Fault::KillBackend(g)
+            | Fault::RefusedStart(g, _) => write!(f, "{} of {g}", self.kind()),
+            Fault::StepBackAfterAhead { group, ms, hold } => {
+                write!(f, "clock of {group} {ms:+} ms for {} ms, then set back", hold.as_millis())
+            }
+            Fault::ClockBump { group, ms, hold } => {
+                write!(f, "clock of {group} {ms:+} ms for {} ms", hold.as_millis())
+            }
+            Fault::ClockStrobe { group, ms, period, hold } => write!(
+                f,
+                "clock of {group} strobed 0/{ms:+} ms every {} ms for {} ms",
+                period.as_millis(),
+                hold.as_millis()
+            ),
+            Fault::SlowFsync { group, delay, hold } => write!(
+                f,
+                "fsync of {group}'s worker delayed {} ms for {} ms",
+                delay.as_millis(),
+                hold.as_millis()
+            ),
+            Fault::FailingFsync { group, hold } => {
+                write!(f, "fsync of {group}'s worker failing for {} ms", hold.as_millis())
+            }
+            _ => f.write_str(self.kind()),
+        }
+    }
+}
+
+/// A fault and when it starts, from the start of the clients' load.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub at: Duration,
+    pub fault: Fault,
+}
+
+/// Faults that restart, promote or reconfigure servers run one after another (the process
+/// lane); the clock and the disk change beside them (the environment lane), overlapping.
+pub struct Schedule {
+    pub seed: u64,
+    pub duration: Duration,
+    /// When the last fault may start; the rest of the run is quiet.
+    pub faults_until: Duration,
+    /// Synchronous replication to the standby (`synchronous_commit = on`), or asynchronous.
+    pub synchronous: bool,
+    /// `snowflake_id.max_lead_ms` set larger with ALTER SYSTEM on this server only (the
+    /// standby, so that the promotion's assumption of lead settings no smaller holds), if any.
+    pub larger_lead_on_standby: bool,
+    pub process: Vec<Step>,
+    pub environment: Vec<Step>,
+}
+
+/// The default lead bound, and the larger one a seed may set on the standby.
+pub const DEFAULT_LEAD_MS: i64 = 2_000;
+pub const LARGER_LEAD_MS: i64 = 5_000;
+
+impl Schedule {
+    pub fn new(seed: u64, duration: Duration) -> Schedule {
+        let mut pick = Pick::new(seed);
+        // A quiet end of at least 30 s (a quarter of long runs), in which every writer must
+        // issue again and the readers catch up.
+        let quiet = Duration::from_secs(30).max(duration / 4);
+        let faults_until = duration.saturating_sub(quiet);
+        // A clock step back costs that much unavailability to the group that issued ahead:
+        // minutes only in long runs.
+        let longest_step_ms = (faults_until.as_millis() as i64 / 8).clamp(1_000, 120_000);
+        let process = lane(&mut pick, faults_until, (4_000, 10_000), process_fault);
+        let environment =
+            lane(&mut pick, faults_until, (2_000, 7_000), |pick| environment_fault(pick, longest_step_ms));
+        Schedule {
+            seed,
+            duration,
+            faults_until,
+            synchronous: pick.chance(50),
+            larger_lead_on_standby: pick.chance(50),
+            process,
+            environment,
+        }
+    }
+
+    /// The largest clock step of the schedule, in ms: a group that issued ahead of a clock
+    /// that then stepped back refuses (55000) until the clock has caught up that much.
+    pub fn largest_step_ms(&self) -> i64 {
+        self.environment
+            .iter()
+            .chain(&self.process)
+            .map(|step| match step.fault {
+                Fault::ClockBump { ms, .. }
+                | Fault::ClockStrobe { ms, .. }
+                | Fault::StepBackAfterAhead { ms, .. } => ms.abs(),
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The schedule as printed and saved.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "seed {} for {} s, faults until {} s; replication {}; max_lead_ms {}\n",
+            self.seed,
+            self.duration.as_secs(),
+            self.faults_until.as_secs(),
+            if self.synchronous { "synchronous" } else { "asynchronous" },
+            if self.larger_lead_on_standby {
+                format!("{LARGER_LEAD_MS} on the standby (ALTER SYSTEM), {DEFAULT_LEAD_MS} elsewhere")
+            } else {
+                format!("{DEFAULT_LEAD_MS} everywhere")
+            }
+        );
+        let mut steps: Vec<(&str, &Step)> = self.process.iter().map(|step| ("process", step)).collect();
+        steps.extend(self.environment.iter().map(|step| ("environment", step)));
+        steps.sort_by_key(|(_, step)| step.at);
+        for (lane, step) in steps {
+            out.push_str(&format!("{:8.1} s  {lane:<11}  {}\n", step.at.as_secs_f64(), step.fault));
+        }
+        out
+    }
+}
+
+/// Steps at random gaps within `gap_ms` until `until`.
+fn lane(
+    pick: &mut Pick,
+    until: Duration,
+    gap_ms: (u64, u64),
+    mut fault: impl FnMut(&mut Pick) -> Fault,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut at = Duration::from_millis(between(pick, gap_ms.0, gap_ms.1));
+    while at < until {
+        steps.push(Step { at, fault: fault(pick) });
+        at += Duration::from_millis(between(pick, gap_ms.0, gap_ms.1));
+    }
+    steps
+}
+
+fn between(pick: &mut Pick, low: u64, high: u64) -> u64 {
+    low + pick.below((high - low + 1) as usize) as u64
+}
+
+fn group(pick: &mut Pick) -> Group {
+    // The pair more often: it has the standby, the promotion and most writers.
+    if pick.chance(65) {
+        Group::Pair
+    } else {
+        Group::Second
+    }
+}
+
+/// One of `choices`, each with its weight.
+fn weighted<T: Copy>(pick: &mut Pick, choices: &[(u32, T)]) -> T {
+    let total: u32 = choices.iter().map(|(weight, _)| weight).sum();
+    let mut at = pick.below(total as usize) as u32;
+    for &(weight, choice) in choices {
+        if at < weight {
+            return choice;
+        }
+        at -= weight;
+    }
+    unreachable!()
+}
+
+fn process_fault(pick: &mut Pick) -> Fault {
+    let which =
+        weighted(pick, &[(3, 0), (2, 1), (2, 2), (1, 3), (4, 4), (1, 5), (2, 6), (1, 7), (2, 8), (2, 9)]);
+    let g = group(pick);
+    match which {
+        0 => Fault::KillPostmaster(g),
+        1 => Fault::StopImmediate(g),
+        2 => Fault::KillWorker(g),
+        3 => Fault::TermWorker(g),
+        4 => Fault::Failover(weighted(
+            pick,
+            &[
+                (2, BeforePromotion::Nothing),
+                (1, BeforePromotion::RestartStandby),
+                (1, BeforePromotion::KillStandbyBackend),
+            ],
+        )),
+        5 => Fault::RestartStandby,
+        6 => Fault::MoveShard,
+        7 => Fault::RefusedStart(
+            g,
+            if pick.chance(50) { BadStart::ChangedLayout } else { BadStart::DamagedRecord },
+        ),
+        9 => Fault::CleanRestart(g),
+        _ => Fault::StepBackAfterAhead {
+            group: g,
+            ms: between(pick, 3_000, 15_000) as i64,
+            hold: Duration::from_millis(between(pick, 1_500, 4_000)),
+        },
+    }
+}
+
+fn environment_fault(pick: &mut Pick, longest_step_ms: i64) -> Fault {
+    let g = group(pick);
+    let hold = Duration::from_millis(between(pick, 1_000, 5_000));
+    match weighted(pick, &[(4, 0), (2, 1), (2, 2), (1, 3), (2, 4)]) {
+        0 => {
+            // From 4 ms to the longest step, evenly over the orders of magnitude.
+            let magnitude = (longest_step_ms as f64 / 4.0).ln();
+            let ms = (4.0 * (magnitude * pick.below(1_001) as f64 / 1_000.0).exp()) as i64;
+            Fault::ClockBump { group: g, ms: if pick.chance(50) { -ms } else { ms }, hold }
+        }
+        1 => Fault::ClockStrobe {
+            group: g,
+            ms: between(pick, 5, 3_000) as i64 * if pick.chance(50) { -1 } else { 1 },
+            period: Duration::from_millis(between(pick, 50, 500)),
+            hold,
+        },
+        2 => Fault::SlowFsync { group: g, delay: Duration::from_millis(between(pick, 100, 2_500)), hold },
+        3 => Fault::FailingFsync { group: g, hold: hold / 2 },
+        _ => Fault::KillBackend(g),
+    }
+}

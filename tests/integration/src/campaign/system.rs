@@ -1,0 +1,471 @@
+//! The system under test and what the nemesis does to it. The pair: a primary and a
+//! streaming hot standby, synchronous or not; the second server: other shards. Every server
+//! runs on a clock faked with libfaketime (the group's offset), and every server's log is
+//! kept, also of those a failover replaced.
+
+use super::clients::APP_ROLE;
+use super::schedule::{BadStart, BeforePromotion, Group, Schedule, LARGER_LEAD_MS};
+use super::{Endpoint, Shared, MOVABLE_SHARDS, PAIR_SHARDS, SECOND_SHARDS};
+use crate::{apply_settings, Cluster, FakeClock};
+use postgres::Client;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Settings of every server. Calls may wait 2 s for the clock (the first after a promotion
+/// wait `reserve_ms + max_clock_skew_ms`, on a loaded machine); prepared transactions are on.
+const SETTINGS: [&str; 5] = [
+    "max_prepared_transactions = 30",
+    "restart_after_crash = on",
+    "snowflake_id.max_wait_ms = 2s",
+    "wal_keep_size = '512MB'",
+    "log_line_prefix = '%m [%p] '",
+];
+
+pub struct Server {
+    pub name: String,
+    pub cluster: Cluster,
+    pub clock: FakeClock,
+}
+
+impl Server {
+    fn endpoint(&self) -> Endpoint {
+        Endpoint { name: self.name.clone(), config: self.cluster.config() }
+    }
+
+    /// Starts it (stopped) on its clock, and waits until it accepts connections.
+    pub fn start(&mut self) {
+        self.clock.start(&mut self.cluster);
+        self.cluster.wait_until_accepting();
+    }
+}
+
+pub struct System {
+    shared: Arc<Shared>,
+    synchronous: bool,
+    larger_lead_on_standby: bool,
+    pub primary: Server,
+    pub standby: Server,
+    pub second: Server,
+    /// Servers of the pair made so far, for their names.
+    built: u32,
+    /// Which shards each group issues (its fence).
+    pub shards: [Vec<i32>; 2],
+    /// The logs of servers a failover replaced: (name, log).
+    pub old_logs: Vec<(String, String)>,
+}
+
+/// `snowflake_id.shards` for a list of shards.
+fn fence(shards: &[i32]) -> String {
+    if shards.is_empty() {
+        return "none".into();
+    }
+    shards.iter().map(|shard| shard.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// The table of a shard: IDs from the DEFAULT, no unique index (a duplicate would be stored
+/// and found), the op's tag.
+fn create_table(client: &mut Client, shard: i32) {
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE s{shard} (id bigint NOT NULL DEFAULT snowflake_nextval({shard}), tag bigint NOT NULL);
+             CREATE INDEX ON s{shard} (id);
+             GRANT SELECT, INSERT ON s{shard} TO {APP_ROLE};"
+        ))
+        .unwrap();
+}
+
+impl System {
+    pub fn start(shared: Arc<Shared>, schedule: &Schedule) -> System {
+        let shards = [PAIR_SHARDS.to_vec(), SECOND_SHARDS.to_vec()];
+        let mut primary = new_server(&shared, Group::Pair, "pair-1", &fence(&shards[0]));
+        let mut second = new_server(&shared, Group::Second, "second", &fence(&shards[1]));
+        for (server, group) in [(&mut primary, Group::Pair), (&mut second, Group::Second)] {
+            server.start();
+            let mut client = server.cluster.connect();
+            client
+                .batch_execute(&format!(
+                    "CREATE EXTENSION snowflake_id; CREATE ROLE {APP_ROLE} LOGIN;
+                     GRANT EXECUTE ON FUNCTION snowflake_nextvals(integer, integer) TO {APP_ROLE};"
+                ))
+                .unwrap();
+            for &shard in &shards[group.index()] {
+                create_table(&mut client, shard);
+            }
+        }
+        let mut system = System {
+            shared: shared.clone(),
+            synchronous: schedule.synchronous,
+            larger_lead_on_standby: schedule.larger_lead_on_standby,
+            standby: new_standby(&shared, &primary, "pair-2"),
+            primary,
+            second,
+            built: 2,
+            shards,
+            old_logs: Vec::new(),
+        };
+        system.configure_standby();
+        let mut directory = shared.directory.write().unwrap();
+        directory.primary = [Some(system.primary.endpoint()), Some(system.second.endpoint())];
+        for group in Group::ALL {
+            for &shard in &system.shards[group.index()] {
+                directory.home.insert(shard, group);
+            }
+        }
+        drop(directory);
+        system
+    }
+
+    /// The server that accepts writes for `group`.
+    pub fn server(&mut self, group: Group) -> &mut Server {
+        match group {
+            Group::Pair => &mut self.primary,
+            Group::Second => &mut self.second,
+        }
+    }
+
+    /// The settings the standby differs in, and synchronous replication to it.
+    fn configure_standby(&mut self) {
+        if self.larger_lead_on_standby {
+            let mut client = self.standby.cluster.wait_until_accepting();
+            apply_settings(
+                &mut client,
+                &[("snowflake_id.max_lead_ms", &format!("{}s", LARGER_LEAD_MS / 1000))],
+            );
+        }
+        if self.synchronous {
+            let mut client = self.primary.cluster.connect();
+            apply_settings(&mut client, &[("synchronous_standby_names", "*")]);
+        }
+    }
+
+    /// Marks `group` unavailable to the clients (before stopping its primary) or available.
+    fn publish(&self, group: Group, available: bool) {
+        let endpoint = available.then(|| match group {
+            Group::Pair => self.primary.endpoint(),
+            Group::Second => self.second.endpoint(),
+        });
+        self.shared.directory.write().unwrap().primary[group.index()] = endpoint;
+    }
+
+    pub fn kill_postmaster(&mut self, group: Group) {
+        self.server(group).cluster.kill_postmaster();
+        self.server(group).start();
+    }
+
+    /// `pg_ctl stop -m mode` (fast or immediate), then a start.
+    pub fn restart(&mut self, group: Group, mode: &str) {
+        self.server(group).cluster.stop(mode);
+        self.server(group).start();
+    }
+
+    /// SIGKILL of the reservation worker: PostgreSQL resets every process of the server.
+    pub fn kill_worker(&mut self, group: Group) {
+        let cluster = &self.server(group).cluster;
+        let pid = cluster.reservation_worker_pid().expect("no reservation worker runs");
+        cluster.kill_backend(pid);
+    }
+
+    pub fn term_worker(&mut self, group: Group) {
+        self.server(group).cluster.restart_reservation_worker();
+    }
+
+    /// SIGKILL of a writer's backend (of any backend when no writer is connected).
+    pub fn kill_backend(&mut self, group: Group, choice: usize) {
+        let cluster = &self.server(group).cluster;
+        let mut client = cluster.connect();
+        let pids: Vec<i32> = client
+            .query(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+                 ORDER BY usename <> $1, pid",
+                &[&APP_ROLE],
+            )
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let pid = if pids.is_empty() {
+            client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0)
+        } else {
+            pids[choice % pids.len()]
+        };
+        drop(client);
+        cluster.kill_backend(pid as u32);
+    }
+
+    pub fn restart_standby(&mut self) {
+        self.standby.cluster.stop("fast");
+        self.standby.start();
+    }
+
+    /// Kills the pair's primary, promotes the standby (after doing `before` to it), and
+    /// rebuilds the old primary as the new standby from a base backup.
+    pub fn failover(&mut self, before: BeforePromotion) {
+        match before {
+            BeforePromotion::Nothing => self.kill_primary(),
+            BeforePromotion::RestartStandby => {
+                // Down while the primary goes on issuing (and, when replication is
+                // asynchronous, committing) for a moment, then the primary dies, and the
+                // standby comes back with only what it had: its restartpoint, its record.
+                self.standby.cluster.stop("fast");
+                std::thread::sleep(Duration::from_secs(2));
+                self.kill_primary();
+                self.standby.start();
+            }
+            BeforePromotion::KillStandbyBackend => {
+                let mut client = self.standby.cluster.wait_until_accepting();
+                let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+                self.standby.cluster.kill_backend(pid as u32);
+                self.kill_primary();
+            }
+        }
+        self.standby.cluster.promote();
+        let mut client = self.standby.cluster.wait_until_accepting();
+        // Its copied settings name itself as a synchronous standby: none until it has one.
+        apply_settings(&mut client, &[("synchronous_standby_names", "")]);
+        drop(client);
+        std::mem::swap(&mut self.primary, &mut self.standby);
+        // The old primary's prepared transactions came over without their hold on the
+        // horizon (its snowflake_id.prepared is its own): finished before anyone reads here,
+        // as docs/reading-in-order.md says. Their clients lost their connections with the old
+        // primary, so they are "maybe" in the history.
+        self.resolve_prepared(Group::Pair, None, Duration::ZERO);
+        {
+            let mut directory = self.shared.directory.write().unwrap();
+            directory.epoch[Group::Pair.index()] += 1;
+        }
+        self.publish(Group::Pair, true);
+        self.built += 1;
+        let old = std::mem::replace(
+            &mut self.standby,
+            new_standby(&self.shared, &self.primary, &format!("pair-{}", self.built)),
+        );
+        self.retire(Group::Pair, old);
+        self.configure_standby();
+    }
+
+    /// The pair's primary killed, its clients told there is none until a promotion.
+    fn kill_primary(&mut self) {
+        self.publish(Group::Pair, false);
+        self.primary.cluster.kill_postmaster();
+    }
+
+    /// Keeps a replaced server's log and stops it.
+    fn retire(&mut self, group: Group, server: Server) {
+        self.shared.remove_clock(group, server.clock.offset_file());
+        self.old_logs.push((server.name.clone(), server.cluster.log()));
+    }
+
+    /// Moves a shard to the other group: freeze, fence the source, copy the rows, advance
+    /// the target above everything the source issued, open the target's fence, route the
+    /// clients there, drop the source's table (several-servers.md, "A move never has two
+    /// writers"; the kit's freeze is the clients' lock here).
+    pub fn move_shard(&mut self, choice: usize) {
+        let shard = MOVABLE_SHARDS[choice % MOVABLE_SHARDS.len()];
+        let from = self.shared.directory.read().unwrap().home[&shard];
+        let to = from.other();
+        let shared = self.shared.clone();
+        let _freeze = shared.freezes[&shard].write().unwrap();
+        self.shards[from.index()].retain(|&s| s != shard);
+        self.apply_fence(from);
+        let (fenced_at_ms, fenced_clock_unix_ms) = (shared.now_ms(), super::unix_ms() + shared.offset(from));
+        self.resolve_prepared(from, Some(shard), Duration::ZERO);
+        let mut source = self.server(from).cluster.connect();
+        let rows = source.query(&format!("SELECT id, tag FROM s{shard}"), &[]).unwrap();
+        let (ids, tags): (Vec<i64>, Vec<i64>) =
+            rows.iter().map(|row| (row.get::<_, i64>(0), row.get::<_, i64>(1))).unzip();
+        // Above everything the source could have issued for the shard: its stored IDs, and
+        // the IDs it handed out with nothing stored (bare calls, rollbacks), also before its
+        // last restart or promotion, all below its durable reservation. (Its
+        // `snowflake_stats().last_id` forgets those of before a restart.)
+        let ceiling: i64 = source
+            .query_one("SELECT snowflake_compose(reserved_until, $1, 0) FROM snowflake_status()", &[&shard])
+            .unwrap()
+            .get(0);
+        let highest = ids.iter().copied().chain([ceiling]).max().unwrap_or(0);
+        let mut target = self.server(to).cluster.connect();
+        create_table(&mut target, shard);
+        target
+            .execute(
+                &format!("INSERT INTO s{shard} (id, tag) SELECT * FROM unnest($1::bigint[], $2::bigint[])"),
+                &[&ids, &tags],
+            )
+            .unwrap();
+        self.shards[to.index()].push(shard);
+        self.apply_fence(to);
+        let opened_at_ms = shared.now_ms();
+        shared.moves.lock().unwrap().push(super::Move {
+            shard,
+            from,
+            to,
+            fenced_at_ms,
+            fenced_clock_unix_ms,
+            opened_at_ms,
+        });
+        // The source may have run ahead of the target's clock: the advance is refused
+        // (55000) until the target's clock is near enough.
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while let Err(error) = target.query_one("SELECT snowflake_advance($1, $2)", &[&shard, &highest]) {
+            assert!(
+                Instant::now() < deadline,
+                "snowflake_advance({shard}, {highest}) refused for 5 minutes: {error}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        if to == Group::Pair {
+            // The copy must be on the target's standby before the source's table goes: with
+            // asynchronous replication a failover right after the move would lose it, and the
+            // rows with it (several-servers.md's move has no standbys to wait for).
+            let lsn: String = target.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+            let mut standby = self.standby.cluster.wait_until_accepting();
+            let deadline = Instant::now() + Duration::from_secs(300);
+            while !standby
+                .query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn])
+                .unwrap()
+                .get::<_, bool>(0)
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "the standby did not replay the moved rows within 5 minutes"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        self.shared.directory.write().unwrap().home.insert(shard, to);
+        source.batch_execute(&format!("DROP TABLE s{shard}")).unwrap();
+    }
+
+    /// Sets `group`'s fence to its shards, on every server of the group (ALTER SYSTEM is not
+    /// replicated; a standby promoted later must have it too), and waits until each server's
+    /// reservation worker has applied it (from then on no statement issues a fenced shard).
+    fn apply_fence(&mut self, group: Group) {
+        let value = fence(&self.shards[group.index()]);
+        if group == Group::Pair {
+            let mut client = self.standby.cluster.wait_until_accepting();
+            apply_settings(&mut client, &[("snowflake_id.shards", &value)]);
+        }
+        let cluster = &self.server(group).cluster;
+        // The worker logs each fence it applies (the setting as written).
+        let applied = "snowflake_id: the shard fence is now";
+        let before = cluster.log().matches(applied).count();
+        let mut client = cluster.wait_until_accepting();
+        apply_settings(&mut client, &[("snowflake_id.shards", &value)]);
+        crate::wait_until("the reservation worker applied the fence", || {
+            cluster.log().matches(applied).count() > before
+        });
+    }
+
+    /// Commits the prepared transactions of `group`'s primary (of `shard` only, if given)
+    /// older than `age`: those whose client lost its connection after PREPARE. Their rows are
+    /// "maybe" in the history already.
+    pub fn resolve_prepared(&mut self, group: Group, shard: Option<i32>, age: Duration) {
+        let pattern = shard.map_or("c-%".to_string(), |shard| format!("c-{shard}-%"));
+        let mut client = self.server(group).cluster.wait_until_accepting();
+        let gids: Vec<String> = client
+            .query(
+                // Any age, when none is given: `prepared` is the old primary's clock, which
+                // may read ahead of this one's after a clock fault.
+                "SELECT gid FROM pg_prepared_xacts
+                 WHERE gid LIKE $1 AND ($2::float8 = 0 OR prepared < now() - make_interval(secs => $2::float8))",
+                &[&pattern, &age.as_secs_f64()],
+            )
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        for gid in gids {
+            // The writer may have committed it meanwhile.
+            let _ = client.batch_execute(&format!("COMMIT PREPARED '{gid}'"));
+        }
+    }
+
+    /// A start that must be refused: the server stopped, something changed, started (it
+    /// must not start), the change undone, started again. `Err` if it started.
+    pub fn refused_start(&mut self, group: Group, what: BadStart) -> Result<(), String> {
+        self.publish(group, false);
+        let server = self.server(group);
+        server.cluster.stop("fast");
+        let data = server.cluster.data_dir().to_path_buf();
+        let file = data.join(match what {
+            BadStart::ChangedLayout => "postgresql.conf",
+            BadStart::DamagedRecord => "snowflake_id.reservation",
+        });
+        let original = std::fs::read(&file).unwrap();
+        let changed = match what {
+            BadStart::ChangedLayout => {
+                [original.clone(), b"snowflake_id.shard_bits = 11\n".to_vec()].concat()
+            }
+            BadStart::DamagedRecord => damage(&original),
+        };
+        std::fs::write(&file, changed).unwrap();
+        let started = server.clock.try_start(&mut server.cluster);
+        if started.is_ok() {
+            server.cluster.stop("immediate");
+        }
+        std::fs::write(&file, original).unwrap();
+        server.start();
+        self.publish(group, true);
+        match started {
+            Ok(()) => Err(format!("the server started with {what:?}")),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Every row each shard holds at the end, on the server that issues it.
+    pub fn final_rows(&mut self) -> BTreeMap<i32, Vec<(i64, i64)>> {
+        let mut rows = BTreeMap::new();
+        for group in Group::ALL {
+            let shards = self.shards[group.index()].clone();
+            let mut client = self.server(group).cluster.wait_until_accepting();
+            for shard in shards {
+                let found = client.query(&format!("SELECT id, tag FROM s{shard}"), &[]).unwrap();
+                rows.insert(shard, found.iter().map(|row| (row.get(0), row.get(1))).collect());
+            }
+        }
+        rows
+    }
+
+    /// The log of every server, those replaced included, and stops them all.
+    pub fn shutdown(mut self) -> Vec<(String, String)> {
+        let mut logs = std::mem::take(&mut self.old_logs);
+        for server in [&self.primary, &self.standby, &self.second] {
+            logs.push((server.name.clone(), server.cluster.log()));
+        }
+        logs
+    }
+}
+
+/// A copy of a reservation record with one digit of its ceiling changed.
+fn damage(record: &[u8]) -> Vec<u8> {
+    let mut damaged = record.to_vec();
+    if let Some(at) = damaged.iter().position(|byte| byte.is_ascii_digit()) {
+        damaged[at] = if damaged[at] == b'1' { b'2' } else { b'1' };
+    }
+    damaged
+}
+
+/// A new server of `group` (not started), on the group's clock.
+fn new_server(shared: &Shared, group: Group, name: &str, fence: &str) -> Server {
+    let mut settings: Vec<String> = SETTINGS.iter().map(|line| line.to_string()).collect();
+    settings.push(format!("snowflake_id.shards = '{fence}'"));
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let cluster = Cluster::create(&format!("campaign-{name}"), &settings);
+    let clock = FakeClock::of(&cluster);
+    shared.add_clock(group, clock.offset_file().to_path_buf());
+    Server { name: name.to_string(), cluster, clock }
+}
+
+/// A standby of `primary` from a base backup, started on the pair's clock. Its copied
+/// configuration is the primary's; it asks for no synchronous standby of its own.
+fn new_standby(shared: &Shared, primary: &Server, name: &str) -> Server {
+    let cluster = Cluster::create_standby_of(
+        &primary.cluster,
+        &format!("campaign-{name}"),
+        &["synchronous_standby_names = ''"],
+    );
+    let clock = FakeClock::of(&cluster);
+    shared.add_clock(Group::Pair, clock.offset_file().to_path_buf());
+    let mut server = Server { name: name.to_string(), cluster, clock };
+    server.start();
+    server
+}

@@ -1,0 +1,36 @@
+//! The fault campaign (`snowflake_id_integration::campaign`): writers, readers and a nemesis
+//! drawn from a seed, judged by the checks. By default the seeds of the test command's short
+//! runs, 75 s each; `scripts/campaign.sh` sets the seeds and the length through the
+//! environment:
+//!
+//! - `SNOWFLAKE_CAMPAIGN_SEEDS`: seeds, comma-separated (default 7,4)
+//! - `SNOWFLAKE_CAMPAIGN_MINUTES`: minutes per seed (default 1.25)
+//! - `SNOWFLAKE_CAMPAIGN_OUT`: where each seed's folder goes (default: the temporary folder)
+//! - `SNOWFLAKE_CAMPAIGN_PLAN_ONLY=1`: print each seed's schedule, run nothing (to choose seeds)
+
+use snowflake_id_integration::campaign::schedule::Schedule;
+use snowflake_id_integration::campaign::{run, Options};
+use std::time::Duration;
+
+#[test]
+fn fault_campaign() {
+    let seeds = std::env::var("SNOWFLAKE_CAMPAIGN_SEEDS").unwrap_or_else(|_| "7,4".into());
+    let minutes: f64 =
+        std::env::var("SNOWFLAKE_CAMPAIGN_MINUTES").map_or(1.25, |m| m.parse().expect("minutes"));
+    let out_dir = std::env::var("SNOWFLAKE_CAMPAIGN_OUT")
+        .map_or_else(|_| std::env::temp_dir().join("snowflake_id-campaign"), Into::into);
+    let mut failed = Vec::new();
+    for seed in seeds.split(',').map(|seed| seed.trim().parse::<u64>().expect("a seed")) {
+        let duration = Duration::from_secs_f64(minutes * 60.0);
+        if std::env::var_os("SNOWFLAKE_CAMPAIGN_PLAN_ONLY").is_some() {
+            println!("{}", Schedule::new(seed, duration).text());
+            continue;
+        }
+        let options = Options { seed, duration, out_dir: out_dir.clone() };
+        let summary = run(&options);
+        if !summary.passed() {
+            failed.push(summary.text());
+        }
+    }
+    assert!(failed.is_empty(), "the campaign failed:\n{}", failed.join("\n"));
+}
