@@ -283,7 +283,9 @@ impl Cluster {
         kill_9(postmaster);
         for &child in &pids {
             // A child may have exited meanwhile (a session that just ended): not an error.
-            let _ = Command::new("kill").args(["-9", &child.to_string()]).output();
+            if is_server_process(child) {
+                let _ = Command::new("kill").args(["-9", &child.to_string()]).output();
+            }
         }
         pids.push(postmaster);
         self.running = false;
@@ -446,9 +448,23 @@ pub fn pg_ctl_stop(bin: &Path, data_dir: &Path) {
     run(&mut stop, "pg_ctl stop");
 }
 
-/// Sends SIGKILL to a process of a server these tests started.
+/// Sends SIGKILL to a process of a server these tests started. Only to a PostgreSQL process:
+/// process ids wrap around (at 32,768 on some machines), so an id read a moment ago (from a
+/// postmaster.pid left by a server that has died, say) may name someone else's process by now,
+/// which must not be killed.
 pub fn kill_9(pid: u32) {
-    run(Command::new("kill").args(["-9", &pid.to_string()]), "kill -9");
+    if is_server_process(pid) {
+        run(Command::new("kill").args(["-9", &pid.to_string()]), "kill -9");
+    }
+}
+
+/// Whether `pid` is a PostgreSQL server process (a postmaster, whose command line names the
+/// `postgres` program, or one of its children, whose process title starts with `postgres:`).
+fn is_server_process(pid: u32) -> bool {
+    fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+        let program = cmdline.split(|&byte| byte == 0 || byte == b' ').next().unwrap_or_default();
+        program == b"postgres:" || program.ends_with(b"/postgres") || program == b"postgres"
+    })
 }
 
 /// Environment that makes a postmaster (and its children) read the wall clock through
