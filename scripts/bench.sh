@@ -74,7 +74,7 @@ if [ $MODE != scale ]; then
 fi
 
 # Where this major's PostgreSQL comes from, and whether it draws random bytes from OpenSSL.
-if "$PG_CONFIG" --configure | grep -qE -- "--with-openssl|--with-ssl=openssl"; then
+if grep -qE -- "--with-openssl|--with-ssl=openssl" <<<"$("$PG_CONFIG" --configure)"; then
   RANDOM_SOURCE="built with OpenSSL"
 else
   RANDOM_SOURCE="built without OpenSSL: gen_random_uuid() and uuidv7() read /dev/urandom at every call"

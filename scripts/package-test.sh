@@ -57,7 +57,7 @@ dpkg-deb -x "$DEB" "$DIR/unpacked"
 depends=$(dpkg-deb -f "$DEB" Depends)
 [[ ", $depends," == *", postgresql-$PG_MAJOR,"* ]] || fail "Depends ($depends) does not name postgresql-$PG_MAJOR"
 for soname in $(objdump -p "$DIR/unpacked/usr/lib/postgresql/$PG_MAJOR/lib/snowflake_id.so" | awk '$1 == "NEEDED" { print $2 }'); do
-  path=$(ldconfig -p | awk -v lib="$soname" '$1 == lib { print $NF; exit }')
+  path=$(ldconfig -p | awk -v lib="$soname" '$1 == lib && path == "" { path = $NF } END { print path }')
   [ -n "$path" ] || fail "snowflake_id.so needs $soname, which this system does not have"
   owner=$(dpkg -S "$path" 2>/dev/null || dpkg -S "$(readlink -f "$path")") || fail "no package owns $path ($soname)"
   owner=${owner%%:*}
@@ -82,9 +82,9 @@ previous_release_deb() {
   if [ "$(git rev-parse --is-shallow-repository)" = true ]; then
     git fetch -q --unshallow || true
   fi
-  bump=$(git log --reverse --format=%H -G"^version = \"$VERSION\"" -- Cargo.toml | head -n 1)
+  bump=$(git log --reverse --format=%H -G"^version = \"$VERSION\"" -- Cargo.toml | sed -n 1p)
   commit=$(git rev-parse --verify -q "${bump:-none}^") || fail "no commit of the release before $VERSION in this history (a shallow clone? git fetch --unshallow)"
-  git show "$commit:Cargo.toml" | grep -qx "version = \"$previous\"" || fail "commit $commit is not release $previous"
+  grep -qx "version = \"$previous\"" <<<"$(git show "$commit:Cargo.toml")" || fail "commit $commit is not release $previous"
   BUILD=$(mktemp -d)
   git worktree add --detach "$BUILD" "$commit" >/dev/null 2>&1
   mkdir -p "$BUILD/target/pg$PG_MAJOR"
@@ -149,7 +149,7 @@ check_installed_extension "$DIR" "$VERSION" || fail "the upgraded package"
 files=$(dpkg-query -L "$NAME" | while read -r path; do [ -f "$path" ] && echo "$path"; done)
 cluster_stop "$DIR"
 apt_get remove "$NAME"
-if dpkg-query -W -f='${Status}' "$NAME" 2>/dev/null | grep -q "ok installed"; then fail "$NAME is still installed"; fi
+if [[ "$(dpkg-query -W -f='${Status}' "$NAME" 2>/dev/null || true)" == *"ok installed"* ]]; then fail "$NAME is still installed"; fi
 for path in $files; do
   [ ! -e "$path" ] || fail "$path is left after the package was removed"
 done

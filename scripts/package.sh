@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 NAME="postgresql-${PG_MAJOR}-snowflake-id"
-VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | sed -n 1p)
 ARCH=$(dpkg --print-architecture)
 DEB="$SNOWFLAKE_ROOT/target/debian/${NAME}_${VERSION}_${ARCH}.deb"
 

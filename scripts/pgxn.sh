@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | sed -n 1p)
 python3 -m json.tool META.json >/dev/null
 # The fields PGXN's meta spec (1.0.0) requires, and the version the release is.
 python3 - "$VERSION" <<'PY'

@@ -43,7 +43,7 @@ command -v npm >/dev/null || PACKAGES+=(npm)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  [[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" == "install ok installed" ]] || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
@@ -111,7 +111,7 @@ done
 # Only the majors of a test run, when scripts/test.sh names them: a build takes minutes.
 "$SNOWFLAKE_ROOT/scripts/citus-install.sh"
 
-if ! cargo pgrx --version 2>/dev/null | grep -q "${PGRX_VERSION}"; then
+if [[ "$(cargo pgrx --version 2>/dev/null || true)" != *"${PGRX_VERSION}"* ]]; then
   echo "setup: installing cargo-pgrx ${PGRX_VERSION} (several minutes, once)"
   cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked
 fi
