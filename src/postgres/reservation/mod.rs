@@ -55,6 +55,14 @@ fn old_server_lead_bound_ms() -> u64 {
     generator::max_ceiling_lead_ms(settings::reserve_ms(), settings::clock_policy().max_lead_ms)
 }
 
+/// How far ahead of this server's clock a promotion resumes the shards at least: above every
+/// ID an old primary with lead settings no larger than these could have issued, when its
+/// clock read at most `max_clock_skew_ms` more than this one (`worker::record_promotion_guard`;
+/// a standby also applies it to its clock readings as it replays, `wal::replay_ceiling`).
+fn promotion_bound_ms() -> u64 {
+    old_server_lead_bound_ms() + settings::max_clock_skew_ms()
+}
+
 /// A recorded ceiling (Unix ms) as a time part: before the epoch it restricts nothing,
 /// past the range of the time bits it means the IDs ran out.
 fn time_part_of_ceiling(unix_ms: i64) -> u64 {

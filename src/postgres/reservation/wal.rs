@@ -3,11 +3,12 @@
 //! standby, crash or archive recovery) brings it into its shared memory (`replay_ceiling`).
 
 use super::record::FILE;
-use super::{legacy_wal, restore, time_part_of_ceiling, write_durably};
-use crate::postgres::{compat, settings, shmem};
+use super::{legacy_wal, promotion_bound_ms, restore, time_part_of_ceiling, write_durably};
+use crate::postgres::{clock, compat, fixed_layout, settings, shmem};
 use pgrx::pg_sys;
 use snowflake_core::utc;
 use std::ffi::{c_char, CStr};
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 /// The only record type: "the ceiling is now this Unix ms" (8 bytes, native order).
 const XLOG_CEILING: u8 = 0x10;
@@ -119,8 +120,9 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
 /// The file:
 /// * in crash recovery, left alone: it already holds what was issued under, and rewriting
 ///   it with the older records replayed first could only set it back;
-/// * on a standby (or in archive recovery), rewritten durably with every ceiling replayed,
-///   before the next record is. Shared memory does not survive a restart of the standby, nor
+/// * on a standby (or in archive recovery), rewritten durably with every ceiling replayed
+///   (raised to the guard of the highest clock reading, `standby_floor_unix_ms`), before the
+///   next record is. Shared memory does not survive a restart of the standby, nor
 ///   the postmaster re-creating it after a backend crash, and recovery then starts again at
 ///   the last restartpoint: once its redo point has moved past a record, the file is the only
 ///   place left that knows the ceiling (the old primary may have run with a longer lead than
@@ -139,15 +141,57 @@ fn replay_ceiling(ceiling_unix_ms: i64) {
     // backend crash, with the postmaster still the same.
     // SAFETY: a PostgreSQL global, set by the startup process before it replays anything.
     let in_crash_recovery = !unsafe { pg_sys::ArchiveRecoveryRequested };
-    if let Some(reservation) = shmem::reservation() {
-        let replayed = time_part_of_ceiling(ceiling_unix_ms);
-        let floor = if in_crash_recovery { restore::recorded_at_start() } else { 0 };
-        reservation.replay(replayed.max(floor));
-    }
     if in_crash_recovery {
+        if let Some(reservation) = shmem::reservation() {
+            reservation.replay(time_part_of_ceiling(ceiling_unix_ms).max(restore::recorded_at_start()));
+        }
         return;
     }
-    if let Err(error) = write_durably(ceiling_unix_ms) {
+    let floor_unix_ms = standby_floor_unix_ms(ceiling_unix_ms);
+    if let Some(reservation) = shmem::reservation() {
+        reservation.replay(time_part_of_ceiling(floor_unix_ms));
+    }
+    if let Err(error) = write_durably(floor_unix_ms) {
         pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" during replay: {error}");
     }
+}
+
+/// On a standby (or in archive recovery), where a promotion must resume at least, for a
+/// ceiling just replayed: that ceiling, or, when higher, the promotion's bound
+/// (`promotion_bound_ms`) above the highest clock reading taken at a replay since the primary
+/// last lowered its ceiling.
+///
+/// Why the clock: the promotion guard resumes that bound ahead of the clock at the promotion,
+/// which covers the IDs issued under records this server never received only as long as the
+/// old primary's clock never read further ahead than this clock does then. A clock that ran
+/// ahead while the primary issued (both servers' clocks: they agree all along) and was set back
+/// before the failover breaks that: the primary issued seconds ahead of today's clock under
+/// ceilings whose records never arrived, and the promoted standby repeated its IDs (finding F1
+/// of docs/reliability.md). This server read the same fast clock as it replayed, so it keeps
+/// the highest reading, recorded with the ceiling. Readings are taken only at our records
+/// (about four a second while the primary issues), which covers a clock that ran ahead while
+/// this server was replaying; one that ran ahead only while it was down or cut off is beyond
+/// its sight (docs/operations.md says so).
+///
+/// Why not forever: after a jump of the clock the primary lowers its ceiling once no shard has
+/// issued up there (`generator::lower_ceiling`), and a record lower than the one before says
+/// so: nothing was issued at or above it. Keeping an hour-long jump's reading beyond that would
+/// hold every promotion back for the hour; it is dropped, and the readings start again from
+/// this one.
+fn standby_floor_unix_ms(ceiling_unix_ms: i64) -> i64 {
+    // Process-local, and Relaxed: only the startup process replays, one record at a time. A
+    // new startup process (the standby restarted, or reset after a crash) starts from its
+    // file, which holds what the one before it kept.
+    static LAST_REPLAYED_UNIX_MS: AtomicI64 = AtomicI64::new(i64::MIN);
+    static HIGHEST_READING_GUARD_UNIX_MS: AtomicI64 = AtomicI64::new(i64::MIN);
+    let guard_now = clock::wall_clock_unix_ms().saturating_add(promotion_bound_ms() as i64);
+    let previous = LAST_REPLAYED_UNIX_MS.swap(ceiling_unix_ms, Relaxed);
+    let kept = match HIGHEST_READING_GUARD_UNIX_MS.load(Relaxed) {
+        i64::MIN => fixed_layout::get().unix_ms(restore::recorded_at_start()),
+        kept => kept,
+    };
+    let lowered = previous != i64::MIN && ceiling_unix_ms < previous;
+    let guard = if lowered { guard_now } else { kept.max(guard_now) };
+    HIGHEST_READING_GUARD_UNIX_MS.store(guard, Relaxed);
+    ceiling_unix_ms.max(guard)
 }

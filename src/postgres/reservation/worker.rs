@@ -4,7 +4,7 @@
 //! `reservation::Worker`.
 
 use super::record::FILE;
-use super::{legacy_wal, old_server_lead_bound_ms, time_part_of_ceiling, wal, write_durably};
+use super::{legacy_wal, promotion_bound_ms, time_part_of_ceiling, wal, write_durably};
 use crate::postgres::{clock, compat, fence, fixed_layout, settings, shmem};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys;
@@ -34,12 +34,15 @@ const TICK: Duration = Duration::from_millis(50);
 /// Or at the floor replayed from the old primary's WAL, when that is higher (the old primary
 /// ran with a longer lead, or issued while its clock ran ahead). Replay has written that
 /// floor to the file already (`wal::replay_ceiling`), so a restart of the standby before the
-/// promotion resumes there too. Either way the resumed position is recorded before anything
+/// promotion resumes there too. That floor also holds this same bound above the highest clock
+/// reading the standby took as it replayed (`wal::standby_floor_unix_ms`): a clock that ran
+/// ahead while the old primary issued, and was set back before the promotion, leaves the
+/// guard on the clock now short of the IDs issued under records this server never received. Either way the resumed position is recorded before anything
 /// is issued: a clean restart after the promotion (no signal file, no WAL to replay) resumes
 /// at the file.
 fn record_promotion_guard(reservation: &Reservation) {
     let layout = fixed_layout::get();
-    let bound_ms = old_server_lead_bound_ms() + settings::max_clock_skew_ms();
+    let bound_ms = promotion_bound_ms();
     let guard = time_part_of_ceiling(clock::wall_clock_unix_ms().saturating_add(bound_ms as i64));
     let ceiling = guard.max(reservation.floor.load(Relaxed));
     let ceiling_unix_ms = layout.unix_ms(ceiling);

@@ -283,9 +283,7 @@ impl Cluster {
         kill_9(postmaster);
         for &child in &pids {
             // A child may have exited meanwhile (a session that just ended): not an error.
-            if is_server_process(child) {
-                let _ = Command::new("kill").args(["-9", &child.to_string()]).output();
-            }
+            kill_9(child);
         }
         pids.push(postmaster);
         self.running = false;
@@ -359,7 +357,10 @@ impl Cluster {
     pub fn kill_backend(&self, pid: u32) -> Client {
         const RESET: &str = "all server processes terminated; reinitializing";
         let resets = self.log().matches(RESET).count();
-        kill_9(pid);
+        if !kill_9(pid) {
+            // Gone before the signal (it exited on its own): no reset follows.
+            return self.wait_until_accepting();
+        }
         let deadline = Instant::now() + Duration::from_secs(60);
         while self.log().matches(RESET).count() == resets {
             assert!(Instant::now() < deadline, "no reset of the server within 60 s of killing backend {pid}");
@@ -451,11 +452,16 @@ pub fn pg_ctl_stop(bin: &Path, data_dir: &Path) {
 /// Sends SIGKILL to a process of a server these tests started. Only to a PostgreSQL process:
 /// process ids wrap around (at 32,768 on some machines), so an id read a moment ago (from a
 /// postmaster.pid left by a server that has died, say) may name someone else's process by now,
-/// which must not be killed.
-pub fn kill_9(pid: u32) {
-    if is_server_process(pid) {
-        run(Command::new("kill").args(["-9", &pid.to_string()]), "kill -9");
-    }
+/// which must not be killed. Returns whether the signal was sent: false when the process had
+/// gone already (a backend whose client disconnected meanwhile, say), so that a caller waiting
+/// for the server's reset after the kill knows that none will come.
+pub fn kill_9(pid: u32) -> bool {
+    is_server_process(pid)
+        && Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
 }
 
 /// Whether `pid` is a PostgreSQL server process (a postmaster, whose command line names the

@@ -67,6 +67,94 @@ fn a_standby_restarted_before_promotion_resumes_above_a_primary_whose_clock_was_
     promote_after_restart(primary, standby, Restart::Clean, highest);
 }
 
+/// Finding F1 of the fault campaign (docs/reliability.md). The pair runs on one clock
+/// (libfaketime), 15 s fast: the primary issues there, the standby replays there. The standby
+/// stops; the primary goes on issuing, under ceilings whose records the standby never gets.
+/// Then the clock is set right, the primary dies, and the standby starts and is promoted: the
+/// guard on its clock now lies 15 s short of the old primary's last IDs, and the last ceiling
+/// it replayed lies below them too (they came 1.5 s later). It must resume above them by the
+/// highest clock reading it took while it replayed. A skew of 3 s gives the stop of the
+/// standby time on a loaded machine; without the readings the guard would still fall 9.5 s
+/// short.
+#[test]
+fn a_standby_promoted_after_the_clock_ran_fast_and_was_set_back_resumes_above_what_it_never_received() {
+    const SETTINGS: &[&str] = &["snowflake_id.max_clock_skew_ms = '3s'"];
+    let mut primary = Cluster::create("fast-clock-primary", SETTINGS);
+    let clock = FakeClock::of(&primary);
+    clock.start(&mut primary);
+    // See clock_glitch.rs: the worker forked as the postmaster starts reads the real clock.
+    primary.restart_reservation_worker();
+    primary.connect().batch_execute(TABLE).unwrap();
+    let mut standby = Cluster::create_standby_of(&primary, "fast-clock-standby", &[]);
+    clock.start(&mut standby);
+
+    clock.set("+15");
+    wait_until("the standby replayed a ceiling of the fast clock", || {
+        standby.recorded_ceiling_unix_ms() > real_now_ms() + 14_000
+    });
+    standby.stop("fast");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let highest: i64 = primary
+        .connect()
+        .query_one(
+            "WITH new AS (INSERT INTO t SELECT FROM generate_series(1, 1000) RETURNING id) SELECT max(id) FROM new",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    clock.set("+0");
+    primary.stop("immediate");
+    clock.start(&mut standby);
+    standby.promote();
+    let mut client = standby.wait_until_accepting();
+    let first = first_id(&mut client);
+    assert!(
+        first > highest,
+        "the promoted standby issued {first}, {} ms below the old primary's {highest}",
+        (highest - first) >> 22
+    );
+}
+
+/// The other side of the readings: the pair's clock jumps 2 minutes ahead while nothing is
+/// issued and comes back; the primary lowers its ceiling (clock_glitch.rs), which says that
+/// nothing was issued up there, and the standby drops its reading of the jump with it: a
+/// promotion then issues at once, not 2 minutes later.
+#[test]
+fn a_standby_drops_its_reading_of_a_clock_jump_when_the_primary_lowers_its_ceiling() {
+    let mut primary = Cluster::create("jump-primary", &[]);
+    let clock = FakeClock::of(&primary);
+    clock.start(&mut primary);
+    primary.restart_reservation_worker();
+    primary.connect().batch_execute(TABLE).unwrap();
+    let mut standby = Cluster::create_standby_of(&primary, "jump-standby", &[]);
+    clock.start(&mut standby);
+
+    clock.set("+120");
+    wait_until("the standby replayed a ceiling of the jump", || {
+        standby.recorded_ceiling_unix_ms() > real_now_ms() + 100_000
+    });
+    clock.set("+0");
+    // A commit that wrote WAL flushes the primary's WAL, ceilings included: its WAL writer,
+    // which would flush them otherwise, waits until its clock has passed its last flush again.
+    let mut client = primary.connect();
+    client.batch_execute("CREATE TABLE writes (at timestamptz)").unwrap();
+    wait_until("the standby followed the primary's lowered ceiling", || {
+        client.batch_execute("INSERT INTO writes VALUES (clock_timestamp())").unwrap();
+        standby.recorded_ceiling_unix_ms() < real_now_ms() + 10_000
+    });
+    drop(client);
+    primary.stop("fast");
+    standby.promote();
+    let mut client = standby.wait_until_accepting();
+    let issued = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]);
+    assert!(issued.is_ok(), "the promoted standby refused to issue: {issued:?}");
+}
+
+/// The real time, in Unix ms (the servers' clocks are faked, the test's is not).
+fn real_now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
 /// Moves shard 1 of `primary` `ahead` of its clock (`snowflake_advance`) and issues an ID
 /// there, which it returns, once `standby` has replayed it all.
 ///
