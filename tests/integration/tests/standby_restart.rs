@@ -78,15 +78,8 @@ fn a_standby_restarted_before_promotion_resumes_above_a_primary_whose_clock_was_
 /// short.
 #[test]
 fn a_standby_promoted_after_the_clock_ran_fast_and_was_set_back_resumes_above_what_it_never_received() {
-    const SETTINGS: &[&str] = &["snowflake_id.max_clock_skew_ms = '3s'"];
-    let mut primary = Cluster::create("fast-clock-primary", SETTINGS);
-    let clock = FakeClock::of(&primary);
-    clock.start(&mut primary);
-    // See clock_glitch.rs: the worker forked as the postmaster starts reads the real clock.
-    primary.restart_reservation_worker();
-    primary.connect().batch_execute(TABLE).unwrap();
-    let mut standby = Cluster::create_standby_of(&primary, "fast-clock-standby", &[]);
-    clock.start(&mut standby);
+    let (mut primary, mut standby, clock) =
+        pair_on_one_clock("fast-clock", &["snowflake_id.max_clock_skew_ms = '3s'"]);
 
     clock.set("+15");
     wait_until("the standby replayed a ceiling of the fast clock", || {
@@ -121,13 +114,7 @@ fn a_standby_promoted_after_the_clock_ran_fast_and_was_set_back_resumes_above_wh
 /// promotion then issues at once, not 2 minutes later.
 #[test]
 fn a_standby_drops_its_reading_of_a_clock_jump_when_the_primary_lowers_its_ceiling() {
-    let mut primary = Cluster::create("jump-primary", &[]);
-    let clock = FakeClock::of(&primary);
-    clock.start(&mut primary);
-    primary.restart_reservation_worker();
-    primary.connect().batch_execute(TABLE).unwrap();
-    let mut standby = Cluster::create_standby_of(&primary, "jump-standby", &[]);
-    clock.start(&mut standby);
+    let (mut primary, standby, clock) = pair_on_one_clock("jump", &[]);
 
     clock.set("+120");
     wait_until("the standby replayed a ceiling of the jump", || {
@@ -148,6 +135,20 @@ fn a_standby_drops_its_reading_of_a_clock_jump_when_the_primary_lowers_its_ceili
     let mut client = standby.wait_until_accepting();
     let issued = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]);
     assert!(issued.is_ok(), "the promoted standby refused to issue: {issued:?}");
+}
+
+/// A primary (with `settings`, which its standby copies) and its streaming standby, both on
+/// one faked clock, at the real time until set; the primary has the table.
+fn pair_on_one_clock(name: &str, settings: &[&str]) -> (Cluster, Cluster, FakeClock) {
+    let mut primary = Cluster::create(&format!("{name}-primary"), settings);
+    let clock = FakeClock::of(&primary);
+    clock.start(&mut primary);
+    // See clock_glitch.rs: the worker forked as the postmaster starts reads the real clock.
+    primary.restart_reservation_worker();
+    primary.connect().batch_execute(TABLE).unwrap();
+    let mut standby = Cluster::create_standby_of(&primary, &format!("{name}-standby"), &[]);
+    clock.start(&mut standby);
+    (primary, standby, clock)
 }
 
 /// The real time, in Unix ms (the servers' clocks are faked, the test's is not).
