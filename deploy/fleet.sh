@@ -13,6 +13,8 @@
 #   ./deploy/fleet.sh down                 stop every server of the fleet and remove its files
 #
 # SNOWFLAKE_FLEET_SKIP_INSTALL=1 skips the setup and build (when the extension is installed).
+# SNOWFLAKE_FLEET_STANDBY_WAIT_S (default 300): how long a move waits for the target's standbys
+# to replay the copy before it drops the source's.
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -78,6 +80,33 @@ fence() {
   die "server $1 did not apply snowflake_id.shards = '$shards' after a reload"
 }
 
+# fenced_off NAME SHARD: waits until NAME's reservation worker has applied its new fence, so
+# that no call there can issue SHARD any more (a statement running since before the reload
+# included: the generator checks the fence the worker publishes).
+fenced_off() {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [ "$(server_sql "$1" -c "SELECT snowflake_fence_allows($2)")" = f ] && return 0
+    sleep 0.05
+  done
+  die "the reservation worker of server $1 did not apply the fence without logical shard $2 (snowflake_status(), its log)"
+}
+
+# standbys_replayed NAME: waits until every standby streaming from NAME has replayed NAME's WAL
+# as it is now (none: at once); fails after SNOWFLAKE_FLEET_STANDBY_WAIT_S seconds.
+standbys_replayed() {
+  local lsn deadline behind
+  lsn=$(server_sql "$1" -c "SELECT pg_current_wal_lsn()")
+  deadline=$((SECONDS + ${SNOWFLAKE_FLEET_STANDBY_WAIT_S:-300}))
+  while :; do
+    behind=$(server_sql "$1" -c "SELECT string_agg(application_name || ' at ' || coalesce(replay_lsn::text, 'nothing'), ', ')
+      FROM pg_stat_replication WHERE replay_lsn IS NULL OR replay_lsn < '$lsn'")
+    [ -z "$behind" ] && return 0
+    [ "$SECONDS" -lt "$deadline" ] || { echo "$behind"; return 1; }
+    sleep 0.2
+  done
+}
+
 stop_all() {
   clusters_remove "$FLEET_DIR"/*/
   rmdir "$FLEET_DIR" 2>/dev/null || true
@@ -135,9 +164,12 @@ MSG
 
 # The procedure of moving one logical shard; each step is safe to stop after (see
 # docs/several-servers.md): the source refuses writes before the copy, and the target
-# generates only once it holds every copied row and has moved its generator above them.
+# generates only once it holds every copied row and has moved its generator above every ID
+# the source handed out (stored or not: the source's durable reservation, read once its
+# fence is in force). The source's copy is dropped only once the target's standbys hold the
+# copy too: a failover of the target must not lose the only other one.
 move_shard() {
-  local shard=$1 target=$2 source schema theirs ours
+  local shard=$1 target=$2 source schema theirs ours reserved behind
   [[ $shard =~ ^[0-9]+$ ]] || die "a logical shard is a number: '$shard'"
   valid_name "$target"
   source=$(router_sql -c "SELECT server FROM fleet.shard_map WHERE shard = $shard")
@@ -157,15 +189,32 @@ move_shard() {
   trap 'echo "fleet: moving logical shard $shard to $target failed: $cancel" >&2' ERR
   # The source stops issuing the shard before the target may start.
   fence "$source"
+  fenced_off "$source" "$shard"
   "$PG_BIN/pg_dump" -h "$FLEET_DIR/$source" -p "$PG_PORT" -U postgres --schema="$schema" fleet |
     server_sql "$target" --single-transaction >/dev/null
   theirs=$(server_sql "$source" -c "SELECT fleet.shard_fingerprint($shard)")
   ours=$(server_sql "$target" -c "SELECT fleet.shard_fingerprint($shard)")
   [ "$theirs" = "$ours" ] || die "the copy differs: $source has $theirs, $target has $ours; $cancel"
+  # Every ID the source handed out lies below its reservation, also those never stored (a
+  # bare snowflake_nextval, a rolled-back insert) and those of a server it was promoted from.
+  reserved=$(server_sql "$source" -c "SELECT snowflake_compose(reserved_until, $shard, 0) FROM snowflake_status()")
   fence "$target" "$shard"
-  server_sql "$target" -c "SELECT fleet.adopt_shard($shard)" >/dev/null
+  # The reservation may lie up to reserve_ms past the lead bound of the target's clock: then
+  # snowflake_advance refuses (55000) until the clock has come that close, a moment later.
+  local i
+  for ((i = 0; ; i++)); do
+    server_sql "$target" -c "SELECT fleet.adopt_shard($shard, $reserved)" >/dev/null 2>"$FLEET_DIR/adopt.err" && break
+    if [ "$i" -ge 100 ] || ! grep -q "ahead of the wall clock" "$FLEET_DIR/adopt.err"; then
+      cat "$FLEET_DIR/adopt.err" >&2
+      false
+    fi
+    sleep 0.1
+  done
   router_sql -c "SELECT fleet.assign_shard($shard, '$target')" >/dev/null
   trap - ERR
+  if ! behind=$(standbys_replayed "$target"); then
+    die "moved logical shard $shard to $target, but its standbys have not replayed the copy ($behind): $source keeps its copy (frozen, fenced off); once they have, drop it there: SELECT fleet.drop_shard($shard)"
+  fi
   server_sql "$source" -c "SELECT fleet.drop_shard($shard)" >/dev/null
   echo "moved logical shard $shard from $source to $target ($ours)"
 }

@@ -50,8 +50,14 @@ pg_tree_of() {
   echo "$PG_TREES/postgresql-$(pg_binaries_version "$1")"
 }
 
-# pg_config of a major this project tests.
+# pg_config of a major this project tests; SNOWFLAKE_PG_CONFIG_<N> names another one for major
+# N (a copy of its PostgreSQL, so that a long run there leaves the shared one to other work).
 pg_config_of() {
+  local override="SNOWFLAKE_PG_CONFIG_$1"
+  if [ -n "${!override:-}" ]; then
+    echo "${!override}"
+    return 0
+  fi
   case $1 in
     15) echo /usr/lib/postgresql/15/bin/pg_config ;;
     16 | 17 | 18) echo "$(pg_tree_of "$1")/bin/pg_config" ;;

@@ -270,15 +270,16 @@ BEGIN
 END
 $fn$;
 
--- Target, after the copy: every later ID of the shard sorts above the copied ones (the
--- source's generator may have run ahead of this server's clock), then take ownership.
--- snowflake_advance is an operator's function: this runs as a superuser.
-CREATE FUNCTION fleet.adopt_shard(p_shard int) RETURNS bigint LANGUAGE plpgsql AS $fn$
+-- Target, after the copy: every later ID of the shard sorts above the copied ones and above
+-- p_above, the end of the source's reservation (every ID it handed out, stored or not, lies
+-- below it; the source's generator may have run ahead of this server's clock), then take
+-- ownership. snowflake_advance is an operator's function: this runs as a superuser.
+CREATE FUNCTION fleet.adopt_shard(p_shard int, p_above bigint DEFAULT NULL) RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
     highest bigint;
 BEGIN
-    EXECUTE format('SELECT greatest((SELECT max(id) FROM %1$I.users), (SELECT max(id) FROM %1$I.posts))',
-                   fleet.schema_of(p_shard)) INTO highest;
+    EXECUTE format('SELECT greatest((SELECT max(id) FROM %1$I.users), (SELECT max(id) FROM %1$I.posts), $1)',
+                   fleet.schema_of(p_shard)) INTO highest USING p_above;
     IF highest IS NOT NULL THEN
         PERFORM snowflake_advance(p_shard, highest);
     END IF;

@@ -203,9 +203,19 @@ impl Cluster {
     /// Creates a streaming hot standby of `primary` as `start_standby_of` does, without
     /// starting it (to start it on a faked clock, say).
     pub fn create_standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
-        let standby = Cluster::new_folder(name, &primary.bin);
-        let mut backup = as_server_owner(primary.bin.join("pg_basebackup"));
-        backup.arg("-h").arg(&primary.root).args([
+        Cluster::create_standby_through(&primary.bin, &primary.root, name, settings)
+    }
+
+    /// The same for a primary this harness did not start (a kit's server), reached through
+    /// the Unix socket in `socket_dir` at the harness's port, on the PostgreSQL under test.
+    pub fn create_standby_of_socket(socket_dir: &Path, name: &str, settings: &[&str]) -> Cluster {
+        Cluster::create_standby_through(pg_bin_dir(), socket_dir, name, settings)
+    }
+
+    fn create_standby_through(bin: &Path, socket_dir: &Path, name: &str, settings: &[&str]) -> Cluster {
+        let standby = Cluster::new_folder(name, bin);
+        let mut backup = as_server_owner(bin.join("pg_basebackup"));
+        backup.arg("-h").arg(socket_dir).args([
             "-p",
             &PORT.to_string(),
             "-U",

@@ -15,7 +15,8 @@
 
 use postgres::{Client, Config, NoTls};
 use snowflake_id_integration::{
-    apply_settings, db_error, pg_bin_dir, pg_ctl_start, pg_ctl_stop, wait_until, FakeClock, Kit, PORT,
+    apply_settings, db_error, pg_bin_dir, pg_ctl_start, pg_ctl_stop, wait_until, Cluster, FakeClock, Kit,
+    PORT,
 };
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -628,4 +629,68 @@ fn a_reply_carrying_its_posts_id_sorts_after_it_on_a_server_with_a_slower_clock(
     );
     assert_eq!(below_with, 0, "replies below the post whose ID they carried");
     assert!(below_without > 0, "the control shows no reply below its post: the test sees nothing");
+}
+
+/// Findings F3 and F2 of the fault campaign (docs/reliability.md), on the kit's move.
+///
+/// F3: just before the move the source handed out an ID it never stored (a bare call), ahead
+/// of the clock: the target must continue above it, not only above the copied rows, or it
+/// hands out the same ID again. F2: the target has a standby that has not replayed the copy
+/// (its replay paused here, as a lagging standby's is behind): the source must keep its copy
+/// until the standby has it, or a failover of the target loses the shard's rows.
+#[test]
+fn a_move_continues_above_unstored_ids_and_keeps_the_source_until_the_targets_standby_has_the_copy() {
+    let fleet = Fleet::up(2);
+    let mut router = fleet.connect("router");
+    let (user, shard) = create_users(&mut router, vec!["moved-shard-writer".to_string()])[0];
+    let source = fleet.shard_map()[&shard].clone();
+    let target = fleet.servers().into_iter().find(|server| *server != source).unwrap();
+    for server in [&source, &target] {
+        apply_settings(&mut fleet.connect(server), &[("snowflake_id.max_lead_ms", "10s")]);
+    }
+    let mut on_source = fleet.connect(&source);
+    on_source
+        .query_one(
+            "SELECT snowflake_advance($1, snowflake_compose(clock_timestamp() + interval '8 s', 0, 0))",
+            &[&shard],
+        )
+        .unwrap();
+    let stored: i64 = router.query_one("SELECT fleet.insert_post($1, 'stored')", &[&user]).unwrap().get(0);
+    let bare: i64 = on_source.query_one("SELECT snowflake_nextval($1)", &[&shard]).unwrap().get(0);
+    assert!(bare > stored);
+    drop(on_source);
+
+    let mut standby = Cluster::create_standby_of_socket(&fleet.kit.dir().join(&target), "fleet-standby", &[]);
+    standby.start_with(&[]);
+    standby.connect().batch_execute("SELECT pg_wal_replay_pause()").unwrap();
+    let out = fleet
+        .kit
+        .command(&["move-shard", &shard.to_string(), &target])
+        .env("SNOWFLAKE_FLEET_STANDBY_WAIT_S", "3")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the move finished while the target's standby lacked the copy");
+    assert!(stderr.contains("keeps its copy"), "{stderr}");
+    let kept: i64 = fleet
+        .connect(&source)
+        .query_one("SELECT count(*) FROM fleet.owned_shards WHERE shard = $1 AND state = 'frozen'", &[&shard])
+        .unwrap()
+        .get(0);
+    assert_eq!(kept, 1, "the source dropped its copy of logical shard {shard}");
+
+    let after_move: i64 =
+        router.query_one("SELECT fleet.insert_post($1, 'after the move')", &[&user]).unwrap().get(0);
+    assert!(
+        after_move > bare,
+        "logical shard {shard} on {target} issued {after_move}, not above {bare} from {source}"
+    );
+
+    // Once the standby has replayed, the source's copy goes, as the message says.
+    standby.connect().batch_execute("SELECT pg_wal_replay_resume()").unwrap();
+    let lsn: String =
+        fleet.connect(&target).query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+    standby.wait_for_replay(&lsn);
+    fleet.connect(&source).query_one("SELECT fleet.drop_shard($1)", &[&shard]).unwrap();
+    fleet.run(&["status"]);
 }
