@@ -16,6 +16,12 @@
 #                                                   schedule again.
 #   --no-install                                    the extension is installed already (as
 #                                                   scripts/test.sh has done by then)
+#   --upgrade-to N                                  in the middle of each run the second server
+#                                                   moves to PostgreSQL N with pg_upgrade (the
+#                                                   documented procedure; half the seeds start
+#                                                   it first without the old reservation
+#                                                   record, which must be refused); the
+#                                                   extension is installed into N too
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -29,7 +35,7 @@ source scripts/lib.sh
 declare -A SHORT_SEED=([15]=7 [18]=4)
 SHORT_MINUTES=1.25
 
-seeds=() minutes="" out=.run/campaign install=1
+seeds=() minutes="" out=.run/campaign install=1 upgrade_to=
 while [ $# -gt 0 ]; do
   case "$1" in
     --seed) seeds+=("$2"); shift 2 ;;
@@ -37,7 +43,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --short) seeds=("${SHORT_SEED[$PG_MAJOR]:-7}"); minutes=$SHORT_MINUTES; shift ;;
     --no-install) install=0; shift ;;
-    *) echo "usage: $0 (--seed N [--seed M ...] --minutes M | --short) [--out DIR] [--no-install]" >&2; exit 2 ;;
+    --upgrade-to) upgrade_to=$2; shift 2 ;;
+    *) echo "usage: $0 (--seed N [--seed M ...] --minutes M | --short) [--out DIR] [--no-install] [--upgrade-to MAJOR]" >&2; exit 2 ;;
   esac
 done
 if [ ${#seeds[@]} -eq 0 ] || [ -z "$minutes" ]; then
@@ -45,10 +52,18 @@ if [ ${#seeds[@]} -eq 0 ] || [ -z "$minutes" ]; then
   exit 2
 fi
 
+if [ -n "$upgrade_to" ]; then
+  [ "$upgrade_to" -gt "$PG_MAJOR" ] || { echo "campaign: --upgrade-to $upgrade_to is not a newer major than $PG_MAJOR" >&2; exit 2; }
+  runs_on=$PG_MAJOR
+  use_major "$upgrade_to"
+  if [ "$install" = 1 ]; then install_extension; fi
+  export SNOWFLAKE_CAMPAIGN_UPGRADE_PG_CONFIG=$PG_CONFIG
+  use_major "$runs_on"
+fi
 if [ "$install" = 1 ]; then install_extension; fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-echo "campaign: PostgreSQL $PG_MAJOR, seeds ${seeds[*]}, $minutes minutes each; folders in $out"
+echo "campaign: PostgreSQL $PG_MAJOR${upgrade_to:+ (the second server upgraded to $upgrade_to)}, seeds ${seeds[*]}, $minutes minutes each; folders in $out"
 SNOWFLAKE_CAMPAIGN_SEEDS=$(IFS=,; echo "${seeds[*]}") SNOWFLAKE_CAMPAIGN_MINUTES=$minutes \
   SNOWFLAKE_CAMPAIGN_OUT=$out CARGO_TARGET_DIR=tests/integration/target \
   cargo test --release --manifest-path tests/integration/Cargo.toml --test campaign -- --nocapture

@@ -678,6 +678,27 @@ impl Drop for Kit {
     }
 }
 
+/// Runs pg_upgrade from `old` (stopped, or running with `--check`) into `new` (stopped), in
+/// copy mode, keeping its logs.
+pub fn pg_upgrade(old: &Cluster, new: &Cluster, options: &[&str]) {
+    let work = new.socket_dir().to_path_buf();
+    let mut upgrade = as_server_owner(new.bin_dir().join("pg_upgrade"));
+    upgrade
+        .current_dir(&work)
+        .arg("-b")
+        .arg(old.bin_dir())
+        .arg("-B")
+        .arg(new.bin_dir())
+        .arg("-d")
+        .arg(old.data_dir())
+        .arg("-D")
+        .arg(new.data_dir())
+        .args(["-U", "postgres", "--retain", "--no-sync", "-s"])
+        .arg(&work)
+        .args(options);
+    run(&mut upgrade, "pg_upgrade");
+}
+
 /// Sets reloadable settings with ALTER SYSTEM and a reload, and waits until this session
 /// sees every new value (written as `SHOW` prints it, e.g. "500ms").
 pub fn apply_settings(client: &mut Client, settings: &[(&str, &str)]) {

@@ -7,7 +7,10 @@
 //! - `SNOWFLAKE_CAMPAIGN_MINUTES`: minutes per seed (default 1.25)
 //! - `SNOWFLAKE_CAMPAIGN_OUT`: where each seed's folder goes (default: the temporary folder)
 //! - `SNOWFLAKE_CAMPAIGN_PLAN_ONLY=1`: print each seed's schedule, run nothing (to choose seeds)
+//! - `SNOWFLAKE_CAMPAIGN_UPGRADE_PG_CONFIG`: `pg_config` of the next major, with the extension
+//!   installed: the second server is moved there by pg_upgrade in the middle of each run
 
+use snowflake_id_integration::bin_dir_of;
 use snowflake_id_integration::campaign::schedule::Schedule;
 use snowflake_id_integration::campaign::{run, Options};
 use std::time::Duration;
@@ -19,14 +22,17 @@ fn fault_campaign() {
         std::env::var("SNOWFLAKE_CAMPAIGN_MINUTES").map_or(1.25, |m| m.parse().expect("minutes"));
     let out_dir = std::env::var("SNOWFLAKE_CAMPAIGN_OUT")
         .map_or_else(|_| std::env::temp_dir().join("snowflake_id-campaign"), Into::into);
+    let upgrade_bin = std::env::var_os("SNOWFLAKE_CAMPAIGN_UPGRADE_PG_CONFIG")
+        .map(|pg_config| bin_dir_of(pg_config.as_ref()));
+    let upgrade_to = upgrade_bin.as_deref().map(snowflake_id_integration::major_of);
     let mut failed = Vec::new();
     for seed in seeds.split(',').map(|seed| seed.trim().parse::<u64>().expect("a seed")) {
         let duration = Duration::from_secs_f64(minutes * 60.0);
         if std::env::var_os("SNOWFLAKE_CAMPAIGN_PLAN_ONLY").is_some() {
-            println!("{}", Schedule::new(seed, duration).text());
+            println!("{}", Schedule::new(seed, duration, upgrade_to).text());
             continue;
         }
-        let options = Options { seed, duration, out_dir: out_dir.clone() };
+        let options = Options { seed, duration, out_dir: out_dir.clone(), upgrade_bin: upgrade_bin.clone() };
         let summary = run(&options);
         if !summary.passed() {
             failed.push(summary.text());

@@ -16,7 +16,7 @@
 //! PostgreSQL of `PG_CONFIG`, as `scripts/test.sh` does on 18 from 15, 16 and 17: one test per
 //! old major and case (`from_16::...`). A major that is not named says that it did not run.
 
-use snowflake_id_integration::{as_server_owner, bin_dir_of, major_of, pg_bin_dir, run, Cluster};
+use snowflake_id_integration::{bin_dir_of, major_of, pg_bin_dir, pg_upgrade, Cluster};
 use std::path::{Path, PathBuf};
 
 const FROM_VARIABLE: &str = "SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS";
@@ -277,27 +277,6 @@ fn upgraded(old: &Cluster, new_bin: &Path, name: &str) -> Cluster {
 fn copy_layout(old: &Cluster, new: &Cluster) {
     let layout = std::fs::read(old.data_dir().join(LAYOUT_FILE)).expect("the old server's layout file");
     std::fs::write(new.data_dir().join(LAYOUT_FILE), layout).unwrap();
-}
-
-/// Runs pg_upgrade from `old` (stopped, or running with `--check`) into `new` (stopped), in
-/// copy mode, keeping its logs.
-fn pg_upgrade(old: &Cluster, new: &Cluster, options: &[&str]) {
-    let work = new.socket_dir().to_path_buf();
-    let mut upgrade = as_server_owner(new.bin_dir().join("pg_upgrade"));
-    upgrade
-        .current_dir(&work)
-        .arg("-b")
-        .arg(old.bin_dir())
-        .arg("-B")
-        .arg(new.bin_dir())
-        .arg("-d")
-        .arg(old.data_dir())
-        .arg("-D")
-        .arg(new.data_dir())
-        .args(["-U", "postgres", "--retain", "--no-sync", "-s"])
-        .arg(&work)
-        .args(options);
-    run(&mut upgrade, "pg_upgrade");
 }
 
 /// The server logs pg_upgrade kept (`--retain`) under the new data directory.

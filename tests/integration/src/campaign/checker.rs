@@ -26,9 +26,10 @@ pub fn unix_ms_of(id: i64) -> i64 {
     (id >> TIME_SHIFT) + EPOCH_UNIX_MS
 }
 
-/// The group that `server` (a name of the directory) belongs to.
+/// The group that `server` (a name of the directory) belongs to: the second server, and the
+/// one pg_upgrade made of it, or a server of the pair.
 fn group_of(server: &str) -> Group {
-    if server == "second" {
+    if server.starts_with("second") {
         Group::Second
     } else {
         Group::Pair

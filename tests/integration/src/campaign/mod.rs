@@ -174,12 +174,16 @@ pub struct Options {
     /// Where the schedule and the summary are written, and on a failure the history and
     /// every server's log (a folder per seed inside).
     pub out_dir: PathBuf,
+    /// The `bin` folder of the next PostgreSQL major, with the extension installed: the second
+    /// server is moved there with pg_upgrade once, in the middle of the run.
+    pub upgrade_bin: Option<PathBuf>,
 }
 
 /// Runs one campaign; the summary says whether every check passed (when not, the folder of
 /// the run holds everything).
 pub fn run(options: &Options) -> report::Summary {
-    let schedule = schedule::Schedule::new(options.seed, options.duration);
+    let upgrade_to = options.upgrade_bin.as_deref().map(crate::major_of);
+    let schedule = schedule::Schedule::new(options.seed, options.duration, upgrade_to);
     let dir = options.out_dir.join(format!("seed-{}", options.seed));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -189,7 +193,7 @@ pub fn run(options: &Options) -> report::Summary {
 
     let lead = |larger: bool| if larger { schedule::LARGER_LEAD_MS } else { schedule::DEFAULT_LEAD_MS };
     let shared = Arc::new(Shared::new([lead(schedule.larger_lead_on_standby), lead(false)]));
-    let system = system::System::start(shared.clone(), &schedule);
+    let system = system::System::start(shared.clone(), &schedule, options.upgrade_bin.clone());
     let mut clients = clients::Clients::start(shared.clone(), options.seed);
     let mut outcome = nemesis::run(shared.clone(), system, &schedule);
 

@@ -147,6 +147,7 @@ fn apply(shared: &Shared, system: &Mutex<System>, fault: &Fault, number: usize) 
         Fault::RestartStandby => lock(system).restart_standby(),
         Fault::MoveShard => lock(system).move_shard(number),
         Fault::RefusedStart(group, what) => return lock(system).refused_start(group, what),
+        Fault::Upgrade { forgotten } => return lock(system).upgrade_second(forgotten),
         Fault::ClockBump { group, ms, hold } | Fault::StepBackAfterAhead { group, ms, hold } => {
             shared.set_offset(group, ms);
             sleep(hold);

@@ -110,6 +110,14 @@ pub enum Fault {
         group: Group,
         hold: Duration,
     },
+    /// The second server moved to the next PostgreSQL major with pg_upgrade (once, in runs
+    /// given one), by the documented procedure: the old server's reservation and layout files
+    /// copied into the new cluster before it starts. With `forgotten`, the first start comes
+    /// with the layout alone, the reservation record forgotten, and must be refused; then it
+    /// is copied.
+    Upgrade {
+        forgotten: bool,
+    },
 }
 
 impl Fault {
@@ -135,6 +143,8 @@ impl Fault {
             Fault::ClockStrobe { .. } => "clock strobed",
             Fault::SlowFsync { .. } => "slow fsync",
             Fault::FailingFsync { .. } => "failing fsync",
+            Fault::Upgrade { forgotten: false } => "pg_upgrade",
+            Fault::Upgrade { forgotten: true } => "pg_upgrade, the record forgotten first",
         }
     }
 }
@@ -170,6 +180,7 @@ impl fmt::Display for Fault {
             Fault::FailingFsync { group, hold } => {
                 write!(f, "fsync of {group}'s worker failing for {} ms", hold.as_millis())
             }
+            Fault::Upgrade { .. } => write!(f, "{} of {}", self.kind(), Group::Second),
             _ => f.write_str(self.kind()),
         }
     }
@@ -196,6 +207,8 @@ pub struct Schedule {
     pub larger_lead_on_standby: bool,
     pub process: Vec<Step>,
     pub environment: Vec<Step>,
+    /// The major the second server is moved to by pg_upgrade, if any.
+    pub upgrade_to: Option<u32>,
 }
 
 /// The default lead bound, and the larger one a seed may set on the standby.
@@ -203,7 +216,10 @@ pub const DEFAULT_LEAD_MS: i64 = 2_000;
 pub const LARGER_LEAD_MS: i64 = 5_000;
 
 impl Schedule {
-    pub fn new(seed: u64, duration: Duration) -> Schedule {
+    /// With `upgrade_to` (a next major whose PostgreSQL has the extension), one process step
+    /// near the middle of the faulty phase becomes the second server's pg_upgrade; the other
+    /// steps are those of the seed without it.
+    pub fn new(seed: u64, duration: Duration, upgrade_to: Option<u32>) -> Schedule {
         let mut pick = Pick::new(seed);
         // A quiet end of at least 30 s (a quarter of long runs), in which every writer must
         // issue again and the readers catch up.
@@ -215,7 +231,7 @@ impl Schedule {
         let process = lane(&mut pick, faults_until, (4_000, 10_000), process_fault);
         let environment =
             lane(&mut pick, faults_until, (2_000, 7_000), |pick| environment_fault(pick, longest_step_ms));
-        Schedule {
+        let mut schedule = Schedule {
             seed,
             duration,
             faults_until,
@@ -223,7 +239,17 @@ impl Schedule {
             larger_lead_on_standby: pick.chance(50),
             process,
             environment,
+            upgrade_to,
+        };
+        // Drawn last, so that the rest of the schedule is the seed's with or without it.
+        let forgotten = pick.chance(50);
+        let middle = schedule.faults_until / 2;
+        if let Some(step) =
+            upgrade_to.and_then(|_| schedule.process.iter_mut().min_by_key(|step| step.at.abs_diff(middle)))
+        {
+            step.fault = Fault::Upgrade { forgotten };
         }
+        schedule
     }
 
     /// The largest clock step of the schedule, in ms: a group that issued ahead of a clock
@@ -245,7 +271,7 @@ impl Schedule {
     /// The schedule as printed and saved.
     pub fn text(&self) -> String {
         let mut out = format!(
-            "seed {} for {} s, faults until {} s; replication {}; max_lead_ms {}\n",
+            "seed {} for {} s, faults until {} s; replication {}; max_lead_ms {}{}\n",
             self.seed,
             self.duration.as_secs(),
             self.faults_until.as_secs(),
@@ -254,7 +280,10 @@ impl Schedule {
                 format!("{LARGER_LEAD_MS} on the standby (ALTER SYSTEM), {DEFAULT_LEAD_MS} elsewhere")
             } else {
                 format!("{DEFAULT_LEAD_MS} everywhere")
-            }
+            },
+            self.upgrade_to
+                .map(|major| format!("; the second server upgraded to PostgreSQL {major}"))
+                .unwrap_or_default()
         );
         let mut steps: Vec<(&str, &Step)> = self.process.iter().map(|step| ("process", step)).collect();
         steps.extend(self.environment.iter().map(|step| ("environment", step)));

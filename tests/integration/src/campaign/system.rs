@@ -9,6 +9,7 @@ use super::{Endpoint, Shared, MOVABLE_SHARDS, PAIR_SHARDS, SECOND_SHARDS};
 use crate::{apply_settings, Cluster, FakeClock};
 use postgres::Client;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,8 @@ pub struct System {
     pub shards: [Vec<i32>; 2],
     /// The logs of servers a failover replaced: (name, log).
     pub old_logs: Vec<(String, String)>,
+    /// The `bin` folder of the next major, for the pg_upgrade of the second server.
+    upgrade_bin: Option<PathBuf>,
 }
 
 /// `snowflake_id.shards` for a list of shards.
@@ -76,7 +79,7 @@ fn create_table(client: &mut Client, shard: i32) {
 }
 
 impl System {
-    pub fn start(shared: Arc<Shared>, schedule: &Schedule) -> System {
+    pub fn start(shared: Arc<Shared>, schedule: &Schedule, upgrade_bin: Option<PathBuf>) -> System {
         let shards = [PAIR_SHARDS.to_vec(), SECOND_SHARDS.to_vec()];
         let mut primary = new_server(&shared, Group::Pair, "pair-1", &fence(&shards[0]));
         let mut second = new_server(&shared, Group::Second, "second", &fence(&shards[1]));
@@ -103,6 +106,7 @@ impl System {
             built: 2,
             shards,
             old_logs: Vec::new(),
+            upgrade_bin,
         };
         system.configure_standby();
         let mut directory = shared.directory.write().unwrap();
@@ -409,6 +413,62 @@ impl System {
             Ok(()) => Err(format!("the server started with {what:?}")),
             Err(_) => Ok(()),
         }
+    }
+
+    /// The second server moved to the next major by the documented procedure: its prepared
+    /// transactions finished (pg_upgrade refuses them), stopped, pg_upgrade into a new
+    /// cluster (copy mode), the old server's reservation and layout files copied into it, the
+    /// new server started in its place. With `forgotten`, the new cluster is first started
+    /// with the layout file alone, on pg_upgrade's estimate of the reservation, which must be
+    /// refused. `Err` if it started.
+    pub fn upgrade_second(&mut self, forgotten: bool) -> Result<(), String> {
+        let bin = self.upgrade_bin.clone().expect("a schedule with pg_upgrade has its next major");
+        self.publish(Group::Second, false);
+        // Stopped first: the sessions still in a transaction end (the clients see no server
+        // to reconnect to until the new one is published).
+        self.second.cluster.stop("fast");
+        self.second.start();
+        self.resolve_prepared(Group::Second, None, Duration::ZERO);
+        let old_major = crate::major_of(self.second.cluster.bin_dir());
+        if old_major == 15 {
+            // See major_upgrade.rs: Debian's 15 writes a column option newer majors'
+            // pg_upgrade refuses to restore.
+            self.second
+                .cluster
+                .connect()
+                .batch_execute("UPDATE pg_attribute SET attoptions = NULL WHERE attrelid >= 16384 AND attoptions IS NOT NULL")
+                .unwrap();
+        }
+        self.second.cluster.stop("fast");
+        let fence = fence(&self.shards[Group::Second.index()]);
+        let mut settings: Vec<String> = SETTINGS.iter().map(|line| line.to_string()).collect();
+        settings.push(format!("snowflake_id.shards = '{fence}'"));
+        let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+        let cluster = Cluster::create_with(&bin, "campaign-second-upgraded", &settings);
+        crate::pg_upgrade(&self.second.cluster, &cluster, &[]);
+        let clock = FakeClock::of(&cluster);
+        self.shared.add_clock(Group::Second, clock.offset_file().to_path_buf());
+        let mut upgraded = Server { name: "second-upgraded".to_string(), cluster, clock };
+        let (from, to) =
+            (self.second.cluster.data_dir().to_path_buf(), upgraded.cluster.data_dir().to_path_buf());
+        let copy = |file: &str| {
+            // Written, not copied: a copy keeps the old file's mode.
+            std::fs::write(to.join(file), std::fs::read(from.join(file)).unwrap()).unwrap();
+        };
+        copy("snowflake_id.layout");
+        let mut result = Ok(());
+        if forgotten && upgraded.clock.try_start(&mut upgraded.cluster).is_ok() {
+            upgraded.cluster.stop("immediate");
+            result =
+                Err("the cluster made by pg_upgrade started without the old server's reservation record"
+                    .into());
+        }
+        copy("snowflake_id.reservation");
+        upgraded.start();
+        let old = std::mem::replace(&mut self.second, upgraded);
+        self.retire(Group::Second, old);
+        self.publish(Group::Second, true);
+        result
     }
 
     /// Every row each shard holds at the end, on the server that issues it.
