@@ -1,8 +1,27 @@
 //! Files in the data directory that must survive a crash whole: the reservation and the
 //! recorded layout.
 
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
+
+/// Raises an ERROR for one of these files that could not be written: 58030 (io_error), as
+/// PostgreSQL reports its own files, with the path and the system's reason, never XX000.
+/// `what` says what was to be recorded ("the snowflake_id reservation").
+pub fn not_recorded(what: &str, file: &str, context: &str, error: std::io::Error) -> ! {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_IO_ERROR,
+        format!("could not record {what} in \"{file}\"{context}: {error}"),
+        "snowflake_id",
+    )
+    .set_hint(
+        "The file is in the data directory: check its disk (free space, permissions, the kernel log); \
+         PostgreSQL's own files there are at risk too.",
+    )
+    .report(PgLogLevel::ERROR);
+    unreachable!("an ERROR report returns control to PostgreSQL")
+}
 
 /// Replaces `file` with `content` so that a crash at any moment leaves the old or the new
 /// content, never a torn one: written to `temp_file`, fsynced, renamed over `file`, and the

@@ -108,7 +108,7 @@ pub fn check_or_record() {
                 (format_record(&configured), "recorded")
             };
             if let Err(error) = durable_file::replace(FILE, TEMP_FILE, &line) {
-                pgrx::error!("could not record the snowflake_id layout in \"{FILE}\": {error}");
+                durable_file::not_recorded("the snowflake_id layout", FILE, "", error);
             }
             pgrx::log!(
                 "snowflake_id: {what} the layout of this server's IDs in \"{FILE}\": {}",

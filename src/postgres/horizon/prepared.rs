@@ -214,8 +214,11 @@ pub fn remember(slots: &PendingSlots, index: usize) {
     // SAFETY: acquired above.
     unsafe { pg_sys::LWLockRelease(LOCK) };
     if let Err(error) = written {
-        pgrx::error!(
-            "could not record the prepared transaction's IDs in \"{FILE}\" for the snowflake_id horizon: {error}"
+        durable_file::not_recorded(
+            "the prepared transaction's IDs",
+            FILE,
+            " for the snowflake_id horizon",
+            error,
         );
     }
 }

@@ -5,7 +5,7 @@
 use super::legacy_wal;
 use super::record::{self, Record, FILE, PREFIX};
 use super::{old_server_lead_bound_ms, time_part_of_ceiling};
-use crate::postgres::{clock, compat};
+use crate::postgres::{clock, compat, durable_file};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::utc;
@@ -67,9 +67,7 @@ fn record_upgrade_guard(noted: Option<record::Noted>) -> u64 {
     let record = Record { ceiling_unix_ms, wal128: legacy_wal::may_remain() };
     let written = if new_cluster { record::write_unconfirmed(record) } else { record::write(record) };
     if let Err(error) = written {
-        pgrx::error!(
-            "could not record the snowflake_id reservation in \"{FILE}\" during a binary upgrade: {error}"
-        );
+        durable_file::not_recorded("the snowflake_id reservation", FILE, " during a binary upgrade", error);
     }
     pgrx::log!(
         "snowflake_id: binary upgrade: recorded a ceiling of {} ({bound_ms} ms ahead of the clock){}",

@@ -4,8 +4,10 @@
 
 use super::record::FILE;
 use super::{legacy_wal, promotion_bound_ms, restore, time_part_of_ceiling, write_durably};
-use crate::postgres::{clock, compat, fixed_layout, settings, shmem};
+use crate::postgres::{clock, compat, durable_file, fixed_layout, settings, shmem};
 use pgrx::pg_sys;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::utc;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
@@ -79,7 +81,18 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: called by PostgreSQL with a record of ours.
     match unsafe { ceiling_of(record) } {
         Some(ceiling_unix_ms) => replay_ceiling(ceiling_unix_ms),
-        None => pgrx::error!("snowflake_id WAL record of unexpected size"),
+        None => {
+            ErrorReport::new(
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                "snowflake_id WAL record of unexpected size",
+                "snowflake_id",
+            )
+            .set_hint(
+                "The WAL is damaged, or was written under this resource manager id by another extension.",
+            )
+            .report(PgLogLevel::ERROR);
+            unreachable!("an ERROR report returns control to PostgreSQL")
+        }
     }
 }
 
@@ -152,7 +165,7 @@ fn replay_ceiling(ceiling_unix_ms: i64) {
         reservation.replay(time_part_of_ceiling(floor_unix_ms));
     }
     if let Err(error) = write_durably(floor_unix_ms) {
-        pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" during replay: {error}");
+        durable_file::not_recorded("the snowflake_id reservation", FILE, " during replay", error);
     }
 }
 

@@ -5,7 +5,7 @@
 
 use super::record::FILE;
 use super::{legacy_wal, promotion_bound_ms, time_part_of_ceiling, wal, write_durably};
-use crate::postgres::{clock, compat, fence, fixed_layout, settings, shmem};
+use crate::postgres::{clock, compat, durable_file, fence, fixed_layout, settings, shmem};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys;
 use snowflake_core::generator::{self, Reservation};
@@ -49,7 +49,7 @@ fn record_promotion_guard(reservation: &Reservation) {
     wal::log_ceiling(ceiling_unix_ms);
     if let Err(error) = write_durably(ceiling_unix_ms) {
         // Without the record the shards cannot resume above it after a crash: issue nothing.
-        pgrx::error!("could not record the snowflake_id reservation in \"{FILE}\" after recovery: {error}");
+        durable_file::not_recorded("the snowflake_id reservation", FILE, " after recovery", error);
     }
     reservation.resume_at(ceiling);
     if ceiling == guard {

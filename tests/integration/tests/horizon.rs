@@ -694,6 +694,32 @@ fn a_prepared_transaction_holds_the_horizon_across_restarts() {
     assert_eq!(rows, 1);
 }
 
+/// A PREPARE TRANSACTION whose IDs cannot be recorded for the horizon (a directory stands
+/// where the file's new copy is written, as a full or failing disk would stop it) is refused
+/// with 58030 (io_error), naming the file and the reason, not XX000; the transaction is rolled
+/// back, and once the file can be written again a PREPARE goes through.
+#[test]
+fn a_prepare_whose_ids_cannot_be_recorded_is_refused_with_an_io_error() {
+    let cluster = server("horizon-prepare-unrecorded", &["max_prepared_transactions = 4"]);
+    let blocker = cluster.data_dir().join("snowflake_id.prepared.tmp");
+    std::fs::create_dir(&blocker).unwrap();
+    let mut writer = cluster.connect();
+    let id = open_transaction_with_an_id(&mut writer, 3);
+    let error = db_error(&mut writer, "PREPARE TRANSACTION 'unrecorded'");
+    assert_eq!(error.code().code(), "58030", "{error:?}");
+    assert!(error.message().contains("\"snowflake_id.prepared\""), "{error:?}");
+    assert!(error.hint().is_some_and(|hint| hint.contains("disk")), "{error:?}");
+    let _ = writer.batch_execute("ROLLBACK");
+    assert_eq!(count(&mut writer, "SELECT count(*) FROM pg_prepared_xacts"), 0);
+    let stored: i64 = writer.query_one("SELECT count(*) FROM t WHERE id = $1", &[&id]).unwrap().get(0);
+    assert_eq!(stored, 0, "the refused transaction's row is there");
+
+    std::fs::remove_dir(&blocker).unwrap();
+    open_transaction_with_an_id(&mut writer, 3);
+    writer.batch_execute("PREPARE TRANSACTION 'recorded'").unwrap();
+    writer.batch_execute("COMMIT PREPARED 'recorded'").unwrap();
+}
+
 /// (c) IDs issued by parallel workers hold their leader's transaction's horizon.
 #[test]
 fn ids_of_parallel_workers_hold_the_horizon() {
