@@ -135,6 +135,7 @@ impl Shared {
 
     /// Sets the clock of every server of `group` `ms` off the real time, at once.
     pub fn set_offset(&self, group: Group, ms: i64) {
+        let _steady = clocks_steady();
         let files = self.clock_files.lock().unwrap();
         for file in &files[group.index()] {
             write_offset(file, ms);
@@ -156,6 +157,15 @@ impl Shared {
     pub fn remove_clock(&self, group: Group, file: &std::path::Path) {
         self.clock_files.lock().unwrap()[group.index()].retain(|known| known != file);
     }
+}
+
+/// Held while a server starts and while an offset changes, so that no clock moves during a
+/// start. `pg_ctl start -w` runs on the faked clock too and waits for a postmaster.pid whose
+/// start time is at most 2 s before its own: a clock set back further between the two
+/// readings makes it wait until its timeout for a server that has started (seed 201 on 18).
+pub fn clocks_steady() -> std::sync::MutexGuard<'static, ()> {
+    static STEADY: Mutex<()> = Mutex::new(());
+    STEADY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The offset as libfaketime reads it: seconds, with a sign and a fraction.

@@ -36,8 +36,17 @@ impl Server {
 
     /// Starts it (stopped) on its clock, and waits until it accepts connections.
     pub fn start(&mut self) {
-        self.clock.start(&mut self.cluster);
+        {
+            let _steady = super::clocks_steady();
+            self.clock.start(&mut self.cluster);
+        }
         self.cluster.wait_until_accepting();
+    }
+
+    /// Starts it (stopped) on its clock; on a refusal, the server log.
+    pub fn try_start(&mut self) -> Result<(), String> {
+        let _steady = super::clocks_steady();
+        self.clock.try_start(&mut self.cluster)
     }
 }
 
@@ -402,7 +411,7 @@ impl System {
             BadStart::DamagedRecord => damage(&original),
         };
         std::fs::write(&file, changed).unwrap();
-        let started = server.clock.try_start(&mut server.cluster);
+        let started = server.try_start();
         if started.is_ok() {
             server.cluster.stop("immediate");
         }
@@ -457,7 +466,7 @@ impl System {
         };
         copy("snowflake_id.layout");
         let mut result = Ok(());
-        if forgotten && upgraded.clock.try_start(&mut upgraded.cluster).is_ok() {
+        if forgotten && upgraded.try_start().is_ok() {
             upgraded.cluster.stop("immediate");
             result =
                 Err("the cluster made by pg_upgrade started without the old server's reservation record"
