@@ -114,17 +114,28 @@ fn a_standby_promoted_after_the_clock_ran_fast_and_was_set_back_resumes_above_wh
 /// promotion then issues at once, not 2 minutes later.
 #[test]
 fn a_standby_drops_its_reading_of_a_clock_jump_when_the_primary_lowers_its_ceiling() {
-    let (mut primary, standby, clock) = pair_on_one_clock("jump", &[]);
+    // Replication's own timeouts read the wall clock: a jump longer than them ends the
+    // standby's connection, and its reconnection then waits for the clock to come back past
+    // the jump. Off here, so that the standby stays connected through the jump.
+    let (mut primary, standby, clock) =
+        pair_on_one_clock("jump", &["wal_receiver_timeout = 0", "wal_sender_timeout = 0"]);
 
     clock.set("+120");
-    wait_until("the standby replayed a ceiling of the jump", || {
-        standby.recorded_ceiling_unix_ms() > real_now_ms() + 100_000
+    // The primary reserves up there first, then the standby replays that: its own reading of
+    // the jump alone (taken as it replays an older record) would pass the second wait too.
+    wait_until("the primary reserved at the jump", || {
+        primary.recorded_ceiling_unix_ms() > real_now_ms() + 100_000
     });
+    let lsn: String =
+        primary.connect().query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).unwrap().get(0);
+    let mut client = primary.connect();
+    client.batch_execute("CREATE TABLE writes (at timestamptz)").unwrap();
+    drop(client);
+    standby.wait_for_replay(&lsn);
     clock.set("+0");
     // A commit that wrote WAL flushes the primary's WAL, ceilings included: its WAL writer,
     // which would flush them otherwise, waits until its clock has passed its last flush again.
     let mut client = primary.connect();
-    client.batch_execute("CREATE TABLE writes (at timestamptz)").unwrap();
     wait_until("the standby followed the primary's lowered ceiling", || {
         client.batch_execute("INSERT INTO writes VALUES (clock_timestamp())").unwrap();
         standby.recorded_ceiling_unix_ms() < real_now_ms() + 10_000
