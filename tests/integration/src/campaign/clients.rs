@@ -292,7 +292,11 @@ impl Writer {
             Err(error) => {
                 let (code, message) = classify(&error);
                 let lost = code == "lost";
-                if lost && transaction.commit_sent {
+                // 42704 at COMMIT PREPARED: the prepared transaction is gone because the
+                // campaign finished it meanwhile (a move, a failover, the janitor): committed
+                // then, as far as this client can tell it may be either (seed 202 on 18).
+                let finished_by_another = code == "42704" && kind == Kind::Prepared;
+                if (lost || finished_by_another) && transaction.commit_sent {
                     op.maybe.append(&mut transaction.pending);
                     op.maybe_unseen = transaction.autocommit_insert;
                 } else {
