@@ -5,7 +5,8 @@
 #
 #   1. format and lints      cargo fmt --check, cargo clippy -D warnings (the pure rules and the
 #                            integration tests here; the extension for each major in its turn);
-#                            every shell script through shellcheck (scripts/lint-shell.sh)
+#                            every shell script through shellcheck (scripts/lint-shell.sh);
+#                            every SQL function pinning search_path (scripts/lint-sql.sh)
 #   2. the pure rules        cargo test -p snowflake_core: layout, clock policy with a fake
 #                            clock, reservation rules, UTC; no PostgreSQL, seconds; then the
 #                            lock-free protocol model-checked with loom (claims racing raises,
@@ -125,6 +126,7 @@ cargo clippy -p snowflake_core --all-targets -- -D warnings
 CARGO_TARGET_DIR=tests/integration/target \
   cargo clippy --all-targets --manifest-path tests/integration/Cargo.toml -- -D warnings
 ./scripts/lint-shell.sh
+./scripts/lint-sql.sh
 
 step "the pure rules (cargo test -p snowflake_core; no PostgreSQL)"
 cargo test -p snowflake_core

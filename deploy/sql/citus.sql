@@ -14,9 +14,13 @@
 
 -- The shard of this node, read at every call: the column default of every table,
 -- DEFAULT snowflake_nextval(snowflake_node_shard()). A SQL function reading one row of a
--- catalog table: about a microsecond per call (a bare snowflake_nextval takes a tenth of that).
+-- catalog table: about a microsecond per call (a bare snowflake_nextval takes a tenth of that),
+-- and about as much again for its pinned search_path, which every function of the kits has
+-- (docs/security.md, rule 3): one look-alike left in a schema of a caller's path must not run
+-- in a superuser's INSERT.
 CREATE FUNCTION snowflake_node_shard() RETURNS integer
 LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT groupid FROM pg_catalog.pg_dist_local_group $$;
 
 -- Sets every node's fence to its group id (ALTER SYSTEM, then a reload, on each node in turn),
@@ -26,7 +30,8 @@ AS $$ SELECT groupid FROM pg_catalog.pg_dist_local_group $$;
 -- (master_run_on_worker), as the calling role, which must be a superuser.
 CREATE FUNCTION snowflake_citus_fence()
 RETURNS TABLE (nodename text, nodeport integer, shard integer)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     node record;
     outcome record;

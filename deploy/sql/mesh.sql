@@ -47,7 +47,8 @@ CREATE TABLE control.orders (
 -- replication from that node. Since PostgreSQL 16 the apply worker runs as the table's owner,
 -- who must be allowed to execute snowflake_observe (revoked from PUBLIC; the kit's owner is a
 -- superuser).
-CREATE FUNCTION public.mesh_observe_applied() RETURNS trigger LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION public.mesh_observe_applied() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     PERFORM public.snowflake_observe(NEW.id);
     RETURN NEW;
@@ -64,7 +65,11 @@ REVOKE ALL ON FUNCTION public.mesh_observe_applied() FROM PUBLIC;
 
 -- Puts the trigger on every table of schema app that has a bigint id and lacks it; returns
 -- the tables it was added to. Run by mesh.sh up and mesh.sh ddl, in the DDL's transaction.
-CREATE FUNCTION public.mesh_observe_tables() RETURNS SETOF regclass LANGUAGE plpgsql AS $fn$
+-- Like every function of the kits, it pins search_path (docs/security.md, rule 3): run by a
+-- superuser, it must not call a look-alike such as public.format(text, regclass) that a role
+-- allowed to create objects in schema public left there.
+CREATE FUNCTION public.mesh_observe_tables() RETURNS SETOF regclass LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     t regclass;
 BEGIN

@@ -4,6 +4,13 @@
 -- runs them on the shard server that holds the logical shard concerned (or on every server,
 -- and the router merges). The map from logical shard to server is the table fleet.shard_map,
 -- which PL/Proxy reads through the plproxy.get_cluster_* functions at the end of this file.
+--
+-- Every function pins search_path to pg_catalog, pg_temp (docs/security.md, rule 3) and
+-- names the kit's objects and the extension's functions by their schema: a look-alike that
+-- a role left in schema public never runs in their place. PL/Proxy functions take the clause
+-- too (checked with PL/Proxy 2.10): it applies to what PL/Proxy runs here, the RUN ON
+-- function and the plproxy.get_cluster_* functions, not to the call on the shard server,
+-- whose functions pin their own (shard.sql).
 
 CREATE EXTENSION plproxy;
 -- For decoding only: a request is routed by the shard inside an ID (snowflake_shard). The
@@ -18,15 +25,18 @@ CREATE SCHEMA fleet_proxy;
 -- here every logical shard is one PL/Proxy partition, and its number is the snowflake shard
 -- id of its IDs. 16 spreads over up to 16 servers; a larger fleet starts with more (the
 -- layout's 10 shard bits allow up to 1024).
-CREATE FUNCTION fleet.shard_count() RETURNS int IMMUTABLE PARALLEL SAFE LANGUAGE sql AS 'SELECT 16';
+CREATE FUNCTION fleet.shard_count() RETURNS int IMMUTABLE PARALLEL SAFE LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS 'SELECT 16';
 
 CREATE FUNCTION fleet.all_shards() RETURNS int[] IMMUTABLE PARALLEL SAFE LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT ARRAY(SELECT generate_series(0, fleet.shard_count() - 1)) $$;
 
 -- The shard of a new user, from a hash of its username. Only placement uses the hash: from
 -- then on the user's id carries its shard, and everything the user owns is routed by it.
 CREATE FUNCTION fleet.shard_of_username(username text) RETURNS int IMMUTABLE STRICT PARALLEL SAFE
-LANGUAGE sql AS $$ SELECT hashtext(username) & (fleet.shard_count() - 1) $$;
+LANGUAGE sql SET search_path = pg_catalog, pg_temp
+AS $$ SELECT hashtext(username) & (fleet.shard_count() - 1) $$;
 
 CREATE TABLE fleet.servers (
     name    text PRIMARY KEY,
@@ -44,12 +54,13 @@ CREATE TABLE fleet.map_version (version int NOT NULL);
 INSERT INTO fleet.map_version VALUES (1);
 
 CREATE FUNCTION fleet.add_server(p_name text, p_connstr text) RETURNS void LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
 AS $$ INSERT INTO fleet.servers (name, connstr) VALUES (p_name, p_connstr) $$;
 
 -- What a server says it holds, asked directly (not through the map, so that a server the map
 -- has forgotten is asked too).
 CREATE FUNCTION fleet_proxy.server_shards(connstr text) RETURNS TABLE (shard int, state text)
-LANGUAGE plproxy AS $$
+LANGUAGE plproxy SET search_path = pg_catalog, pg_temp AS $$
     CONNECT connstr;
     SELECT s.shard, s.state FROM fleet.server_shards() s;
 $$;
@@ -57,7 +68,8 @@ $$;
 -- Every logical shard: where the map sends it, which servers hold it and in which state.
 -- `ok` when exactly one server holds it, active, and the map sends it there.
 CREATE FUNCTION fleet.status()
-RETURNS TABLE (shard int, mapped_to text, held_by text, state text, ok boolean) LANGUAGE sql AS $$
+RETURNS TABLE (shard int, mapped_to text, held_by text, state text, ok boolean) LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
     WITH held AS (
         SELECT s.name, h.shard, h.state
         FROM fleet.servers s CROSS JOIN LATERAL fleet_proxy.server_shards(s.connstr) h
@@ -76,7 +88,8 @@ $$;
 -- Points the map at the server that now holds a logical shard. Refuses unless that server
 -- holds it active and no other server can still write it: two servers generating IDs for one
 -- shard could issue the same ID.
-CREATE FUNCTION fleet.assign_shard(p_shard int, p_server text) RETURNS void LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION fleet.assign_shard(p_shard int, p_server text) RETURNS void LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     writers text;
 BEGIN
@@ -99,7 +112,8 @@ $fn$;
 
 -- The next logical shard to move to a new server so that shards stay evenly spread: the
 -- highest shard of the fullest other server; NULL once the new server has its share.
-CREATE FUNCTION fleet.next_shard_for(p_server text) RETURNS int LANGUAGE sql AS $$
+CREATE FUNCTION fleet.next_shard_for(p_server text) RETURNS int LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
     SELECT max(m.shard) FROM fleet.shard_map m
     WHERE m.server = (SELECT server FROM fleet.shard_map WHERE server <> p_server
                       GROUP BY server ORDER BY count(*) DESC, server LIMIT 1)
@@ -114,7 +128,7 @@ $$;
 -- and merge.
 
 CREATE FUNCTION fleet_proxy.create_users(shards int[], usernames text[])
-RETURNS TABLE (id bigint, username text) LANGUAGE plproxy AS $$
+RETURNS TABLE (id bigint, username text) LANGUAGE plproxy SET search_path = pg_catalog, pg_temp AS $$
     CLUSTER 'fleet';
     SPLIT shards, usernames;
     RUN ON shards;
@@ -123,7 +137,7 @@ $$;
 
 -- New users, each on the shard of its username's hash; returns their ids.
 CREATE FUNCTION fleet.create_users(usernames text[]) RETURNS TABLE (id bigint, username text)
-LANGUAGE sql AS $$
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     SELECT * FROM fleet_proxy.create_users(
         ARRAY(SELECT fleet.shard_of_username(u) FROM unnest(usernames) WITH ORDINALITY t(u, n) ORDER BY n),
         usernames)
@@ -131,44 +145,47 @@ $$;
 
 -- New posts, each on its user's shard; returns their ids.
 CREATE FUNCTION fleet.insert_posts(user_ids bigint[], bodies text[]) RETURNS SETOF bigint
-LANGUAGE plproxy AS $$
+LANGUAGE plproxy SET search_path = pg_catalog, pg_temp AS $$
     CLUSTER 'fleet';
     SPLIT user_ids, bodies;
-    RUN ON snowflake_shard(user_ids);
+    RUN ON public.snowflake_shard(user_ids);
 $$;
 
 -- One new post; returns its id.
-CREATE FUNCTION fleet.insert_post(p_user_id bigint, p_body text) RETURNS bigint LANGUAGE plproxy AS $$
+CREATE FUNCTION fleet.insert_post(p_user_id bigint, p_body text) RETURNS bigint LANGUAGE plproxy
+SET search_path = pg_catalog, pg_temp AS $$
     CLUSTER 'fleet';
-    RUN ON snowflake_shard(p_user_id);
+    RUN ON public.snowflake_shard(p_user_id);
 $$;
 
 -- One new post written after its writer saw the ID p_seen (a reply to post p_seen, say), on
 -- whichever server: the post's ID is above p_seen, whatever the two servers' clocks say
 -- (docs/causal-order.md). p_seen NULL: as without it.
 CREATE FUNCTION fleet.insert_post(p_user_id bigint, p_body text, p_seen bigint) RETURNS bigint
-LANGUAGE plproxy AS $$
+LANGUAGE plproxy SET search_path = pg_catalog, pg_temp AS $$
     CLUSTER 'fleet';
-    RUN ON snowflake_shard(p_user_id);
+    RUN ON public.snowflake_shard(p_user_id);
 $$;
 
 -- Posts by id, from wherever their shards are.
 CREATE FUNCTION fleet.get_posts(ids bigint[])
-RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plproxy AS $$
+RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plproxy
+SET search_path = pg_catalog, pg_temp AS $$
     CLUSTER 'fleet';
     SPLIT ids;
-    RUN ON snowflake_shard(ids);
+    RUN ON public.snowflake_shard(ids);
 $$;
 
 -- A user's newest posts, newest first (one shard: the user's).
 CREATE FUNCTION fleet.user_posts(p_user_id bigint, p_limit int)
-RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plproxy AS $$
+RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plproxy
+SET search_path = pg_catalog, pg_temp AS $$
     CLUSTER 'fleet';
-    RUN ON snowflake_shard(p_user_id);
+    RUN ON public.snowflake_shard(p_user_id);
 $$;
 
 CREATE FUNCTION fleet_proxy.posts_after(shards int[], p_after bigint, p_limit int)
-RETURNS TABLE (id bigint, user_id bigint) LANGUAGE plproxy AS $$
+RETURNS TABLE (id bigint, user_id bigint) LANGUAGE plproxy SET search_path = pg_catalog, pg_temp AS $$
     CLUSTER 'fleet';
     SPLIT shards;
     RUN ON shards;
@@ -178,13 +195,14 @@ $$;
 -- One page of all posts of the fleet in id order: the next p_limit after the cursor p_after
 -- (0 for the first page, then the last id of the previous page).
 CREATE FUNCTION fleet.posts_after(p_after bigint, p_limit int) RETURNS TABLE (id bigint, user_id bigint)
-LANGUAGE sql AS $$
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     SELECT p.id, p.user_id FROM fleet_proxy.posts_after(fleet.all_shards(), p_after, p_limit) p
     ORDER BY p.id LIMIT p_limit
 $$;
 
 CREATE FUNCTION fleet_proxy.newest_posts(shards int[], p_limit int)
-RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plproxy AS $$
+RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plproxy
+SET search_path = pg_catalog, pg_temp AS $$
     CLUSTER 'fleet';
     SPLIT shards;
     RUN ON shards;
@@ -193,7 +211,8 @@ $$;
 
 -- The newest posts of the whole fleet, newest first.
 CREATE FUNCTION fleet.newest_posts(p_limit int)
-RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE sql AS $$
+RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
     SELECT p.* FROM fleet_proxy.newest_posts(fleet.all_shards(), p_limit) p ORDER BY p.id DESC LIMIT p_limit
 $$;
 
@@ -204,7 +223,8 @@ $$;
 
 CREATE SCHEMA plproxy;
 
-CREATE FUNCTION plproxy.get_cluster_version(cluster_name text) RETURNS int LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION plproxy.get_cluster_version(cluster_name text) RETURNS int LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     IF cluster_name <> 'fleet' THEN
         RAISE EXCEPTION 'unknown PL/Proxy cluster %', cluster_name USING ERRCODE = 'undefined_object';
@@ -213,7 +233,8 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION plproxy.get_cluster_partitions(cluster_name text) RETURNS SETOF text LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION plproxy.get_cluster_partitions(cluster_name text) RETURNS SETOF text LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     IF (SELECT count(*) FROM fleet.shard_map) <> fleet.shard_count() THEN
         RAISE EXCEPTION 'the shard map is incomplete'
@@ -228,7 +249,8 @@ END
 $fn$;
 
 CREATE FUNCTION plproxy.get_cluster_config(cluster_name text, OUT key text, OUT val text)
-RETURNS SETOF record LANGUAGE sql AS $$
+RETURNS SETOF record LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
     -- Connections to shard servers are reopened after 30 minutes.
     SELECT 'connection_lifetime'::text, '1800'::text
 $$;

@@ -5,6 +5,11 @@
 -- shard id, so every ID says which schema stores it. The router (router.sql) calls the
 -- functions of schema `fleet` below through PL/Proxy; applications never write to a shard
 -- server directly.
+--
+-- Every function pins search_path to pg_catalog, pg_temp (docs/security.md, rule 3) and
+-- names the kit's objects and the extension's functions (in schema public, where CREATE
+-- EXTENSION put them) by their schema: a look-alike that a role left in schema public never
+-- runs in their place.
 
 CREATE EXTENSION IF NOT EXISTS snowflake_id;
 CREATE SCHEMA fleet;
@@ -22,28 +27,31 @@ CREATE TABLE fleet.owned_shards (
 
 -- Lock key space of the per-shard advisory locks: writers hold the lock shared, a move takes
 -- it exclusively to wait for writes in flight before it freezes the shard.
-CREATE FUNCTION fleet.lock_space() RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT 1718379891';
+CREATE FUNCTION fleet.lock_space() RETURNS int IMMUTABLE LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS 'SELECT 1718379891';
 
 CREATE FUNCTION fleet.schema_of(p_shard int) RETURNS text IMMUTABLE STRICT LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 's' || lpad(p_shard::text, 4, '0') $$;
 
 -- Creates the schema of a new logical shard, empty, and takes ownership of it. Each table's
 -- id comes from its shard's generator; the CHECKs are a cheap guard that a row really
 -- belongs to this schema's shard (a post lives on the shard of its user).
-CREATE FUNCTION fleet.create_shard(p_shard int) RETURNS text LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION fleet.create_shard(p_shard int) RETURNS text LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     schema text := fleet.schema_of(p_shard);
 BEGIN
     EXECUTE format($ddl$
         CREATE SCHEMA %1$I;
         CREATE TABLE %1$I.users (
-            id         bigint PRIMARY KEY DEFAULT snowflake_nextval(%2$s) CHECK (snowflake_shard(id) = %2$s),
+            id         bigint PRIMARY KEY DEFAULT public.snowflake_nextval(%2$s) CHECK (public.snowflake_shard(id) = %2$s),
             username   text NOT NULL UNIQUE,
             created_at timestamptz NOT NULL DEFAULT clock_timestamp()
         );
         CREATE TABLE %1$I.posts (
-            id         bigint PRIMARY KEY DEFAULT snowflake_nextval(%2$s) CHECK (snowflake_shard(id) = %2$s),
-            user_id    bigint NOT NULL CHECK (snowflake_shard(user_id) = %2$s),
+            id         bigint PRIMARY KEY DEFAULT public.snowflake_nextval(%2$s) CHECK (public.snowflake_shard(id) = %2$s),
+            user_id    bigint NOT NULL CHECK (public.snowflake_shard(user_id) = %2$s),
             body       text NOT NULL,
             created_at timestamptz NOT NULL DEFAULT clock_timestamp()
         );
@@ -55,7 +63,8 @@ END
 $fn$;
 
 -- The error of a request for logical shards this server does not hold.
-CREATE FUNCTION fleet.raise_not_here(p_shards int[]) RETURNS void LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION fleet.raise_not_here(p_shards int[]) RETURNS void LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     RAISE EXCEPTION 'logical shard % is not on this server', array_to_string(p_shards, ', ')
         USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -68,7 +77,8 @@ $fn$;
 
 -- The schema of a logical shard this server may write to; raises otherwise. Holds the
 -- shard's lock shared until the transaction ends, so a move waits for this write.
-CREATE FUNCTION fleet.writable(p_shard int) RETURNS text LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION fleet.writable(p_shard int) RETURNS text LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     current text;
 BEGIN
@@ -93,7 +103,8 @@ $fn$;
 
 -- New users; returns their ids, which carry their shard.
 CREATE FUNCTION fleet.create_users(shards int[], usernames text[])
-RETURNS TABLE (id bigint, username text) LANGUAGE plpgsql AS $fn$
+RETURNS TABLE (id bigint, username text) LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     s int;
 BEGIN
@@ -108,14 +119,15 @@ $fn$;
 
 -- New posts, each stored on its user's shard; returns their ids.
 CREATE FUNCTION fleet.insert_posts(user_ids bigint[], bodies text[])
-RETURNS SETOF bigint LANGUAGE plpgsql AS $fn$
+RETURNS SETOF bigint LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     s int;
 BEGIN
-    FOR s IN SELECT DISTINCT snowflake_shard(u) FROM unnest(user_ids) u LOOP
+    FOR s IN SELECT DISTINCT public.snowflake_shard(u) FROM unnest(user_ids) u LOOP
         RETURN QUERY EXECUTE format(
             'INSERT INTO %I.posts AS p (user_id, body)
-             SELECT t.u, t.b FROM unnest($1, $2) t(u, b) WHERE snowflake_shard(t.u) = $3
+             SELECT t.u, t.b FROM unnest($1, $2) t(u, b) WHERE public.snowflake_shard(t.u) = $3
              RETURNING p.id', fleet.writable(s))
             USING user_ids, bodies, s;
     END LOOP;
@@ -123,12 +135,13 @@ END
 $fn$;
 
 -- One new post.
-CREATE FUNCTION fleet.insert_post(p_user_id bigint, p_body text) RETURNS bigint LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION fleet.insert_post(p_user_id bigint, p_body text) RETURNS bigint LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     result bigint;
 BEGIN
     EXECUTE format('INSERT INTO %I.posts (user_id, body) VALUES ($1, $2) RETURNING id',
-                   fleet.writable(snowflake_shard(p_user_id)))
+                   fleet.writable(public.snowflake_shard(p_user_id)))
         INTO result USING p_user_id, p_body;
     RETURN result;
 END
@@ -137,16 +150,18 @@ $fn$;
 -- The same, after observing the causality token p_seen (the last ID its writer saw, from any
 -- server): the new ID is above it. Observed before the write, in its transaction.
 CREATE FUNCTION fleet.insert_post(p_user_id bigint, p_body text, p_seen bigint) RETURNS bigint
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
-    PERFORM snowflake_observe(p_seen);
+    PERFORM public.snowflake_observe(p_seen);
     RETURN fleet.insert_post(p_user_id, p_body);
 END
 $fn$;
 
 -- The schemas of the given logical shards, each checked to be on this server (active or
 -- frozen: a frozen shard is complete until the router points elsewhere).
-CREATE FUNCTION fleet.readable(p_shards int[]) RETURNS SETOF text LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION fleet.readable(p_shards int[]) RETURNS SETOF text LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     missing int[];
 BEGIN
@@ -162,11 +177,12 @@ $fn$;
 
 -- Posts by id.
 CREATE FUNCTION fleet.get_posts(ids bigint[])
-RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plpgsql AS $fn$
+RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     schema text;
 BEGIN
-    FOR schema IN SELECT fleet.readable(array_agg(DISTINCT snowflake_shard(i))) FROM unnest(ids) i LOOP
+    FOR schema IN SELECT fleet.readable(array_agg(DISTINCT public.snowflake_shard(i))) FROM unnest(ids) i LOOP
         RETURN QUERY EXECUTE format(
             'SELECT p.id, p.user_id, p.body, p.created_at FROM %I.posts p WHERE p.id = ANY($1)', schema)
             USING ids;
@@ -176,9 +192,10 @@ $fn$;
 
 -- A user's newest posts, newest first.
 CREATE FUNCTION fleet.user_posts(p_user_id bigint, p_limit int)
-RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plpgsql AS $fn$
+RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-    schema text := fleet.readable(ARRAY[snowflake_shard(p_user_id)]);
+    schema text := fleet.readable(ARRAY[public.snowflake_shard(p_user_id)]);
 BEGIN
     RETURN QUERY EXECUTE format(
         'SELECT p.id, p.user_id, p.body, p.created_at FROM %I.posts p WHERE p.user_id = $1
@@ -190,7 +207,8 @@ $fn$;
 -- Up to p_limit posts with an id above p_after from each given shard: the router merges
 -- them and keeps the p_limit lowest, which are the next page of the whole fleet.
 CREATE FUNCTION fleet.posts_after(shards int[], p_after bigint, p_limit int)
-RETURNS TABLE (id bigint, user_id bigint) LANGUAGE plpgsql AS $fn$
+RETURNS TABLE (id bigint, user_id bigint) LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     schema text;
 BEGIN
@@ -204,7 +222,8 @@ $fn$;
 
 -- The newest p_limit posts of each given shard (the router keeps the newest overall).
 CREATE FUNCTION fleet.newest_posts(shards int[], p_limit int)
-RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plpgsql AS $fn$
+RETURNS TABLE (id bigint, user_id bigint, body text, created_at timestamptz) LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     schema text;
 BEGIN
@@ -218,6 +237,7 @@ $fn$;
 
 -- This server's logical shards (for the router's ownership check).
 CREATE FUNCTION fleet.server_shards() RETURNS TABLE (shard int, state text) LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT o.shard, o.state FROM fleet.owned_shards o ORDER BY o.shard $$;
 
 ------------------------------------------------------------------------------------------
@@ -226,7 +246,8 @@ AS $$ SELECT o.shard, o.state FROM fleet.owned_shards o ORDER BY o.shard $$;
 -- target, drop on the source. At no moment may both servers write the shard.
 
 -- Source, step 1: waits for writes in flight, then refuses new ones.
-CREATE FUNCTION fleet.freeze_shard(p_shard int) RETURNS void LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION fleet.freeze_shard(p_shard int) RETURNS void LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     PERFORM pg_advisory_xact_lock(fleet.lock_space(), p_shard);
     UPDATE fleet.owned_shards SET state = 'frozen', since = now() WHERE shard = p_shard AND state = 'active';
@@ -242,10 +263,12 @@ $fn$;
 
 -- Source, to cancel a move that failed before the router was switched.
 CREATE FUNCTION fleet.thaw_shard(p_shard int) RETURNS void LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
 AS $$ UPDATE fleet.owned_shards SET state = 'active', since = now() WHERE shard = p_shard $$;
 
 -- Source and target: what must be equal on both before the target takes over.
-CREATE FUNCTION fleet.shard_fingerprint(p_shard int) RETURNS text LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION fleet.shard_fingerprint(p_shard int) RETURNS text LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     result text;
 BEGIN
@@ -259,7 +282,8 @@ END
 $fn$;
 
 -- Target, before the copy: the shard must be new here.
-CREATE FUNCTION fleet.expect_absent(p_shard int) RETURNS void LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION fleet.expect_absent(p_shard int) RETURNS void LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     IF EXISTS (SELECT FROM fleet.owned_shards WHERE shard = p_shard)
        OR EXISTS (SELECT FROM pg_namespace WHERE nspname = fleet.schema_of(p_shard)) THEN
@@ -274,14 +298,15 @@ $fn$;
 -- p_above, the end of the source's reservation (every ID it handed out, stored or not, lies
 -- below it; the source's generator may have run ahead of this server's clock), then take
 -- ownership. snowflake_advance is an operator's function: this runs as a superuser.
-CREATE FUNCTION fleet.adopt_shard(p_shard int, p_above bigint DEFAULT NULL) RETURNS bigint LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION fleet.adopt_shard(p_shard int, p_above bigint DEFAULT NULL) RETURNS bigint LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     highest bigint;
 BEGIN
     EXECUTE format('SELECT greatest((SELECT max(id) FROM %1$I.users), (SELECT max(id) FROM %1$I.posts), $1)',
                    fleet.schema_of(p_shard)) INTO highest USING p_above;
     IF highest IS NOT NULL THEN
-        PERFORM snowflake_advance(p_shard, highest);
+        PERFORM public.snowflake_advance(p_shard, highest);
     END IF;
     INSERT INTO fleet.owned_shards (shard, state) VALUES (p_shard, 'active');
     RETURN highest;
@@ -290,6 +315,7 @@ $fn$;
 
 -- Source, last step: the old copy goes, so nothing here can generate for the shard again.
 CREATE FUNCTION fleet.drop_shard(p_shard int) RETURNS void LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 SET client_min_messages = warning AS $fn$
 BEGIN
     IF NOT EXISTS (SELECT FROM fleet.owned_shards WHERE shard = p_shard AND state = 'frozen') THEN
