@@ -17,7 +17,25 @@
 //! (PostgreSQL 17 and later), or with `session_replication_role = replica`: tables created
 //! then keep their sequences.
 
+use crate::api::errors;
+use crate::postgres::auto_keys;
 use pgrx::prelude::*;
 
-// After snowflake_convert_column, which its NOTICEs name.
-extension_sql_file!("auto_keys.sql", name = "snowflake_auto_keys", requires = ["snowflake_convert_column"]);
+/// The schemas `snowflake_id.auto_keys` lists for this session, as its check reads them (one
+/// parser: the trigger acts on exactly the schemas the check accepted): `{public,pg_temp}` for
+/// `public, pg_temp`, empty for none. What the event triggers and `snowflake_check_columns()`
+/// read the setting with. A value its check refused is never set, so the error (22023) is for
+/// a value that changed meaning under a new parser (a database's setting from 0.7.0 with
+/// unusual whitespace), named with its fix.
+#[pg_extern(stable, parallel_safe)]
+fn snowflake_auto_keys_schemas() -> Vec<String> {
+    auto_keys::schemas()
+        .unwrap_or_else(|reason| errors::auto_keys_unreadable("snowflake_auto_keys_schemas", &reason))
+}
+
+// After snowflake_convert_column, which its NOTICEs name, and the setting's reader.
+extension_sql_file!(
+    "auto_keys.sql",
+    name = "snowflake_auto_keys",
+    requires = ["snowflake_convert_column", snowflake_auto_keys_schemas]
+);

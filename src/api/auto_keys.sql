@@ -27,12 +27,9 @@ DECLARE
     has_rows boolean;
     ref record;
 BEGIN
-    -- The setting as the session has it (undefined, without preloading: none). Split as its
-    -- check hook reads it: names separated by commas, each an identifier.
-    schemas := ARRAY(
-        SELECT (parse_ident(btrim(item)))[1]
-        FROM unnest(string_to_array(current_setting('snowflake_id.auto_keys', true), ',')) AS item
-        WHERE btrim(item) <> '');
+    -- The setting as the session has it, read by the parser of its own check: the schemas
+    -- the check accepted are the schemas acted on.
+    schemas := @extschema@.snowflake_auto_keys_schemas();
     IF cardinality(schemas) = 0 THEN
         RETURN;
     END IF;
@@ -40,9 +37,15 @@ BEGIN
         SELECT dep.refobjid::regclass AS tbl, a.attname AS col, a.atttypid, a.attidentity,
                pk.indnkeyatts AS pk_columns, dep.objid::regclass AS seq,
                -- Other tables' foreign keys on it (partitions' copies of one count once).
+               -- Found through pg_depend's index on the referenced object, as every read here
+               -- goes by index from the statement's own objects: the trigger's cost is the
+               -- statement's, not that of other roles' catalogs.
                (SELECT string_agg(DISTINCT fk.conrelid::regclass::text, ', ')
-                FROM pg_constraint fk
-                WHERE fk.contype = 'f' AND fk.confrelid = c.oid AND fk.conrelid <> c.oid
+                FROM pg_depend fkdep
+                JOIN pg_constraint fk ON fk.oid = fkdep.objid
+                WHERE fkdep.classid = 'pg_constraint'::regclass AND fkdep.refclassid = 'pg_class'::regclass
+                  AND fkdep.refobjid = c.oid
+                  AND fk.contype = 'f' AND fk.confrelid = c.oid AND fk.conrelid <> c.oid
                   AND fk.conparentid = 0) AS referenced_by
         FROM pg_event_trigger_ddl_commands() AS cmd
         -- The column that owns each sequence the statement created: a serial's (deptype 'a')
@@ -75,6 +78,15 @@ BEGIN
                     key.pk_columns
                 USING DETAIL = 'snowflake_id.auto_keys converts single-column primary keys only (a partitioned table''s key also holds its partition key).',
                       HINT = 'Declare the column bigint DEFAULT snowflake_nextval() to have snowflake keys.';
+            CONTINUE;
+        ELSIF current_user <> session_user THEN
+            -- Inside another role's SECURITY DEFINER function, or after SET ROLE: the setting is
+            -- the session's, the table another role's, made with that role's rights. Whoever
+            -- set it, it must not change what another role's code makes (docs/security.md).
+            RAISE NOTICE 'key %.% keeps its %: the statement runs as role %, not as the session''s role %', key.tbl, quote_ident(key.col),
+                    CASE WHEN key.attidentity = '' THEN 'sequence' ELSE 'identity' END, quote_ident(current_user), quote_ident(session_user)
+                USING DETAIL = 'snowflake_id.auto_keys acts only on statements run with the rights of the session''s own role: not inside another role''s SECURITY DEFINER function, not after SET ROLE.',
+                      HINT = format('Run the migration in a session of role %s itself, or have it convert the key: SELECT snowflake_convert_column(%L, %L, <shard>).', quote_ident(current_user), key.tbl, key.col);
             CONTINUE;
         ELSIF key.referenced_by IS NOT NULL THEN
             -- Converting would widen other tables' columns: their owners' decision, not this statement's.

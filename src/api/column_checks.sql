@@ -7,128 +7,177 @@
    to a neighbour, silently (an ID above 2^53 has no exact double). PostgreSQL accepts such a
    column as the target of snowflake_nextval(), and a foreign key from an integer column to a
    bigint key: nothing fails until an ID flows. So:
-   - 'default too narrow': a column whose default calls snowflake_nextval() and whose type
-     cannot hold every ID exactly;
+   - 'default too narrow': a column whose default gives it the ID of snowflake_nextval() (the
+     call, or the call cast to the column's type) and whose type cannot hold every ID exactly;
+     of a domain, its base type, through domains over domains; of an array, its elements';
    - 'reference too narrow': a column of such a type whose foreign key points at a column
-     whose default calls snowflake_nextval();
+     whose default gives it snowflake IDs;
    - 'generic reference too narrow': an integer column that stores other tables' keys by
      convention, without a foreign key: Django's GenericForeignKey (object_id beside
      content_type_id) and Rails' polymorphic associations (x_id beside x_type);
    - 'key left on a sequence': in the schemas snowflake_id.auto_keys lists for this session,
      a single-column primary key still numbered by a sequence or an identity, with the reason
      the trigger left it and the change that converts it.
+   A default that passes the ID through another function than PostgreSQL's own
+   (snowflake_timestamp(snowflake_nextval(1)) on a timestamptz column, or a wrapper of the
+   application's) is not the ID itself, and is not checked: the check cannot see what a
+   function body returns (docs/orms.md).
    `tables`, when given, limits the check to columns of those tables and to the references to
-   their keys (the event trigger below passes the tables of one statement). Reads catalogs
-   only, with the caller's rights. */
+   their keys (the event trigger below passes the tables of one statement). Then every catalog
+   read starts from those tables, through the catalogs' indexes: its cost is the statement's,
+   whatever other roles keep in their schemas or temporary tables (0.7.0 read every column of
+   the database first, and a role with TEMP alone could make every CREATE TABLE take seconds).
+   Without `tables`, it reads the whole database but other sessions' temporary tables. Reads
+   catalogs only, with the caller's rights. */
 CREATE FUNCTION snowflake_check_columns(tables regclass[] DEFAULT NULL)
 RETURNS TABLE (tbl regclass, col name, type text, finding text, fix text)
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $checks$
-WITH generators AS (
-    -- The functions whose default makes a column a snowflake key.
-    SELECT p.oid FROM pg_proc p
-    WHERE p.proname = 'snowflake_nextval' AND p.pronamespace = '@extschema@'::regnamespace
-),
-columns AS (
-    -- Every user column with its base type (a domain's), and whether that type holds every
-    -- ID exactly: bigint; numeric with 19 or more digits before the point (or unconstrained);
-    -- text and character varying of 19 characters or more.
-    SELECT a.attrelid, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod) AS type_name,
-           CASE base.oid
-               WHEN 'bigint'::regtype THEN true
-               WHEN 'numeric'::regtype THEN typmod.value < 0 OR ((typmod.value - 4) >> 16) - ((typmod.value - 4) & 65535) >= 19
-               WHEN 'text'::regtype THEN true
-               WHEN 'character varying'::regtype THEN typmod.value < 0 OR typmod.value - 4 >= 19
-               ELSE false
-           END AS holds_ids,
-           base.oid IN ('smallint'::regtype, 'integer'::regtype) AS is_small_integer
-    FROM pg_attribute a
-    JOIN pg_class c ON c.oid = a.attrelid AND c.relkind IN ('r', 'p', 'f')
-    JOIN pg_namespace n ON n.oid = c.relnamespace
-    JOIN pg_type t ON t.oid = a.atttypid
-    JOIN pg_type base ON base.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
-    CROSS JOIN LATERAL (SELECT CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE a.atttypmod END AS value) AS typmod
-    WHERE a.attnum > 0 AND NOT a.attisdropped
-      AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
-),
-keys AS (
-    -- Columns whose default calls snowflake_nextval(): the snowflake keys.
-    SELECT DISTINCT d.adrelid, d.adnum
-    FROM pg_attrdef d
-    JOIN pg_depend dep ON dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid
-                       AND dep.refclassid = 'pg_proc'::regclass
-    WHERE dep.refobjid IN (SELECT oid FROM generators)
-),
-narrow_defaults AS (
-    SELECT c.attrelid, c.attname, c.type_name, 'default too narrow' AS finding,
-           format('Keep the column bigint: ALTER TABLE %s ALTER COLUMN %I TYPE bigint (in a migration that narrowed it, keep the model''s BigAutoField or BigInteger); or drop the default first: ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT.',
-                  c.attrelid::regclass, c.attname, c.attrelid::regclass, c.attname) AS fix
-    FROM columns c JOIN keys k ON k.adrelid = c.attrelid AND k.adnum = c.attnum
-    WHERE NOT c.holds_ids
-      AND (tables IS NULL OR c.attrelid = ANY (tables))
-),
-narrow_references AS (
-    SELECT DISTINCT c.attrelid, c.attname, c.type_name, 'reference too narrow' AS finding,
-           format('Its foreign key %I points at %s.%I, whose IDs do not fit in %s: the first reference to a new row fails. Widen it: ALTER TABLE %s ALTER COLUMN %I TYPE bigint (Django: BigIntegerField or a ForeignKey to a BigAutoField; SQLAlchemy: BigInteger; Rails: t.references ... type: :bigint).',
-                  fk.conname, fk.confrelid::regclass, target.attname, c.type_name, c.attrelid::regclass, c.attname) AS fix
-    FROM pg_constraint fk
-    CROSS JOIN LATERAL unnest(fk.conkey, fk.confkey) AS k(child_att, parent_att)
-    JOIN columns c ON c.attrelid = fk.conrelid AND c.attnum = k.child_att
-    JOIN keys ON keys.adrelid = fk.confrelid AND keys.adnum = k.parent_att
-    JOIN pg_attribute target ON target.attrelid = fk.confrelid AND target.attnum = k.parent_att
-    WHERE fk.contype = 'f' AND NOT c.holds_ids
-      AND (tables IS NULL OR fk.conrelid = ANY (tables) OR fk.confrelid = ANY (tables))
-),
-generic_references AS (
-    -- object_id beside content_type_id (Django), x_id beside x_type (Rails).
-    SELECT c.attrelid, c.attname, c.type_name, 'generic reference too narrow' AS finding,
-           CASE WHEN c.attname = 'object_id'
-               THEN format('Django''s GenericForeignKey stores any table''s key in %s.%I, which cannot hold a snowflake ID. Declare object_id = models.PositiveBigIntegerField() (or TextField) and migrate: ALTER TABLE %s ALTER COLUMN %I TYPE bigint.',
-                           c.attrelid::regclass, c.attname, c.attrelid::regclass, c.attname)
-               ELSE format('A polymorphic reference (%s beside %s) stores any table''s key in %s, which cannot hold a snowflake ID. Declare it bigint (Rails: t.references :%s, polymorphic: true, type: :bigint): ALTER TABLE %s ALTER COLUMN %I TYPE bigint.',
-                           c.attname, left(c.attname, -3) || '_type', c.type_name, left(c.attname, -3), c.attrelid::regclass, c.attname)
-           END AS fix
-    FROM columns c
-    WHERE c.is_small_integer
-      AND (tables IS NULL OR c.attrelid = ANY (tables))
-      AND NOT EXISTS (SELECT FROM pg_constraint fk WHERE fk.contype = 'f' AND fk.conrelid = c.attrelid AND c.attnum = ANY (fk.conkey))
-      AND ((c.attname = 'object_id' AND EXISTS (
-                SELECT FROM pg_attribute o WHERE o.attrelid = c.attrelid AND o.attname = 'content_type_id' AND NOT o.attisdropped))
-           OR (c.attname LIKE '%\_id' AND EXISTS (
-                SELECT FROM pg_attribute o WHERE o.attrelid = c.attrelid AND NOT o.attisdropped
-                  AND o.attname = left(c.attname, -3) || '_type')))
-),
-auto_keys_schemas AS (
-    SELECT (parse_ident(btrim(item)))[1] AS name
-    FROM unnest(string_to_array(current_setting('snowflake_id.auto_keys', true), ',')) AS item
-    WHERE btrim(item) <> ''
-),
-keys_left AS (
-    -- Single-column primary keys numbered by a sequence or an identity, in those schemas.
-    SELECT c.attrelid, c.attname, c.type_name, 'key left on a sequence' AS finding,
-           CASE
-               WHEN c.is_small_integer THEN format('%s is too small for snowflake IDs, so snowflake_id.auto_keys left it. Make the model''s keys 64-bit (Django: DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"; SQLAlchemy: type_annotation_map = {int: BigInteger}; Rails: the default bigint), then have the owner convert it: SELECT snowflake_convert_column(%L, %L, <shard>).',
-                                                   c.type_name, c.attrelid::regclass, c.attname)
-               WHEN a.attidentity = 'a' THEN format('It is GENERATED ALWAYS, which refuses the explicit values a snowflake default gives. Declare it GENERATED BY DEFAULT AS IDENTITY, then have the owner convert it: SELECT snowflake_convert_column(%L, %L, <shard>).',
-                                                    c.attrelid::regclass, c.attname)
-               ELSE format('It had rows or was referenced by other tables when it was made, or was made before snowflake_id.auto_keys was set. Have the owner convert it: SELECT snowflake_convert_column(%L, %L, <shard>).',
-                           c.attrelid::regclass, c.attname)
-           END AS fix
-    FROM columns c
-    JOIN pg_attribute a ON a.attrelid = c.attrelid AND a.attnum = c.attnum
-    JOIN pg_class rel ON rel.oid = c.attrelid
-    JOIN pg_namespace n ON n.oid = rel.relnamespace
-    JOIN pg_index pk ON pk.indrelid = c.attrelid AND pk.indisprimary AND pk.indnkeyatts = 1 AND pk.indkey[0] = c.attnum
-    WHERE (n.nspname IN (SELECT name FROM auto_keys_schemas)
-           OR (n.oid = pg_my_temp_schema() AND 'pg_temp' IN (SELECT name FROM auto_keys_schemas)))
-      AND (tables IS NULL OR c.attrelid = ANY (tables))
-      AND (a.attidentity <> '' OR pg_get_serial_sequence(c.attrelid::regclass::text, c.attname) IS NOT NULL)
-)
-SELECT attrelid::regclass, attname, type_name, finding, fix
-FROM (SELECT * FROM narrow_defaults UNION ALL SELECT * FROM narrow_references
-      UNION ALL SELECT * FROM generic_references UNION ALL SELECT * FROM keys_left) AS found
-ORDER BY attrelid::regclass::text, attname, finding
+#variable_conflict use_column
+DECLARE
+    -- The relations whose columns are checked, and those whose keys their references may
+    -- point at: as oid arrays, so that every query below reads the catalogs by index.
+    checked oid[];
+    referenced oid[];
+BEGIN
+    IF tables IS NULL THEN
+        checked := ARRAY(
+            SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE c.relkind IN ('r', 'p', 'f')
+              AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
+              AND NOT pg_is_other_temp_schema(n.oid));
+    ELSE
+        -- The tables, and the tables whose foreign keys reference them: a foreign key depends
+        -- on the referenced table's columns (pg_depend's index on the referenced object).
+        checked := ARRAY(
+            SELECT DISTINCT c.oid FROM pg_class c
+            WHERE c.oid = ANY (tables::oid[]) AND c.relkind IN ('r', 'p', 'f')
+            UNION
+            SELECT fk.conrelid FROM pg_depend dep
+            JOIN pg_constraint fk ON fk.oid = dep.objid AND fk.contype = 'f'
+            WHERE dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY (tables::oid[])
+              AND dep.classid = 'pg_constraint'::regclass);
+    END IF;
+    referenced := checked || ARRAY(
+        SELECT DISTINCT fk.confrelid FROM pg_constraint fk
+        WHERE fk.conrelid = ANY (checked) AND fk.contype = 'f');
+    RETURN QUERY
+    WITH generators AS (
+        -- The functions whose default makes a column a snowflake key.
+        SELECT p.oid FROM pg_proc p
+        WHERE p.proname = 'snowflake_nextval' AND p.pronamespace = '@extschema@'::regnamespace
+    ),
+    columns AS (
+        -- The checked columns with their base type (through domains, and arrays' elements), and
+        -- whether that type holds every ID exactly: bigint; numeric with 19 or more digits
+        -- before the point (or unconstrained); text and character varying of 19 characters or more.
+        SELECT a.attrelid, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod) AS type_name,
+               CASE base.oid
+                   WHEN 'bigint'::regtype THEN true
+                   WHEN 'numeric'::regtype THEN base.typmod < 0 OR ((base.typmod - 4) >> 16) - ((base.typmod - 4) & 65535) >= 19
+                   WHEN 'text'::regtype THEN true
+                   WHEN 'character varying'::regtype THEN base.typmod < 0 OR base.typmod - 4 >= 19
+                   ELSE false
+               END AS holds_ids,
+               base.oid IN ('smallint'::regtype, 'integer'::regtype) AND NOT base.in_array AS is_small_integer
+        FROM pg_attribute a
+        CROSS JOIN LATERAL (
+            -- A domain's base type (its type modifier, if it has one), an array's element type,
+            -- and so on down to a type that is neither.
+            WITH RECURSIVE chain (oid, typmod, in_array, depth) AS (
+                SELECT a.atttypid, a.atttypmod, false, 0
+                UNION ALL
+                SELECT CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.typelem END,
+                       CASE WHEN t.typtype = 'd' AND t.typtypmod >= 0 THEN t.typtypmod ELSE chain.typmod END,
+                       chain.in_array OR t.typtype <> 'd',
+                       chain.depth + 1
+                FROM chain JOIN pg_type t ON t.oid = chain.oid
+                WHERE t.typtype = 'd' OR (t.typsubscript = 'array_subscript_handler'::regproc AND t.typelem <> 0)
+            )
+            SELECT chain.oid, chain.typmod, chain.in_array FROM chain ORDER BY chain.depth DESC LIMIT 1
+        ) AS base
+        WHERE a.attrelid = ANY (checked) AND a.attnum > 0 AND NOT a.attisdropped
+    ),
+    keys AS (
+        -- Columns whose default gives them the ID of snowflake_nextval(): it calls it, and no
+        -- function but PostgreSQL's own (whose use is not recorded: casts, operators) around it.
+        SELECT d.adrelid, d.adnum
+        FROM pg_attrdef d
+        WHERE d.adrelid = ANY (referenced)
+          AND EXISTS (SELECT FROM pg_depend dep
+                      WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid
+                        AND dep.refclassid = 'pg_proc'::regclass AND dep.refobjid IN (SELECT oid FROM generators))
+          AND NOT EXISTS (SELECT FROM pg_depend dep
+                          WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid
+                            AND dep.refclassid = 'pg_proc'::regclass AND dep.refobjid NOT IN (SELECT oid FROM generators))
+    ),
+    narrow_defaults AS (
+        SELECT c.attrelid, c.attname, c.type_name, 'default too narrow' AS finding,
+               format('Keep the column bigint: ALTER TABLE %s ALTER COLUMN %I TYPE bigint (in a migration that narrowed it, keep the model''s BigAutoField or BigInteger); or drop the default first: ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT.',
+                      c.attrelid::regclass, c.attname, c.attrelid::regclass, c.attname) AS fix
+        FROM columns c JOIN keys k ON k.adrelid = c.attrelid AND k.adnum = c.attnum
+        WHERE NOT c.holds_ids
+          AND (tables IS NULL OR c.attrelid = ANY (tables::oid[]))
+    ),
+    narrow_references AS (
+        SELECT DISTINCT c.attrelid, c.attname, c.type_name, 'reference too narrow' AS finding,
+               format('Its foreign key %I points at %s.%I, whose IDs do not fit in %s: the first reference to a new row fails. Widen it: ALTER TABLE %s ALTER COLUMN %I TYPE bigint (Django: BigIntegerField or a ForeignKey to a BigAutoField; SQLAlchemy: BigInteger; Rails: t.references ... type: :bigint).',
+                      fk.conname, fk.confrelid::regclass, target.attname, c.type_name, c.attrelid::regclass, c.attname) AS fix
+        FROM pg_constraint fk
+        CROSS JOIN LATERAL unnest(fk.conkey, fk.confkey) AS k(child_att, parent_att)
+        JOIN columns c ON c.attrelid = fk.conrelid AND c.attnum = k.child_att
+        JOIN keys ON keys.adrelid = fk.confrelid AND keys.adnum = k.parent_att
+        JOIN pg_attribute target ON target.attrelid = fk.confrelid AND target.attnum = k.parent_att
+        WHERE fk.conrelid = ANY (checked) AND fk.contype = 'f' AND NOT c.holds_ids
+          AND (tables IS NULL OR fk.conrelid = ANY (tables::oid[]) OR fk.confrelid = ANY (tables::oid[]))
+    ),
+    generic_references AS (
+        -- object_id beside content_type_id (Django), x_id beside x_type (Rails).
+        SELECT c.attrelid, c.attname, c.type_name, 'generic reference too narrow' AS finding,
+               CASE WHEN c.attname = 'object_id'
+                   THEN format('Django''s GenericForeignKey stores any table''s key in %s.%I, which cannot hold a snowflake ID. Declare object_id = models.PositiveBigIntegerField() (or TextField) and migrate: ALTER TABLE %s ALTER COLUMN %I TYPE bigint.',
+                               c.attrelid::regclass, c.attname, c.attrelid::regclass, c.attname)
+                   ELSE format('A polymorphic reference (%s beside %s) stores any table''s key in %s, which cannot hold a snowflake ID. Declare it bigint (Rails: t.references :%s, polymorphic: true, type: :bigint): ALTER TABLE %s ALTER COLUMN %I TYPE bigint.',
+                               c.attname, left(c.attname, -3) || '_type', c.type_name, left(c.attname, -3), c.attrelid::regclass, c.attname)
+               END AS fix
+        FROM columns c
+        WHERE c.is_small_integer
+          AND (tables IS NULL OR c.attrelid = ANY (tables::oid[]))
+          AND NOT EXISTS (SELECT FROM pg_constraint fk WHERE fk.conrelid = c.attrelid AND fk.contype = 'f' AND c.attnum = ANY (fk.conkey))
+          AND ((c.attname = 'object_id' AND EXISTS (
+                    SELECT FROM pg_attribute o WHERE o.attrelid = c.attrelid AND o.attname = 'content_type_id' AND NOT o.attisdropped))
+               OR (c.attname LIKE '%\_id' AND EXISTS (
+                    SELECT FROM pg_attribute o WHERE o.attrelid = c.attrelid AND NOT o.attisdropped
+                      AND o.attname = left(c.attname, -3) || '_type')))
+    ),
+    keys_left AS (
+        -- Single-column primary keys numbered by a sequence or an identity, in the schemas of
+        -- snowflake_id.auto_keys (read by the setting's own parser, as the trigger reads it).
+        SELECT c.attrelid, c.attname, c.type_name, 'key left on a sequence' AS finding,
+               CASE
+                   WHEN c.is_small_integer THEN format('%s is too small for snowflake IDs, so snowflake_id.auto_keys left it. Make the model''s keys 64-bit (Django: DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"; SQLAlchemy: type_annotation_map = {int: BigInteger}; Rails: the default bigint), then have the owner convert it: SELECT snowflake_convert_column(%L, %L, <shard>).',
+                                                       c.type_name, c.attrelid::regclass, c.attname)
+                   WHEN a.attidentity = 'a' THEN format('It is GENERATED ALWAYS, which refuses the explicit values a snowflake default gives. Declare it GENERATED BY DEFAULT AS IDENTITY, then have the owner convert it: SELECT snowflake_convert_column(%L, %L, <shard>).',
+                                                        c.attrelid::regclass, c.attname)
+                   ELSE format('It had rows or was referenced by other tables when it was made, was made before snowflake_id.auto_keys was set, or was made with another role''s rights than the session''s. Have the owner convert it: SELECT snowflake_convert_column(%L, %L, <shard>).',
+                               c.attrelid::regclass, c.attname)
+               END AS fix
+        FROM columns c
+        JOIN pg_attribute a ON a.attrelid = c.attrelid AND a.attnum = c.attnum
+        JOIN pg_class rel ON rel.oid = c.attrelid
+        JOIN pg_namespace n ON n.oid = rel.relnamespace
+        JOIN pg_index pk ON pk.indrelid = c.attrelid AND pk.indisprimary AND pk.indnkeyatts = 1 AND pk.indkey[0] = c.attnum
+        WHERE (n.nspname = ANY (@extschema@.snowflake_auto_keys_schemas())
+               OR (n.oid = pg_my_temp_schema() AND 'pg_temp' = ANY (@extschema@.snowflake_auto_keys_schemas())))
+          AND (tables IS NULL OR c.attrelid = ANY (tables::oid[]))
+          AND (a.attidentity <> '' OR pg_get_serial_sequence(c.attrelid::regclass::text, c.attname) IS NOT NULL)
+    )
+    SELECT found.attrelid::regclass, found.attname, found.type_name, found.finding, found.fix
+    FROM (SELECT * FROM narrow_defaults UNION ALL SELECT * FROM narrow_references
+          UNION ALL SELECT * FROM generic_references UNION ALL SELECT * FROM keys_left) AS found
+    ORDER BY found.attrelid::regclass::text, found.attname, found.finding;
+END
 $checks$;
 COMMENT ON FUNCTION snowflake_check_columns(regclass[]) IS
     'Columns that cannot hold the snowflake IDs they receive or reference, and keys automatic keys left on a sequence, each with its fix';

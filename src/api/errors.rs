@@ -413,3 +413,17 @@ pub fn unknown_layout(function: &'static str, name: &str) -> ! {
         "Pass one of them, in lowercase; for this server's own layout, call the decoder without it.".into(),
     )
 }
+
+/// `snowflake_id.auto_keys` holds a value its parser does not read: one set before 0.7.1, whose
+/// parser trimmed more whitespace than PostgreSQL's, kept in a database's or role's settings.
+pub fn auto_keys_unreadable(function: &'static str, reason: &str) -> ! {
+    raise(
+        INVALID_PARAMETER,
+        function,
+        "snowflake_id.auto_keys is not a list of schema names".into(),
+        format!("{reason} (Read as the setting's check reads it; the automatic keys do nothing with it.)"),
+        "Set it again in the form 'public, app': ALTER DATABASE name SET snowflake_id.auto_keys = 'public' \
+         (or ALTER ROLE, or SET), or RESET it."
+            .into(),
+    )
+}

@@ -36,13 +36,33 @@ pub fn define() {
     }
 }
 
+/// The schemas of `snowflake_id.auto_keys` as this session has it, read by the parser of the
+/// setting's check (`auto_keys_schemas`): the event triggers and `snowflake_check_columns`
+/// act on exactly the schemas the check accepted. (0.7.0 split the list again in SQL, with
+/// `btrim` and `parse_ident`, which disagree with Rust's `trim` on whitespace: a value the
+/// check accepted could name another schema there, or fail every CREATE TABLE.) Empty where
+/// the library was not preloaded: the setting is not defined there.
+pub fn schemas() -> Result<Vec<String>, String> {
+    match AUTO_KEYS.get() {
+        None => Ok(Vec::new()),
+        Some(value) => value
+            .to_str()
+            .map_err(|_| "The value is not valid UTF-8.".to_string())
+            .and_then(auto_keys_schemas),
+    }
+}
+
 /// The schemas of `snowflake_id.auto_keys`, or why the text is not a list of schema names:
 /// names separated by commas, each a plain identifier (folded to lower case) or a
-/// double-quoted one. The event trigger splits the list the same way (at each comma, each name
-/// read by `parse_ident`), so a quoted name may hold no comma.
+/// double-quoted one, with SQL's whitespace around them (space, tab, newline, carriage return,
+/// form feed: what PostgreSQL's own scanner skips); any other character outside quotes, a
+/// vertical tab or a Unicode space among them, makes the value refused, not trimmed. A quoted
+/// name may hold no comma.
 fn auto_keys_schemas(text: &str) -> Result<Vec<String>, String> {
+    let sql_whitespace: &[char] = &[' ', '\t', '\n', '\r', '\x0c'];
     let mut schemas = Vec::new();
-    for item in text.split(',').map(str::trim).filter(|item| !item.is_empty()) {
+    for item in text.split(',').map(|item| item.trim_matches(sql_whitespace)).filter(|item| !item.is_empty())
+    {
         let plain = |item: &str| {
             item.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
                 && item.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$')

@@ -159,11 +159,12 @@ fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
     // the two forms of snowflake_horizon, snowflake_status and snowflake_fence_allows, the type
     // snowflake_parts, and the event trigger of snowflake_id.auto_keys with its function;
     // 0.6.1 snowflake_horizon_holders; 0.7.0 snowflake_observe, snowflake_check_columns and
-    // the event trigger snowflake_check_defaults with its function. PostgreSQL 18 records the type's array type as
-    // a member too: not counted.
+    // the event trigger snowflake_check_defaults with its function; 0.7.1
+    // snowflake_auto_keys_schemas. PostgreSQL 18 records the type's array type as a member too:
+    // not counted.
     let array_types =
         upgraded_objects.iter().filter(|object| object.starts_with("type snowflake_parts[]")).count();
-    assert_eq!(upgraded_objects.len() - array_types, old_objects.len() + 17);
+    assert_eq!(upgraded_objects.len() - array_types, old_objects.len() + 18);
     old.batch_execute("SET TimeZone = 'UTC'").unwrap();
     let twitter: String = old
         .query_one(

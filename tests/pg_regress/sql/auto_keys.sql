@@ -143,14 +143,16 @@ ALTER ROLE auto_plain SET snowflake_id.auto_keys = auto;
 SET snowflake_id.auto_keys = auto;
 RESET ROLE;
 -- A plain role's own table is converted too (the trigger runs with that role's rights, which
--- suffice for a table it has just made).
+-- suffice for a table it has just made), in a session of that role: SET SESSION AUTHORIZATION
+-- makes the session the role's, as a login does (after SET ROLE it is left alone: the
+-- statement then runs with another role's rights than the session's, hostile_tenant.sql).
 GRANT CREATE, USAGE ON SCHEMA auto TO auto_plain;
-SET ROLE auto_plain;
+SET SESSION AUTHORIZATION auto_plain;
 SET snowflake_id.auto_keys = auto;
 CREATE TABLE auto.plain_orders (id bigserial PRIMARY KEY);
 SELECT "default" FROM pg_temp.key_of('auto.plain_orders');
 INSERT INTO auto.plain_orders DEFAULT VALUES RETURNING snowflake_shard(id) AS shard;
-RESET ROLE;
+RESET SESSION AUTHORIZATION;
 DROP DATABASE auto_keys_owned;
 DROP TABLE auto.plain_orders;
 REVOKE ALL ON SCHEMA auto FROM auto_plain;

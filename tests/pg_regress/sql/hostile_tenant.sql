@@ -165,6 +165,84 @@ SELECT * FROM regress.rights;
 -- 6. An OID that names no table: "no such table", not a syntax error.
 SELECT e.code, e.message FROM regress.error_of($$SELECT snowflake_convert_column(0::regclass, 'id', 3)$$) e;
 
+-- 7. (0.7.1) A caller's snowflake_id.auto_keys never changes what another role's SECURITY
+--    DEFINER function makes: bob runs alice's provision() with auto_keys naming her schema;
+--    her table keeps its sequence (a NOTICE says why), and her own code still works. In 0.7.0
+--    it got bob's snowflake default and lost its sequence.
+\c - alice
+CREATE FUNCTION alice.provision(tag text) RETURNS void LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    EXECUTE format('CREATE TABLE alice.%I (id bigserial PRIMARY KEY, note text)', 'box_' || tag);
+END $$;
+GRANT EXECUTE ON FUNCTION alice.provision(text) TO bob;
+\c - bob
+SET snowflake_id.auto_keys = alice;
+SELECT alice.provision('bob');
+\c - alice
+SELECT pg_get_expr(adbin, adrelid) LIKE 'nextval%' AS keeps_its_sequence FROM pg_attrdef
+WHERE adrelid = 'alice.box_bob'::regclass;
+INSERT INTO alice.box_bob (note) VALUES ('mine');
+SELECT currval('alice.box_bob_id_seq') AS alices_currval;
+-- In alice's own session the same call is hers, and her setting converts her table.
+SET snowflake_id.auto_keys = alice;
+SELECT alice.provision('alice');
+SELECT pg_get_expr(adbin, adrelid) AS box_alice_default FROM pg_attrdef
+WHERE adrelid = 'alice.box_alice'::regclass;
+RESET snowflake_id.auto_keys;
+\c - postgres
+-- Nor after SET ROLE: the statement runs with another role's rights than the session's.
+SET snowflake_id.auto_keys = alice;
+SET ROLE alice;
+CREATE TABLE alice.set_role_box (id bigserial PRIMARY KEY);
+RESET ROLE;
+RESET snowflake_id.auto_keys;
+SELECT pg_get_expr(adbin, adrelid) LIKE 'nextval%' AS keeps_its_sequence FROM pg_attrdef
+WHERE adrelid = 'alice.set_role_box'::regclass;
+SELECT * FROM regress.rights;
+
+-- 8. (0.7.1) snowflake_id.auto_keys has one parser, in its check and where the triggers read
+--    it: whitespace PostgreSQL's scanner does not skip (a vertical tab, a Unicode space) is
+--    refused where it is set. In 0.7.0 the database's owner could store E'public\x0b', which
+--    then failed every CREATE TABLE there (22023), and E'pg_temp\u3000' named no schema.
+CREATE DATABASE hostile_owned OWNER alice;
+\c - alice
+ALTER DATABASE hostile_owned SET snowflake_id.auto_keys = E'public\x0b';
+SET snowflake_id.auto_keys = E'pg_temp\u3000';
+SET snowflake_id.auto_keys = E'public\u00a0, app';
+-- What it accepts is read the same everywhere: snowflake_auto_keys_schemas() is the parser.
+SET snowflake_id.auto_keys = E' alice\t,\n"Odd Name" , pg_temp\r';
+SELECT snowflake_auto_keys_schemas();
+RESET snowflake_id.auto_keys;
+SELECT snowflake_auto_keys_schemas();
+\c - postgres
+SELECT setconfig FROM pg_db_role_setting
+WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = 'hostile_owned');
+DROP DATABASE hostile_owned;
+
+-- 9. (0.7.1) The narrow-default check judges the column that receives the ID: a domain over a
+--    domain over bigint, a bigint array and a timestamp made from an ID are accepted (0.7.0
+--    refused them with 42804); the same over integer is still refused.
+\c - alice
+CREATE DOMAIN alice.id_d AS bigint;
+CREATE DOMAIN alice.id_dd AS alice.id_d;
+CREATE DOMAIN alice.small_d AS integer;
+CREATE DOMAIN alice.small_dd AS alice.small_d;
+CREATE TABLE alice.deep_domain (id alice.id_dd PRIMARY KEY DEFAULT snowflake_nextval(9));
+CREATE TABLE alice.id_array (ids bigint[] DEFAULT ARRAY[snowflake_nextval(9)]);
+CREATE TABLE alice.made_at (at timestamptz DEFAULT snowflake_timestamp(snowflake_nextval(9)));
+INSERT INTO alice.deep_domain DEFAULT VALUES;
+INSERT INTO alice.id_array DEFAULT VALUES;
+INSERT INTO alice.made_at DEFAULT VALUES;
+SELECT (SELECT count(*) FROM alice.deep_domain) AS deep_domain, (SELECT count(*) FROM alice.id_array) AS id_array,
+       (SELECT count(*) FROM alice.made_at) AS made_at;
+SELECT e.code, e.message FROM regress.error_of($$CREATE TABLE alice.deep_small (id alice.small_dd DEFAULT snowflake_nextval(9))$$) e;
+SELECT e.code, e.message FROM regress.error_of($$CREATE TABLE alice.small_array (ids integer[] DEFAULT ARRAY[snowflake_nextval(9)])$$) e;
+-- snowflake_check_columns() agrees: nothing to report on the three.
+SELECT * FROM snowflake_check_columns(ARRAY['alice.deep_domain', 'alice.id_array', 'alice.made_at']::regclass[]);
+\c - postgres
+SELECT * FROM regress.rights;
+
 \c - postgres
 DROP SCHEMA dave_s, alice, bob CASCADE;
 ALTER ROLE carol RESET ALL;
