@@ -16,14 +16,40 @@
 //!   (`holds_since`). A quiet server, or a statement that has just begun.
 //! * A horizon computed at `T` when the next xid to assign was `N` holds for `S` when
 //!   `N < S.xmax`: then an xid assigned after `T` had ended before `S`, so `S` came after `T`.
-//!   The last `HISTORY` horizons are kept with their `N`, and a call on a busy server returns
-//!   the highest that holds: one computed before its snapshot, by this reader's previous poll or
-//!   another reader's. A reader's horizon so lags one poll. Each entry keeps the horizon of
-//!   every shard and that of the shard its call asked for: it answers for that shard with the
-//!   latter, for every other shard with the former (lower, and true for every shard).
+//!   Horizons are kept with their `N`, and a call on a busy server returns the highest that
+//!   holds: one computed before its snapshot, by this reader's previous poll or another
+//!   reader's. A reader's horizon so lags one poll. Each entry keeps the horizon of every shard
+//!   and that of the shard its call asked for: it answers for that shard with the latter, for
+//!   every other shard with the former (lower, and true for every shard).
 //! * A snapshot older than every one kept (the first call on a busy server after a start, or a
 //!   long repeatable-read transaction) gets the horizon of the server's start (`started`):
 //!   every transaction of an earlier run had ended before any snapshot of this one.
+//!
+//! # Who can push a reader's horizons out
+//! Every role may call `snowflake_horizon()`, so no caller may push the horizons another
+//! reader needs out of what is kept (0.7.0 kept the last 256 calls of all: a flood of calls by
+//! one role sent the others' polls back to the horizon of the start). Two rules:
+//! * One shared entry per next xid: an entry is used only for snapshots with `N < S.xmax`,
+//!   taken after an xid `>= N` was assigned, so after every computation that still saw `N` as
+//!   the next xid. The newest computation for one `N` holds for exactly the snapshots the older
+//!   ones held for, and is at least as high (the horizon of every shard never goes back; that of
+//!   one shard is the higher of the two when both asked for it): it replaces them (`merged`).
+//!   A shard's own horizon replaced by a call for another shard leaves that entry's horizon of
+//!   every shard, lower and true. Calls that assign no xid, however many, so write one entry
+//!   between two xid assignments: only xids advance the `HISTORY` shared entries.
+//! * Each backend keeps its own entries in its own memory (`OWN`), and a call returns the
+//!   highest that holds of the shared ones and its own. A caller who assigns xids as fast as it
+//!   can (a loop of `SELECT pg_current_xact_id(), snowflake_horizon()`, or subtransactions) can
+//!   flush the shared ones, and only them: a reader's own previous polls stay, and answer as
+//!   they would have from the shared history, its own shard's horizon included. Its own are
+//!   few, and none of those that matter is dropped (`Own::keep`): an entry whose `N` had been
+//!   assigned and had ended when a later one was kept holds for every snapshot taken since, and
+//!   such entries are merged into one (merging an entry into a later one is always true, see
+//!   `merged`: the merge only holds for fewer snapshots); of the others, the oldest is the first
+//!   to hold, and is kept with the newest.
+//!   Keeping only the last few would not do: subtransactions that assign xids and do not end
+//!   (released savepoints) give each poll its own next xid while none of them holds, and a
+//!   reader polling more often than its writers commit would lose the one poll that does.
 
 pub mod holders;
 pub mod prepared;
@@ -39,21 +65,31 @@ use std::sync::atomic::Ordering::Relaxed;
 const SHMEM_NAME: &CStr = c"snowflake_id horizon";
 const TRANCHE_NAME: &CStr = c"snowflake_id horizon";
 
-/// How many horizons are kept with the next xid when they were computed.
+/// How many horizons are kept in shared memory, one per next xid, with the next xid when they
+/// were computed.
 const HISTORY: usize = 256;
+/// How many horizons whose next xid had not ended yet each backend keeps of its own.
+const OWN_PENDING: usize = 8;
 
-/// The horizons given, newest last, and the lock that serializes computing them. Only
-/// readers taking a horizon take the lock: writers never do. Cache-line aligned, so that its
-/// size is too and the pending slots after it start on a line of their own.
+/// The horizons given, and the lock that serializes computing them. Only readers taking a
+/// horizon take the lock: writers never do. Cache-line aligned, so that its size is too and the
+/// pending slots after it start on a line of their own.
 #[repr(C, align(64))]
 struct Shared {
     /// The horizon of the server's start, for snapshots older than every entry: where the
     /// shards resumed (nothing below was issued in this run), or a prepared transaction's
     /// lowest ID, when lower.
     started: u64,
-    /// Entries written so far; the newest is at `(written - 1) % HISTORY`.
+    given: History<HISTORY>,
+}
+
+/// Horizons given, newest last, at most one per next xid; all zero: empty.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct History<const N: usize> {
+    /// Entries written so far; the newest is at `(written - 1) % N`.
     written: u64,
-    entries: [Given; HISTORY],
+    entries: [Given; N],
 }
 
 /// A horizon given, as time parts, with the next xid when it was computed.
@@ -72,6 +108,9 @@ struct Given {
 const EVERY_SHARD: u32 = u32::MAX;
 
 impl Given {
+    const NONE: Given =
+        Given { next_xid: pg_sys::TransactionId::INVALID, shard: EVERY_SHARD, every_shard: 0, of_shard: 0 };
+
     /// The horizon this entry gives for `shard` (`None`: every shard).
     fn of(&self, shard: Option<u32>) -> u64 {
         if shard == Some(self.shard) {
@@ -79,6 +118,21 @@ impl Given {
         } else {
             self.every_shard
         }
+    }
+
+    /// This entry and `newer`, computed later (so with the same next xid or a later one), in
+    /// one: with `newer`'s next xid, so that it holds for the snapshots `newer` holds for (see
+    /// the top), which this one holds for too; so the higher of each horizon does. With the
+    /// same next xid, the snapshots of both. The shard's own horizon is kept for `newer`'s
+    /// shard, or for this one's when `newer` asked for none.
+    fn merged(self, newer: Given) -> Given {
+        let every_shard = self.every_shard.max(newer.every_shard);
+        let (shard, of_shard) = if newer.shard == self.shard || newer.shard == EVERY_SHARD {
+            (self.shard, self.of_shard.max(newer.of_shard))
+        } else {
+            (newer.shard, newer.of_shard)
+        };
+        Given { next_xid: newer.next_xid, shard, every_shard, of_shard: of_shard.max(every_shard) }
     }
 }
 
@@ -94,6 +148,8 @@ static mut BITS: *const AtomicU64 = std::ptr::null();
 /// with the slot's index. In a static, so that a claim refers to it by a constant address.
 static mut MINE: Option<Holder<'static>> = None;
 static mut MY_SLOT_INDEX: usize = usize::MAX;
+/// The horizons this process was given, which no other caller can push out (see the top).
+static mut OWN: Own = Own { settled: None, pending: [Given::NONE; OWN_PENDING], len: 0 };
 
 fn slot_count() -> usize {
     // SAFETY: set before shared memory is requested (PostgreSQL 15+), read in the postmaster.
@@ -268,14 +324,15 @@ pub fn for_active_snapshot(now: u64, reservation: &Reservation, shard: Option<u3
     // transaction before it releases its slot, so one of the two is seen.
     let computed = horizon::compute(now, reservation, &slots(), shard);
     let prepared = prepared::lowest_since(shard);
-    let (_, next_xid) = compat::completed_and_next_xid();
+    let (completed, next_xid) = compat::completed_and_next_xid();
     // SAFETY: SHARED lives as long as the server; written only under the lock, held here.
-    let history = unsafe { &mut *SHARED };
+    let shared = unsafe { &mut *SHARED };
     // A horizon given before still holds for every later snapshot: never go back. That of
     // every shard holds for each shard.
-    let every_shard = history
+    let every_shard = shared
+        .given
         .newest(0)
-        .map_or(history.started, |given| given.every_shard)
+        .map_or(shared.started, |given| given.every_shard)
         .max(computed.every_shard.min(prepared.every_shard));
     let given = Given {
         next_xid,
@@ -283,24 +340,20 @@ pub fn for_active_snapshot(now: u64, reservation: &Reservation, shard: Option<u3
         every_shard,
         of_shard: computed.of_shard.min(prepared.of_shard).max(every_shard),
     };
-    history.entries[history.written as usize % HISTORY] = given;
-    history.written += 1;
-    let answer = if holds_since(snapshot) {
-        given.of(shard)
-    } else {
-        // The entries computed before the snapshot (each at least as old as the one after it),
-        // and of those the highest for this shard: another shard's gives its lower `every_shard`.
-        (0..HISTORY as u64)
-            .map_while(|age| history.newest(age))
-            // SAFETY: compares two xids, as PostgreSQL does (modulo 2^32).
-            .skip_while(|given| !unsafe { pg_sys::TransactionIdPrecedes(given.next_xid, snapshot.xmax) })
-            .map(|given| given.of(shard))
-            .max()
-            .unwrap_or(history.started)
-    };
+    shared.given.keep(given);
+    let fresh = holds_since(snapshot);
+    let answer = if fresh { Some(given.of(shard)) } else { shared.given.highest_before(snapshot, shard) };
+    let started = shared.started;
     // SAFETY: acquired above.
     unsafe { pg_sys::LWLockRelease(LOCK) };
-    answer
+    let own = &raw mut OWN;
+    // SAFETY: this process's own static, used only here, in its one thread; no reference to it
+    // outlives this call.
+    unsafe {
+        let answer = if fresh { answer } else { answer.max((*own).highest_before(snapshot, shard)) };
+        (*own).keep(given, completed);
+        answer.unwrap_or(started)
+    }
 }
 
 /// Whether no transaction with an xid has ended since `snapshot` was taken (see the top): read
@@ -321,10 +374,93 @@ fn holds_since(snapshot: &pg_sys::SnapshotData) -> bool {
     running.iter().all(|&xid| unsafe { pg_sys::TransactionIdIsInProgress(xid) })
 }
 
-impl Shared {
+impl<const N: usize> History<N> {
     /// The entry written `age` entries before the newest, while it is kept.
     fn newest(&self, age: u64) -> Option<Given> {
-        let kept = self.written.min(HISTORY as u64);
-        (age < kept).then(|| self.entries[((self.written - 1 - age) % HISTORY as u64) as usize])
+        let kept = self.written.min(N as u64);
+        (age < kept).then(|| self.entries[((self.written - 1 - age) % N as u64) as usize])
+    }
+
+    /// Keeps `given`, computed after every entry: merged into the newest one when that was
+    /// computed with the same next xid (see the top), else as the newest, in place of the
+    /// oldest when `N` are kept.
+    fn keep(&mut self, given: Given) {
+        match self.newest(0) {
+            Some(newest) if newest.next_xid == given.next_xid => {
+                self.entries[((self.written - 1) % N as u64) as usize] = newest.merged(given);
+            }
+            _ => {
+                self.entries[(self.written % N as u64) as usize] = given;
+                self.written += 1;
+            }
+        }
+    }
+
+    /// The highest horizon for `shard` (`None`: every shard) of the entries computed before
+    /// `snapshot`; `None` if there is none. Each entry's next xid is at least that of the one
+    /// before it (read later), so the entries that hold are the newest that does and all older.
+    fn highest_before(&self, snapshot: &pg_sys::SnapshotData, shard: Option<u32>) -> Option<u64> {
+        (0..N as u64)
+            .map_while(|age| self.newest(age))
+            // SAFETY: compares two xids, as PostgreSQL does (modulo 2^32).
+            .skip_while(|given| !unsafe { pg_sys::TransactionIdPrecedes(given.next_xid, snapshot.xmax) })
+            .map(|given| given.of(shard))
+            .max()
+    }
+}
+
+/// A backend's own horizons (see the top).
+struct Own {
+    /// Its entries whose next xid had been assigned and had ended when it kept a later one,
+    /// merged: they hold for every snapshot taken since.
+    settled: Option<Given>,
+    /// Its later entries, oldest first: `pending[..len]`.
+    pending: [Given; OWN_PENDING],
+    len: usize,
+}
+
+impl Own {
+    /// Keeps `given`, computed after every entry, when `completed` was the newest xid that had
+    /// ended: the entries whose next xid is `completed` or older are merged into `settled`
+    /// (`given`'s is newer: the next xid is above every xid that ended); `given` is merged
+    /// into the newest entry computed with the same next xid, or else added, and when there is
+    /// no room the second and third oldest are merged (the oldest is the first to hold, the
+    /// newest are the freshest).
+    fn keep(&mut self, given: Given, completed: pg_sys::TransactionId) {
+        let mut kept = 0;
+        for index in 0..self.len {
+            let entry = self.pending[index];
+            // SAFETY: compares two xids, as PostgreSQL does (modulo 2^32).
+            if unsafe { pg_sys::TransactionIdPrecedesOrEquals(entry.next_xid, completed) } {
+                self.settled = Some(self.settled.map_or(entry, |settled| settled.merged(entry)));
+            } else {
+                self.pending[kept] = entry;
+                kept += 1;
+            }
+        }
+        self.len = kept;
+        if self.len > 0 && self.pending[self.len - 1].next_xid == given.next_xid {
+            self.pending[self.len - 1] = self.pending[self.len - 1].merged(given);
+            return;
+        }
+        if self.len == OWN_PENDING {
+            self.pending[1] = self.pending[1].merged(self.pending[2]);
+            self.pending.copy_within(3.., 2);
+            self.len -= 1;
+        }
+        self.pending[self.len] = given;
+        self.len += 1;
+    }
+
+    /// The highest horizon for `shard` (`None`: every shard) of the entries computed before
+    /// `snapshot`; `None` if there is none.
+    fn highest_before(&self, snapshot: &pg_sys::SnapshotData, shard: Option<u32>) -> Option<u64> {
+        self.settled
+            .iter()
+            .chain(&self.pending[..self.len])
+            // SAFETY: compares two xids, as PostgreSQL does (modulo 2^32).
+            .filter(|given| unsafe { pg_sys::TransactionIdPrecedes(given.next_xid, snapshot.xmax) })
+            .map(|given| given.of(shard))
+            .max()
     }
 }

@@ -9,8 +9,9 @@
 //! the table's rows, each once. A reader paging with `id > cursor` alone, beside them, misses
 //! rows: the test can fail. The focused tests each hold one rule: an open transaction, a
 //! prepared one across restarts, parallel workers, a clock stepped back, an idle server, an
-//! older snapshot, the refusals, and a transaction that holds the horizons of its own shards
-//! only (open or prepared), reported by `snowflake_horizon_holders()`.
+//! older snapshot, the refusals, a transaction that holds the horizons of its own shards
+//! only (open or prepared), reported by `snowflake_horizon_holders()`, and another role's
+//! flood of calls (and of xids), which sends no reader's poll back to the horizon of the start.
 
 use postgres::{Client, Config, NoTls};
 use snowflake_id_integration::{
@@ -988,4 +989,186 @@ fn a_prepared_transaction_holds_only_the_horizons_of_its_shards() {
     reader.batch_execute("COMMIT PREPARED 'tenant 5'").unwrap();
     wait_for_horizon_above(&mut reader, Some(5), id, "COMMIT PREPARED");
     assert_eq!(holders(&mut reader), []);
+}
+
+// ---- One role cannot push another's horizons out -----------------------------------------
+
+/// A connection to `cluster` as `role`.
+fn connect_as(cluster: &Cluster, role: &str) -> Client {
+    cluster.config().user(role).connect(NoTls).unwrap_or_else(|error| panic!("connect as {role}: {error}"))
+}
+
+/// Sets its flag when dropped: the threads of a scope watching it stop, also when the test
+/// fails half-way (a scope waits for its threads before the failure goes on).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, SeqCst);
+    }
+}
+
+/// Polls of each kind, and those that were not above a given ID.
+#[derive(Default, Debug)]
+struct Polls {
+    of_shard: usize,
+    of_shard_stuck: usize,
+    of_every_shard: usize,
+    of_every_shard_stuck: usize,
+}
+
+/// (j) One role cannot push another's horizons out (0.7.0 kept the last 256 horizons given,
+/// by anyone, and a flood of calls sent other readers back to the horizon of the server's
+/// start). carol, with LOGIN only, floods `snowflake_horizon()` from 6 connections: 4 with
+/// `count(snowflake_horizon())` over 200,000 rows, one with statements that each assign an xid,
+/// one with subtransactions that assign xids and end only with their transaction; beside one
+/// writer committing rows of shard 1, bob's polls of `snowflake_horizon(1)` and
+/// `snowflake_horizon()` all stay above the highest ID committed before the flood: the horizon
+/// of the start is below every ID of this run, so a poll sent back to it is at or below.
+#[test]
+fn a_flood_of_horizon_calls_by_another_role_sends_no_poll_back_to_the_start() {
+    const POLLS: usize = 3000;
+    const POLLING_AT_MOST: Duration = Duration::from_secs(30);
+    let cluster = server("horizon-flood", &[]);
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE ROLE carol LOGIN; CREATE ROLE bob LOGIN").unwrap();
+    let (stop, flooding) = (AtomicBool::new(false), AtomicBool::new(false));
+    let committed = AtomicUsize::new(0);
+    let flood_statements = AtomicUsize::new(0);
+    let wait_for_commits = |more: usize| {
+        let target = committed.load(SeqCst) + more;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while committed.load(SeqCst) < target {
+            assert!(Instant::now() < deadline, "the writer committed nothing for 15 s");
+            sleep(Duration::from_millis(2));
+        }
+    };
+    let (polls, before) = std::thread::scope(|scope| {
+        let _stop = StopOnDrop(&stop);
+        let writer = scope.spawn(|| {
+            let mut client = cluster.connect();
+            while !stop.load(SeqCst) {
+                client.batch_execute("INSERT INTO t VALUES (snowflake_nextval(1))").unwrap();
+                committed.fetch_add(1, SeqCst);
+            }
+        });
+        let floods: Vec<_> = (0..6)
+            .map(|number| {
+                let (stop, flooding, flood_statements, cluster) =
+                    (&stop, &flooding, &flood_statements, &cluster);
+                scope.spawn(move || {
+                    let mut carol = connect_as(cluster, "carol");
+                    let statement = match number {
+                        0 => "SELECT pg_current_xact_id(), snowflake_horizon()",
+                        1 => {
+                            carol.batch_execute("CREATE TEMP TABLE junk (i int)").unwrap();
+                            "DO $$ BEGIN FOR i IN 1..200 LOOP BEGIN INSERT INTO junk VALUES (i); \
+                             PERFORM snowflake_horizon(); EXCEPTION WHEN division_by_zero THEN NULL; END; \
+                             END LOOP; END $$; TRUNCATE junk"
+                        }
+                        _ => "SELECT count(snowflake_horizon()) FROM generate_series(1, 200000)",
+                    };
+                    while !flooding.load(SeqCst) && !stop.load(SeqCst) {
+                        sleep(Duration::from_millis(5));
+                    }
+                    while !stop.load(SeqCst) {
+                        carol.batch_execute(statement).unwrap();
+                        flood_statements.fetch_add(1, SeqCst);
+                    }
+                })
+            })
+            .collect();
+
+        wait_for_commits(20);
+        let before: i64 = admin.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+        let mut bob = connect_as(&cluster, "bob");
+        // bob's polls before the flood, above `before`, then a commit after them: from then on
+        // they hold for every snapshot.
+        wait_for_horizon_above(&mut bob, Some(1), before, "the writer committed it");
+        wait_for_horizon_above(&mut bob, None, before, "the writer committed it");
+        wait_for_commits(2);
+        flooding.store(true, SeqCst);
+        // Once it has begun (a few statements; at most 10 s, as a failed one ends the test).
+        let begun_by = Instant::now() + Duration::from_secs(10);
+        while flood_statements.load(SeqCst) < 6 && Instant::now() < begun_by {
+            sleep(Duration::from_millis(5));
+        }
+        let mut polls = Polls::default();
+        let until = Instant::now() + POLLING_AT_MOST;
+        for poll in 0..POLLS {
+            if Instant::now() >= until {
+                break;
+            }
+            if poll % 2 == 0 {
+                polls.of_shard += 1;
+                polls.of_shard_stuck += usize::from(horizon_of(&mut bob, Some(1)) <= before);
+            } else {
+                polls.of_every_shard += 1;
+                polls.of_every_shard_stuck += usize::from(horizon_of(&mut bob, None) <= before);
+            }
+        }
+        stop.store(true, SeqCst);
+        writer.join().expect("the writer failed");
+        for flood in floods {
+            flood.join().expect("a flood connection failed");
+        }
+        (polls, before)
+    });
+    eprintln!(
+        "{polls:?} beside {} flood statements and {} rows committed",
+        flood_statements.load(SeqCst),
+        committed.load(SeqCst)
+    );
+    assert!(polls.of_shard + polls.of_every_shard >= 100, "bob polled only {polls:?} in 30 s");
+    assert_eq!(
+        (polls.of_shard_stuck, polls.of_every_shard_stuck),
+        (0, 0),
+        "polls of bob at or below ID {before}, committed before carol's flood (the horizon of the start): {polls:?}"
+    );
+}
+
+/// (k) A reader's own poll is not taken away by another role's subtransactions: they assign
+/// xids that end only with their transaction, so that every call, the reader's too, is given
+/// with a next xid of its own, and carol's 400 calls push the reader's poll out of the shared
+/// horizons. bob's poll above ID `before`, taken before a commit, still answers for his later
+/// snapshot, taken before another transaction ends, after 20 more polls of his own.
+#[test]
+fn subtransactions_of_another_role_do_not_take_a_readers_own_poll() {
+    // No autovacuum: no other transaction ends meanwhile.
+    let cluster = server("horizon-subtransactions", &["autovacuum = off"]);
+    let mut writer = cluster.connect();
+    writer.batch_execute("CREATE ROLE carol LOGIN; CREATE ROLE bob LOGIN").unwrap();
+    for _ in 0..3 {
+        writer.batch_execute("INSERT INTO t VALUES (snowflake_nextval(1))").unwrap();
+    }
+    let before: i64 = writer.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    let mut bob = connect_as(&cluster, "bob");
+    wait_for_horizon_above(&mut bob, Some(1), before, "the writer committed it");
+    wait_for_horizon_above(&mut bob, None, before, "the writer committed it");
+    // A transaction with an xid ends after bob's poll: that poll holds for every later snapshot.
+    writer.batch_execute("INSERT INTO t VALUES (snowflake_nextval(1))").unwrap();
+    // An xid that ends later, taking no ID (it holds no horizon).
+    writer.batch_execute("BEGIN; SELECT pg_current_xact_id()").unwrap();
+
+    let mut carol = connect_as(&cluster, "carol");
+    carol.batch_execute("CREATE TEMP TABLE junk (i int); BEGIN").unwrap();
+    for _ in 0..20 {
+        carol
+            .batch_execute(
+                "DO $$ BEGIN FOR i IN 1..20 LOOP BEGIN INSERT INTO junk VALUES (i); PERFORM snowflake_horizon(); \
+                 EXCEPTION WHEN division_by_zero THEN NULL; END; END LOOP; END $$",
+            )
+            .unwrap();
+        horizon_of(&mut bob, Some(1));
+    }
+    bob.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1").unwrap();
+    writer.batch_execute("COMMIT").unwrap();
+    let (of_shard, of_every_shard) = (horizon_of(&mut bob, Some(1)), horizon(&mut bob));
+    assert!(
+        of_shard > before && of_every_shard > before,
+        "bob's snapshot, taken after his poll above ID {before} and its commit, got {of_shard} (shard 1) and \
+         {of_every_shard} (every shard): the horizon of the start"
+    );
+    bob.batch_execute("COMMIT").unwrap();
+    carol.batch_execute("COMMIT").unwrap();
 }
