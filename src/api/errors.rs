@@ -427,3 +427,24 @@ pub fn auto_keys_unreadable(function: &'static str, reason: &str) -> ! {
             .into(),
     )
 }
+
+/// Every shard is fenced because the lease is lost (`fence::lease`): the HA manager at
+/// `snowflake_id.lease_url` has not said since `since_unix_ms` that this server leads.
+pub fn lease_lost(function: &'static str, shard: u32, since_unix_ms: u64) -> ! {
+    let (url, lease_ms) = crate::postgres::fence::lease::settings_text();
+    raise(
+        NOT_READY,
+        function,
+        format!("shard {shard} is not issued by this server: it cannot show that it is the primary"),
+        format!(
+            "The lease is lost since {}: {url} (snowflake_id.lease_url) did not answer 200 for \
+             snowflake_id.lease_ms = {lease_ms} ms, so another server may have been promoted, and every shard is \
+             fenced so that no ID is issued twice. Nothing was issued.",
+            format_utc_ms(since_unix_ms as i64)
+        ),
+        format!(
+            "Check the HA manager of this server (curl {url}); the fence lifts at its next 200. If this server \
+             is no longer the leader, let the HA manager rejoin it as a standby, or stop it."
+        ),
+    )
+}

@@ -80,6 +80,10 @@ fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
     let closed = loop {
         match try_open_shard(shard, in_recovery) {
             Ok(open) => return open,
+            // Fenced for the lease: nothing to wait for.
+            Err(Closed::FencedServerWide(shard)) if shared_fence::lease_lost_since().is_some() => {
+                server_fence_refusal(function, shard)
+            }
             // The worker may not have applied the reload this session has (`reload_pending`).
             Err(Closed::FencedServerWide(shard)) if !reload_pending() => {
                 if waited_ms >= settings::clock_policy().max_reservation_wait_ms {
@@ -97,8 +101,18 @@ fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
         Closed::BadShard(error) => errors::layout_error(function, error),
         Closed::Fenced(shard) => errors::shard_fenced(function, shard, &fence::setting_text()),
         Closed::NotAllowed(shard) => errors::shard_not_allowed(function, shard, &fence::role::setting_text()),
-        Closed::FencedServerWide(shard) => errors::shard_fenced(function, shard, &shared_fence::text()),
+        Closed::FencedServerWide(shard) => server_fence_refusal(function, shard),
         Closed::InRecovery => errors::during_recovery(function),
+    }
+}
+
+/// The error of a shard the server-wide fence refuses: the lease's when it is lost (it closed
+/// the fence for every shard), else the fence's.
+#[cold]
+fn server_fence_refusal(function: &'static str, shard: u32) -> ! {
+    match shared_fence::lease_lost_since() {
+        Some(since) => errors::lease_lost(function, shard, since),
+        None => errors::shard_fenced(function, shard, &shared_fence::text()),
     }
 }
 
@@ -152,9 +166,7 @@ fn claim(function: &'static str, shard: Option<i32>, count: u64) -> (Layout, u32
         // The fence again, now that the claim is made (see `fence::shared`): moved away
         // meanwhile, the claimed IDs are dropped (a gap in the shard, as a rolled-back sequence
         // leaves) and the call is refused like one made after the move.
-        Ok(_) if !shared_fence::still_allows(open.shard) => {
-            errors::shard_fenced(function, open.shard, &shared_fence::text())
-        }
+        Ok(_) if !shared_fence::still_allows(open.shard) => server_fence_refusal(function, open.shard),
         Ok(claim) => (open.layout, open.shard, claim),
         Err(refusal) => errors::refusal(function, open.shard, refusal),
     }

@@ -12,6 +12,7 @@
 //! | `reserve_ms` | reload (SIGHUP) | how far ahead of the clock the durable reservation is kept |
 //! | `max_clock_skew_ms` | reload (SIGHUP) | how far the clocks of a primary and its standbys may disagree: a promoted standby resumes that much further ahead |
 //! | `auto_keys` | user | see `auto_keys` |
+//! | `lease_url`, `lease_ms` | reload (SIGHUP) | see `fence::lease` |
 //! | `wal_rmgr_id`, `legacy_wal_rmgr_id` | postmaster | the custom WAL resource manager ids (written; replayed from earlier versions); the same on a primary and its standbys |
 
 use super::guc::{self, read, refuse_setting, ConfiguredAtStart};
@@ -100,6 +101,7 @@ pub fn init() {
     }
     fence::define();
     fence::role::define();
+    fence::lease::define();
     // SAFETY: as above.
     unsafe {
         GucRegistry::define_int_guc_with_hooks(

@@ -7,7 +7,11 @@
 //! | setting | context | why |
 //! |---|---|---|
 //! | `shards` | reload (SIGHUP) | moved with the shards, without a restart; checked against the layout, so defined after it |
+//!
+//! The server-wide fence also closes for every shard while an opt-in lease is lost (`lease`:
+//! the HA manager has not said for `snowflake_id.lease_ms` that this server is the leader).
 
+pub mod lease;
 pub mod role;
 pub mod shared;
 

@@ -25,8 +25,8 @@
 //! is followed by a load that sees it, so such a claim never hands out an ID of a shard the
 //! new fence refuses.
 
-use super::{session_fence, setting_text};
-use crate::postgres::fixed_layout;
+use super::{lease, session_fence, setting_text};
+use crate::postgres::{clock, fixed_layout};
 use pgrx::pg_sys;
 use snowflake_core::fence::ShardFence;
 use std::sync::atomic::{
@@ -40,6 +40,13 @@ const SHMEM_NAME: &std::ffi::CStr = c"snowflake_id shard fence";
 /// backends). Null while the library is not preloaded.
 static mut WORDS: *const AtomicU64 = std::ptr::null();
 static mut WORD_COUNT: usize = 0;
+/// After the words, one more: since when (Unix ms) the lease is lost and the fence closed for
+/// it (`lease`), 0 while it holds or is off. Stored before the closed fence is published and
+/// cleared before it reopens, all SeqCst, so a call that sees its shard fenced by a SeqCst load
+/// (`still_allows`) and then reads this word sees the lease that closed it. After the Relaxed
+/// load of `allows` it may not yet: the call then takes the fence for a reload the worker has
+/// not applied, waits, and looks again (`api::issuing`), which only delays the message.
+static mut LEASE_LOST_AT: *const AtomicU64 = std::ptr::null();
 
 /// 64 shards per word.
 fn words_needed() -> usize {
@@ -61,7 +68,7 @@ fn words() -> &'static [AtomicU64] {
 /// Requests the fence's shared memory: called from `shmem`'s request hook.
 pub fn request() {
     // SAFETY: called by `shmem`'s hook, in the postmaster, when shared memory is requested.
-    unsafe { pg_sys::RequestAddinShmemSpace(words_needed() * size_of::<AtomicU64>()) };
+    unsafe { pg_sys::RequestAddinShmemSpace((words_needed() + 1) * size_of::<AtomicU64>()) };
 }
 
 /// Maps the fence, filling it from this process's `snowflake_id.shards` when it is created
@@ -72,17 +79,24 @@ pub fn request() {
 pub unsafe fn attach() {
     let count = words_needed();
     let mut found = false;
-    // SAFETY: as the caller promises; zeroed memory is a valid fence (no shard).
+    // SAFETY: as the caller promises; zeroed memory is a valid fence (no shard) and lease word.
     unsafe {
-        let base = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), count * size_of::<AtomicU64>(), &mut found);
+        let bytes = (count + 1) * size_of::<AtomicU64>();
+        let base = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), bytes, &mut found);
         if !found {
-            std::ptr::write_bytes(base.cast::<u8>(), 0, count * size_of::<AtomicU64>());
+            std::ptr::write_bytes(base.cast::<u8>(), 0, bytes);
         }
         WORDS = base.cast::<AtomicU64>();
         WORD_COUNT = count;
+        LEASE_LOST_AT = WORDS.add(count);
     }
     if !found {
-        publish(&session_fence());
+        // Until the worker has asked, a lease that is on counts as lost (see `lease`).
+        if lease::configured().is_some() {
+            lose_lease(clock::wall_clock_unix_ms().max(0) as u64);
+        } else {
+            publish(&session_fence());
+        }
     }
 }
 
@@ -116,10 +130,44 @@ fn publish(fence: &ShardFence) -> bool {
     changed
 }
 
+/// Since when (Unix ms) the lease is lost and every shard fenced for it; `None` while it holds,
+/// or is off. Read on a refusal only, to say why.
+pub fn lease_lost_since() -> Option<u64> {
+    // SAFETY: written once per process before any SQL runs, then only read; null without preloading.
+    let word = unsafe { LEASE_LOST_AT.as_ref() }?;
+    Some(word.load(SeqCst)).filter(|&since| since != 0)
+}
+
+/// The worker's part when the lease is lost (at `now_ms`): every shard fenced, the lease named
+/// first (see `LEASE_LOST_AT`). Nothing while it is lost already.
+pub fn lose_lease(now_ms: u64) {
+    // SAFETY: as in `lease_lost_since`.
+    let Some(word) = (unsafe { LEASE_LOST_AT.as_ref() }) else { return };
+    if word.compare_exchange(0, now_ms.max(1), SeqCst, SeqCst).is_ok() {
+        publish(&ShardFence::Only(Vec::new()));
+    }
+}
+
+/// The worker's part when the lease holds again (or was turned off): the fence is the
+/// setting's again. Returns whether it was lost.
+pub fn regain_lease() -> bool {
+    // SAFETY: as in `lease_lost_since`.
+    let Some(word) = (unsafe { LEASE_LOST_AT.as_ref() }) else { return false };
+    if word.swap(0, SeqCst) == 0 {
+        return false;
+    }
+    publish(&session_fence());
+    true
+}
+
 /// The reservation worker's part: makes its `snowflake_id.shards` the fence of every call,
 /// when it starts and after each reload it applies, and logs it when it changed (at start,
-/// when it is not open), so that an operator sees from when it holds.
+/// when it is not open), so that an operator sees from when it holds. While the lease is lost
+/// the fence stays closed; it opens on the setting when the lease holds again.
 pub fn apply_setting(starting: bool) {
+    if lease_lost_since().is_some() {
+        return;
+    }
     let fence = session_fence();
     if publish(&fence) || (starting && fence != ShardFence::Open) {
         let text = setting_text();

@@ -121,12 +121,14 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
     );
     fence::shared::apply_setting(true);
     let mut failing = false;
+    let mut lease = fence::lease::Keeper::default();
     loop {
         if BackgroundWorker::sighup_received() {
             // SAFETY: the documented way for a worker to apply a reload.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
             fence::shared::apply_setting(false);
         }
+        keep_lease(&mut lease);
         legacy_wal::look_at_checkpoints();
         match renew(reservation) {
             Ok(()) if failing => {
@@ -152,6 +154,34 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
     // server goes on (at shutdown it is not restarted anyway); without it no ID can be issued.
     // SAFETY: the standard way for a worker to exit.
     unsafe { pg_sys::proc_exit(1) }
+}
+
+/// One look at the lease (`fence::lease`, opt-in): the fence closed for every shard once the HA
+/// manager has not said for `snowflake_id.lease_ms` that this server leads, opened on the
+/// setting when it says so again; each change logged, as the fence's are.
+fn keep_lease(lease: &mut fence::lease::Keeper) {
+    let now_ms = clock::wall_clock_unix_ms().max(0) as u64;
+    let lost_since = fence::shared::lease_lost_since();
+    match lease.look(now_ms, lost_since.is_some()) {
+        fence::lease::Verdict::Held => {
+            if fence::shared::regain_lease() {
+                pgrx::log!(
+                    "snowflake_id: the lease holds (snowflake_id.lease_url answered 200): the shard fence is \
+                     snowflake_id.shards = '{}' again",
+                    fence::setting_text()
+                );
+            }
+        }
+        fence::lease::Verdict::Lost if lost_since.is_none() => {
+            fence::shared::lose_lease(now_ms);
+            let (url, lease_ms) = fence::lease::settings_text();
+            pgrx::warning!(
+                "snowflake_id: the lease is lost ({url} has not answered 200 for snowflake_id.lease_ms = {lease_ms} \
+                 ms): every shard is fenced, no ID is issued until it answers 200 again"
+            );
+        }
+        fence::lease::Verdict::Lost => {}
+    }
 }
 
 /// One look at the clock: records and publishes a new ceiling when the current one is too close.
