@@ -23,6 +23,14 @@ PG_TREES=${SNOWFLAKE_PG_TREES:-/opt/snowflake_id}
 # The port only names the socket file (.s.PGSQL.5432); nothing listens on TCP.
 PG_PORT=5432
 
+# patroni_version: the Patroni version pinned in deploy/patroni/requirements.txt (e.g. 4.1.5).
+# patroni_venv: the venv scripts/setup.sh installs it into, for deploy/patroni.sh; under PG_TREES
+# for the same reason as PostgreSQL's trees (the server user runs it and must reach it).
+patroni_version() {
+  sed -n 's/^patroni==\([0-9.]*\) .*/\1/p' "$SNOWFLAKE_ROOT/deploy/patroni/requirements.txt"
+}
+patroni_venv() { echo "$PG_TREES/patroni-$(patroni_version)"; }
+
 # The majors the Citus layer runs on: Citus 14 supports 16, 17 and 18, and each build takes
 # minutes, so two of them (16 differs from 17 in nothing the layer tests). scripts/citus-install.sh
 # builds Citus into them.

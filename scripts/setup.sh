@@ -36,6 +36,7 @@ PACKAGES=(
   golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java
   ruby-activerecord ruby-pg
   liblz4-dev libzstd-dev libkrb5-dev
+  etcd-server etcd-client
 )
 # Node.js: any with npm will do (a machine may have one not from Debian's packages).
 command -v node >/dev/null || PACKAGES+=(nodejs)
@@ -49,10 +50,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # The tests run promtool and an exporter of their own, on loopback: the packages' services
-  # (a Prometheus server and an exporter listening on every interface) are not wanted running.
-  for service in prometheus prometheus-postgres-exporter; do
-    if [[ " ${missing[*]} " == *" $service "* ]] && [ -d /run/systemd/system ]; then
+  # The tests run promtool, an exporter and etcd of their own, on loopback: the packages'
+  # services (a Prometheus server and an exporter listening on every interface, an etcd member)
+  # are not wanted running.
+  for pair in prometheus:prometheus prometheus-postgres-exporter:prometheus-postgres-exporter etcd-server:etcd; do
+    package=${pair%%:*} service=${pair#*:}
+    if [[ " ${missing[*]} " == *" $package "* ]] && [ -d /run/systemd/system ]; then
       as_root systemctl disable --now "$service" >/dev/null 2>&1 || true
     fi
   done
@@ -107,6 +110,26 @@ install_pg_tree() {
 for major in "${SUPPORTED_MAJORS[@]}"; do
   [ "$major" = 15 ] || install_pg_tree "$major"
 done
+
+# Patroni, in a venv made in its final folder (a venv does not move: its programs name their
+# python by path), marked complete once installed; a folder left incomplete is made again.
+# Debian's python3, not whichever python3 comes first in PATH: the server user, which runs
+# Patroni, must reach the interpreter and its standard library.
+install_patroni() {
+  local venv
+  venv=$(patroni_venv)
+  [ -f "$venv/.complete" ] && return 0
+  echo "setup: installing Patroni ($(patroni_version)) into $venv"
+  as_root rm -rf "$venv"
+  as_root mkdir -p "$PG_TREES"
+  as_root /usr/bin/python3 -m venv "$venv"
+  as_root "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes \
+    -r "$SNOWFLAKE_ROOT/deploy/patroni/requirements.txt"
+  as_root chmod -R a+rX "$venv"
+  as_root chmod a+rx "$PG_TREES"
+  as_root touch "$venv/.complete"
+}
+install_patroni
 
 # Only the majors of a test run, when scripts/test.sh names them: a build takes minutes.
 "$SNOWFLAKE_ROOT/scripts/citus-install.sh"
