@@ -16,6 +16,8 @@ CREATE FUNCTION snowflake_auto_keys()
 RETURNS event_trigger
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+/* Its queries' plans made once per session (see snowflake_check_columns). */
+SET plan_cache_mode = force_generic_plan
 /* A table is read whole, to see whether it has rows: where row-level security would filter the
    read, it is refused instead (42501), and the key left alone. */
 SET row_security = off
@@ -25,7 +27,9 @@ DECLARE
     key record;
     shard integer;
     has_rows boolean;
-    ref record;
+    alter_table text;
+    widened name[];
+    ref_col name;
 BEGIN
     -- The setting as the session has it, read by the parser of its own check: the schemas
     -- the check accepted are the schemas acted on.
@@ -121,15 +125,16 @@ BEGIN
                                       key.tbl, quote_ident(key.col)),
                       HINT = 'Have a superuser set a default, ALTER DATABASE name SET snowflake_id.shard = 3 (or ALTER ROLE), or leave this schema out of snowflake_id.auto_keys.';
         END IF;
+        -- One ALTER TABLE, since each fires the event triggers again: the identity dropped (a
+        -- serial's default is simply replaced), the table's own integer foreign keys on its key
+        -- widened (a tree: parent_id; an ID would not fit, and the table is empty, so nothing is
+        -- rewritten), and the snowflake default set. Then the serial's sequence, no longer used
+        -- by the default, is dropped.
+        alter_table := format('ALTER TABLE %s ', key.tbl);
         IF key.attidentity <> '' THEN
-            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', key.tbl, key.col);
-        ELSE
-            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', key.tbl, key.col);
-            EXECUTE format('DROP SEQUENCE %s', key.seq);
+            alter_table := alter_table || format('ALTER COLUMN %I DROP IDENTITY, ', key.col);
         END IF;
-        -- The table's own foreign keys on its key (a tree: parent_id): an ID would not fit in a
-        -- narrower column. The table is empty, so widening it rewrites no row.
-        FOR ref IN
+        widened := ARRAY(
             SELECT DISTINCT a.attname
             FROM pg_constraint c
             CROSS JOIN LATERAL unnest(c.conkey, c.confkey) AS k(child_att, parent_att)
@@ -137,12 +142,17 @@ BEGIN
             WHERE c.contype = 'f' AND c.confrelid = key.tbl AND c.conrelid = key.tbl AND c.conparentid = 0
               AND k.parent_att = (SELECT attnum FROM pg_attribute WHERE attrelid = key.tbl AND attname = key.col)
               AND a.atttypid IN ('smallint'::regtype, 'integer'::regtype)
-            ORDER BY 1
-        LOOP
-            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', key.tbl, ref.attname);
-            RAISE NOTICE 'widened referencing column %.% to bigint', key.tbl, quote_ident(ref.attname);
+            ORDER BY 1);
+        FOREACH ref_col IN ARRAY widened LOOP
+            alter_table := alter_table || format('ALTER COLUMN %I TYPE bigint, ', ref_col);
         END LOOP;
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT @extschema@.snowflake_nextval()', key.tbl, key.col);
+        EXECUTE alter_table || format('ALTER COLUMN %I SET DEFAULT @extschema@.snowflake_nextval()', key.col);
+        IF key.attidentity = '' THEN
+            EXECUTE format('DROP SEQUENCE %s', key.seq);
+        END IF;
+        FOREACH ref_col IN ARRAY widened LOOP
+            RAISE NOTICE 'widened referencing column %.% to bigint', key.tbl, quote_ident(ref_col);
+        END LOOP;
     END LOOP;
 END
 $auto$;
