@@ -163,7 +163,8 @@ fn refuse_other_layout(recorded: &Layout, configured: &Layout) -> ! {
     ))
     .set_hint(format!(
         "Set snowflake_id.epoch = '{}', snowflake_id.shard_bits = {} and snowflake_id.seq_bits = {} in \
-         postgresql.conf again (snowflake_id.layout sets all three). Only if \
+         postgresql.conf again (snowflake_id.layout sets all three), or where an HA manager writes it, in \
+         its configuration (Patroni: patronictl edit-config, postgresql.parameters). Only if \
          this server will never meet its old IDs again (no rows, no replicas, no other server with its \
          IDs), remove \"{FILE}\" from the data directory: the next start records the configured layout.",
         utc::format_utc_ms(recorded.epoch_unix_ms()),
