@@ -226,9 +226,9 @@ struct Event {
 /// Checks the history and prints the figures of each event: how long writes stopped (the last
 /// acknowledgement from the old leader to the first from the new one) and how far ahead of the
 /// writer's clock, and of the highest ID before, the new leader's first ID was.
-fn judge(acks: &[Ack], extra_ids: &[i64], events: &[Event], layout: &Layout) {
+fn judge(acks: &[Ack], extra_ids: &[(Instant, i64)], events: &[Event], layout: &Layout) {
     let mut seen = HashSet::new();
-    for id in acks.iter().map(|ack| ack.id).chain(extra_ids.iter().copied()) {
+    for id in acks.iter().map(|ack| ack.id).chain(extra_ids.iter().map(|&(_, id)| id)) {
         assert!(seen.insert(id), "ID {id} acknowledged twice");
     }
     for pair in acks.windows(2) {
@@ -248,8 +248,8 @@ fn judge(acks: &[Ack], extra_ids: &[i64], events: &[Event], layout: &Layout) {
             panic!("no write reached a new leader after: {}", event.what);
         };
         let (last, next) = (acks[first - 1], acks[first]);
-        let highest_before =
-            acks[..first].iter().map(|ack| ack.id).chain(extra_ids.iter().copied()).max().unwrap();
+        let earlier_extra = extra_ids.iter().filter(|&&(at, _)| at < next.at).map(|&(_, id)| id);
+        let highest_before = acks[..first].iter().map(|ack| ack.id).chain(earlier_extra).max().unwrap();
         assert!(
             next.id > highest_before,
             "{}: the new leader's first ID is not above every ID before",
@@ -351,7 +351,8 @@ fn patroni_switchovers_and_failovers() {
         let old = kit.leader().unwrap();
         writer.wait_for_more(200);
         let at = Instant::now();
-        extra_ids.extend(run_ahead_and_kill(&kit, &old, 5_000));
+        let issued = run_ahead_and_kill(&kit, &old, 5_000);
+        extra_ids.extend(issued.into_iter().map(|id| (at, id)));
         let new = kit.new_leader(&old);
         events.push(Event { what: format!("leader 5 s ahead killed, {mode}: {old} -> {new}"), at });
         writer.wait_for_more(500);
