@@ -16,7 +16,8 @@
 //! every `lease_ms / 5` (at most once a second) while open, each answer awaited at most 250 ms,
 //! in the worker's own loop: a hung HA manager delays the reservation's renewal by that much at
 //! most, and the reservation keeps 250 ms to 500 ms ahead. What it measures from is the moment a
-//! request that got 200 was *sent*, so a slow answer counts against the lease, never for it.
+//! request that got 200 was *sent*, so a slow answer counts against the lease, never for it, and
+//! it measures on the monotonic clock, which steps of the wall clock do not move.
 //!
 //! | setting | context | why |
 //! |---|---|---|
@@ -29,7 +30,7 @@ use pgrx::pg_sys;
 use std::ffi::{c_char, c_void, CString};
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 static LEASE_URL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
 static LEASE_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
@@ -164,11 +165,12 @@ fn answers_yes(url: &LeaseUrl) -> bool {
 }
 
 /// What the worker knows of the lease: when it last asked, and when a request that got 200 was
-/// sent (0: never, in this worker).
+/// sent (`None`: never, in this worker). On the monotonic clock: a wall clock stepped back or
+/// ahead (NTP, a faked clock) neither lengthens nor cuts the lease.
 #[derive(Default)]
 pub struct Keeper {
-    last_asked_ms: u64,
-    last_yes_ms: u64,
+    last_asked: Option<Instant>,
+    last_yes: Option<Instant>,
 }
 
 /// What one look at the lease decided, for the worker to apply to the fence.
@@ -181,22 +183,23 @@ pub enum Verdict {
 }
 
 impl Keeper {
-    /// Asks when it is time to (see the top), and says whether the lease holds at `now_ms`
-    /// (the wall clock, Unix ms). `fence_closed`: whether the lease's fence is closed now, so
-    /// that it is asked about more often.
-    pub fn look(&mut self, now_ms: u64, fence_closed: bool) -> Verdict {
+    /// Asks when it is time to (see the top), and says whether the lease holds now.
+    /// `fence_closed`: whether the lease's fence is closed now, so that it is asked about more
+    /// often.
+    pub fn look(&mut self, fence_closed: bool) -> Verdict {
         let Some((url, lease_ms)) = configured() else { return Verdict::Held };
-        let interval = if fence_closed { ASK_WHILE_CLOSED_MS } else { (lease_ms / 5).clamp(50, 1000) };
-        if now_ms >= self.last_asked_ms + interval || now_ms < self.last_asked_ms {
-            self.last_asked_ms = now_ms;
+        let interval_ms = if fence_closed { ASK_WHILE_CLOSED_MS } else { (lease_ms / 5).clamp(50, 1000) };
+        let now = Instant::now();
+        if self.last_asked.is_none_or(|asked| now.duration_since(asked) >= Duration::from_millis(interval_ms))
+        {
+            self.last_asked = Some(now);
             if answers_yes(&url) {
-                self.last_yes_ms = now_ms;
+                self.last_yes = Some(now);
             }
         }
-        if self.last_yes_ms != 0 && now_ms < self.last_yes_ms + lease_ms && now_ms >= self.last_yes_ms {
-            Verdict::Held
-        } else {
-            Verdict::Lost
+        match self.last_yes {
+            Some(yes) if now.duration_since(yes) < Duration::from_millis(lease_ms) => Verdict::Held,
+            _ => Verdict::Lost,
         }
     }
 }

@@ -160,9 +160,8 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
 /// manager has not said for `snowflake_id.lease_ms` that this server leads, opened on the
 /// setting when it says so again; each change logged, as the fence's are.
 fn keep_lease(lease: &mut fence::lease::Keeper) {
-    let now_ms = clock::wall_clock_unix_ms().max(0) as u64;
     let lost_since = fence::shared::lease_lost_since();
-    match lease.look(now_ms, lost_since.is_some()) {
+    match lease.look(lost_since.is_some()) {
         fence::lease::Verdict::Held => {
             if fence::shared::regain_lease() {
                 pgrx::log!(
@@ -173,7 +172,8 @@ fn keep_lease(lease: &mut fence::lease::Keeper) {
             }
         }
         fence::lease::Verdict::Lost if lost_since.is_none() => {
-            fence::shared::lose_lease(now_ms);
+            // When, on the wall clock: for the messages that name it.
+            fence::shared::lose_lease(clock::wall_clock_unix_ms().max(0) as u64);
             let (url, lease_ms) = fence::lease::settings_text();
             pgrx::warning!(
                 "snowflake_id: the lease is lost ({url} has not answered 200 for snowflake_id.lease_ms = {lease_ms} \
