@@ -11,7 +11,8 @@ use super::{errors, preloaded_layout};
 use crate::postgres::clock::{self, WallClock};
 use crate::postgres::{reservation, settings, shmem};
 use pgrx::prelude::*;
-use snowflake_core::generator::{self, Refusal};
+use snowflake_core::generator::{self, Clock, Refusal};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// Every later ID of this server, on every shard, is above `id` (an ID issued anywhere under
 /// the same layout). Returns `id`. NULL observes nothing (a request without a causality
@@ -34,6 +35,17 @@ fn snowflake_observe(id: i64) -> i64 {
     // floor; lowered meanwhile under it (see `generator::observe`), the worker is asked again.
     let mut clock = WallClock::default();
     let mut budget_ms = policy.max_reservation_wait_ms;
+    // Not before a promotion's guard is recorded: the worker may still move the floor, down
+    // too after a clean switchover (`reservation::switchover`), and the observation must come
+    // after that. The worker clears the flag (Release) once the guard is in place.
+    while shmem::start_state().is_some_and(|start| start.promotion_guard_pending.load(Acquire)) {
+        if budget_ms == 0 {
+            let ceiling = reservation.ceiling.load(Relaxed);
+            errors::observe_refused(FUNCTION, id, Refusal::NotReserved { time_part: floor, ceiling, policy });
+        }
+        clock.sleep_ms(1);
+        budget_ms -= 1;
+    }
     loop {
         if let Err(ceiling) = reservation::wait_until_reserved(reservation, floor, &mut budget_ms, &mut clock)
         {

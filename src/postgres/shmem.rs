@@ -16,7 +16,7 @@ use super::{fence, fixed_layout, horizon};
 use pgrx::pg_sys;
 use snowflake_core::generator::{Reservation, ShardSlot};
 use std::sync::atomic::{
-    AtomicBool,
+    AtomicBool, AtomicI64, AtomicU64,
     Ordering::{Relaxed, Release},
 };
 
@@ -44,6 +44,13 @@ pub struct StartState {
     /// later does not run it again. Re-created after a backend crash: the signal files are
     /// gone by then, and crash recovery needs no guard.
     pub promotion_guard_pending: AtomicBool,
+    /// On a standby, the last ceiling record replayed since shared memory was made: its ceiling
+    /// as the old primary wrote it (Unix ms; not raised to any bound), and where the record ends
+    /// in WAL (0: none). Written by the startup process as it replays (the ceiling first, then
+    /// the end, Release), read by the worker at the promotion (the end, Acquire, then the
+    /// ceiling), for a clean switchover (`reservation::switchover`).
+    pub last_replayed_ceiling_unix_ms: AtomicI64,
+    pub last_replayed_ceiling_end: AtomicU64,
 }
 
 /// Bytes before the first shard slot.

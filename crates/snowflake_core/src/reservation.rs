@@ -37,6 +37,21 @@ impl Reservation {
         self.ceiling.fetch_max(recorded_ceiling, Release);
     }
 
+    /// After a promotion whose replay ended on the old primary's clean stop (a planned
+    /// switchover): claims may start at `stopped_at`, the last ceiling the old primary
+    /// recorded, above every ID it issued, where the replay left the floor higher (raised to a
+    /// bound for WAL that might not have arrived, which here all did). Lowers the floor only,
+    /// and only from the value the replay left. The ceiling, recorded durably, stays, so
+    /// whichever floor a racing claim reads, it issues above the old primary's IDs and below a
+    /// recorded ceiling. An observation (`observe`) must not race it (it could be lowered
+    /// under a no-op raise): the extension's waits for the promotion's guard to be recorded.
+    pub fn resume_after_clean_stop(&self, stopped_at: u64) {
+        let replayed = self.floor.load(SeqCst);
+        if stopped_at < replayed {
+            let _ = self.floor.compare_exchange(replayed, stopped_at, SeqCst, Relaxed);
+        }
+    }
+
     /// Publishes a ceiling the worker has recorded durably: claims may issue below it from
     /// now on. Never lowers the ceiling (`lower_ceiling` does that). Release, so that a claim
     /// seeing it also sees the floor published before it (`resume_at`, at a promotion), by

@@ -251,6 +251,31 @@ fn claims_racing_a_promotion() {
     });
 }
 
+/// A standby promoted after its old primary's clean stop: the replay left floor and ceiling at
+/// 110 (the last ceiling 104, raised to the bound for WAL that might not have arrived), recorded;
+/// the worker brings the floor down to where the old primary stopped (`resume_after_clean_stop`,
+/// 104: every old ID lies below it) while calls whose clocks read 100 and 103 claim. Whichever
+/// floor they see, nothing is issued below 104 or at or above the recorded 110.
+#[test]
+fn claims_racing_a_clean_switchover() {
+    loom::model(|| {
+        let server = Server::new(110, 110);
+        server.reservation.publish_ceiling(110);
+        let (_, issued) = run(
+            &server,
+            |server| {
+                server.reservation.resume_after_clean_stop(104);
+                None
+            },
+            vec![
+                Box::new(|server| server.claim(0, 100, 1).into_iter().collect()),
+                Box::new(|server| server.claim(1, 103, 2).into_iter().collect()),
+            ],
+        );
+        check(&issued, 104, 110);
+    });
+}
+
 /// `snowflake_advance` moves shard 0 (last issued at 90) to start at 108, with the ceiling at
 /// 200, while the worker lowers the ceiling to 105 (the clock jumped ahead and came back) and a
 /// call claims on the same shard. An advance reported as covered must stay covered: a restart

@@ -29,11 +29,13 @@
 //!   ask the worker for more (`Worker`, `wait_until_reserved`);
 //! * `restore`: the ceiling read (or, under pg_upgrade, raised) when shared memory is created;
 //! * `wal`: the custom WAL resource manager, writing and replaying ceilings;
+//! * `switchover`: whether a promoted standby's replay ended on its old primary's clean stop;
 //! * `worker`: the background worker that renews the ceiling, and the promotion guard.
 
 pub mod legacy_wal;
 pub mod record;
 pub mod restore;
+pub mod switchover;
 pub mod wal;
 pub mod worker;
 

@@ -10,7 +10,10 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::utc;
 use std::ffi::{c_char, CStr};
-use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicI64,
+    Ordering::{Relaxed, Release},
+};
 
 /// The only record type: "the ceiling is now this Unix ms" (8 bytes, native order).
 const XLOG_CEILING: u8 = 0x10;
@@ -80,7 +83,8 @@ unsafe fn ceiling_of(record: *mut pg_sys::XLogReaderState) -> Option<i64> {
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: called by PostgreSQL with a record of ours.
     match unsafe { ceiling_of(record) } {
-        Some(ceiling_unix_ms) => replay_ceiling(ceiling_unix_ms),
+        // SAFETY: the record is being replayed: its end is set.
+        Some(ceiling_unix_ms) => replay_ceiling(ceiling_unix_ms, unsafe { (*record).EndRecPtr }),
         None => {
             ErrorReport::new(
                 PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
@@ -148,7 +152,7 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
 ///   before a restartpoint can pass it. The cost is the primary's own: its
 ///   worker fdatasyncs the file once per record it writes (about four a second), and the
 ///   standby once per record it replays.
-fn replay_ceiling(ceiling_unix_ms: i64) {
+fn replay_ceiling(ceiling_unix_ms: i64, record_end: pg_sys::XLogRecPtr) {
     // Asked of PostgreSQL for this recovery, not taken from how the postmaster started: a
     // server that started as a standby and was promoted runs crash recovery after a later
     // backend crash, with the postmaster still the same.
@@ -159,6 +163,12 @@ fn replay_ceiling(ceiling_unix_ms: i64) {
             reservation.replay(time_part_of_ceiling(ceiling_unix_ms).max(restore::recorded_at_start()));
         }
         return;
+    }
+    // Where the old primary stopped, should this be the last ceiling before its clean stop
+    // (`switchover`): the ceiling as written, then where its record ends.
+    if let Some(start) = shmem::start_state() {
+        start.last_replayed_ceiling_unix_ms.store(ceiling_unix_ms, Relaxed);
+        start.last_replayed_ceiling_end.store(record_end, Release);
     }
     let floor_unix_ms = standby_floor_unix_ms(ceiling_unix_ms);
     if let Some(reservation) = shmem::reservation() {

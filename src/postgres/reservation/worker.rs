@@ -4,7 +4,7 @@
 //! `reservation::Worker`.
 
 use super::record::FILE;
-use super::{legacy_wal, promotion_bound_ms, time_part_of_ceiling, wal, write_durably};
+use super::{legacy_wal, promotion_bound_ms, switchover, time_part_of_ceiling, wal, write_durably};
 use crate::postgres::{clock, compat, durable_file, fence, fixed_layout, settings, shmem};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys;
@@ -40,10 +40,26 @@ const TICK: Duration = Duration::from_millis(50);
 /// guard on the clock now short of the IDs issued under records this server never received. Either way the resumed position is recorded before anything
 /// is issued: a clean restart after the promotion (no signal file, no WAL to replay) resumes
 /// at the file.
+///
+/// Unless the replay ended on the old primary's clean stop (a planned switchover): then every ID
+/// it issued lies below the last ceiling replayed, and the shards resume at the larger of that
+/// ceiling and the clock (`switchover`), under the ceiling the replay recorded.
 fn record_promotion_guard(reservation: &Reservation) {
     let layout = fixed_layout::get();
+    let now_unix_ms = clock::wall_clock_unix_ms();
+    if let Some(stopped_at_unix_ms) = clean_stop_of_old_primary() {
+        // The replay left floor and ceiling at the same height, recorded in the file: the
+        // floor comes down to where the old primary stopped; the ceiling stays, recorded.
+        reservation.resume_after_clean_stop(time_part_of_ceiling(stopped_at_unix_ms));
+        pgrx::log!(
+            "snowflake_id: recovery ended on the old primary's clean stop (its shutdown checkpoint after its \
+             last reservation, {}): shards resume at that or the clock, whichever is later",
+            utc::format_utc_ms(stopped_at_unix_ms)
+        );
+        return;
+    }
     let bound_ms = promotion_bound_ms();
-    let guard = time_part_of_ceiling(clock::wall_clock_unix_ms().saturating_add(bound_ms as i64));
+    let guard = time_part_of_ceiling(now_unix_ms.saturating_add(bound_ms as i64));
     let ceiling = guard.max(reservation.floor.load(Relaxed));
     let ceiling_unix_ms = layout.unix_ms(ceiling);
     wal::log_ceiling(ceiling_unix_ms);
@@ -67,6 +83,14 @@ fn record_promotion_guard(reservation: &Reservation) {
             utc::format_utc_ms(ceiling_unix_ms)
         );
     }
+}
+
+/// Where the old primary stopped cleanly, if the replay ended there (`switchover`): the last
+/// ceiling it replayed, read after the end of its record.
+fn clean_stop_of_old_primary() -> Option<i64> {
+    let start = shmem::start_state()?;
+    let end = start.last_replayed_ceiling_end.load(Acquire);
+    switchover::old_primary_stopped_at(start.last_replayed_ceiling_unix_ms.load(Relaxed), end)
 }
 
 /// Registers the worker; called from `_PG_init` while preloading. Not under pg_upgrade: the
