@@ -277,6 +277,6 @@ install_extension() {
   local sudo=()
   [ "$(id -u)" -eq 0 ] || sudo=(--sudo)
   unlink_installed_library
-  quietly cargo pgrx install --release --pg-config "$PG_CONFIG" "${CARGO_FEATURES[@]}" "${sudo[@]}"
+  quietly cargo pgrx install --release --pg-config "$PG_CONFIG" "${CARGO_FEATURES[@]}" "${sudo[@]}" || return
   as_root cp sql/snowflake_id--*.sql "$("$PG_CONFIG" --sharedir)/extension/"
 }

@@ -9,7 +9,7 @@
 
 use super::{errors, preloaded_layout};
 use crate::postgres::clock::{self, WallClock};
-use crate::postgres::{reservation, settings, shmem};
+use crate::postgres::{reservation, shmem};
 use pgrx::prelude::*;
 use snowflake_core::generator::{self, Clock, Refusal};
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
@@ -28,7 +28,7 @@ fn snowflake_observe(id: i64) -> i64 {
         errors::during_recovery(FUNCTION);
     }
     let reservation = shmem::reservation().unwrap_or_else(|| errors::not_preloaded(FUNCTION));
-    let policy = settings::clock_policy();
+    let policy = reservation::clock_policy_in_force(reservation);
     let floor = generator::check_observe(parts.time_part, &layout, policy, clock::wall_clock_unix_ms())
         .unwrap_or_else(|refusal| errors::observe_refused(FUNCTION, id, refusal));
     // The reservation past the floor first (durable: a restart resumes above it), then the

@@ -348,7 +348,7 @@ fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     let OpenShard { layout, shard, slot, reservation, .. } = open_shard(FUNCTION, shard);
     let first_allowed =
         layout.first_counter_above(shard, id).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
-    let policy = settings::clock_policy();
+    let policy = reservation::clock_policy_in_force(reservation);
     let time_part = generator::check_advance(first_allowed, &layout, policy, clock::wall_clock_unix_ms())
         .unwrap_or_else(|refusal| errors::advance_refused(FUNCTION, shard, refusal));
     // First make the new position durable (the worker is asked to move the reservation past

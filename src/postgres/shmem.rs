@@ -51,6 +51,11 @@ pub struct StartState {
     /// ceiling), for a clean switchover (`reservation::switchover`).
     pub last_replayed_ceiling_unix_ms: AtomicI64,
     pub last_replayed_ceiling_end: AtomicU64,
+    /// On a standby, the lead settings of the last ceiling record replayed, as the primary wrote
+    /// them (`reservation::wal::PackedLead`; 0: none, or records of versions before 0.8.0 that
+    /// carry none). Written by the startup process before the record's end above, read by the
+    /// worker at the promotion after it, for the promotion bound and the lead it keeps.
+    pub last_replayed_lead: AtomicU64,
 }
 
 /// Bytes before the first shard slot.

@@ -196,13 +196,18 @@ pub fn claim<K: ReservationKeeper>(
             // Never negative: `first` is at least the clock's own millisecond.
             let lead_ms = last_time_part - now;
             if lead_ms > policy.max_lead_ms {
-                let first_time_part = layout.counter_time_part(first);
-                break (
-                    lead_ms - policy.max_lead_ms,
-                    WAITING_FOR_CLOCK,
-                    policy.max_wait_ms,
-                    Refusal::TooFarAhead { lead_ms, first_time_part, policy },
-                );
+                // Past the setting, a lead the server keeps for a while may still allow it
+                // (read only here, so the hot path never loads it).
+                let max_lead_ms = lead_in_force(policy.max_lead_ms, reservation);
+                if lead_ms > max_lead_ms {
+                    let first_time_part = layout.counter_time_part(first);
+                    break (
+                        lead_ms - max_lead_ms,
+                        WAITING_FOR_CLOCK,
+                        policy.max_wait_ms,
+                        Refusal::TooFarAhead { lead_ms, first_time_part, policy },
+                    );
+                }
             }
             // Ask the worker to reserve this far (it does within a few milliseconds, the
             // time of one fsync) and look again shortly.
@@ -327,6 +332,31 @@ pub fn check_observe(
 pub fn observe(reservation: &Reservation, floor: u64) -> bool {
     reservation.floor.fetch_max(floor, SeqCst);
     floor < reservation.ceiling.load(SeqCst)
+}
+
+/// The `max_lead_ms` in force: the setting, or a larger one this server keeps while IDs it
+/// must stay above lie further ahead of the clock than the setting allows
+/// (`Reservation::inherited_max_lead_ms`): after the setting was lowered under shards already
+/// running further ahead, or a promotion from a primary that ran with a larger one. Without it
+/// a setting alone would stop writes until the clock caught up, tens of seconds with a long
+/// lead. Claims past the setting, the worker's reservation and the WAL records it writes (which
+/// a standby's promotion bound reads) all use it, so the bound every guard relies on,
+/// `max_ceiling_lead_ms` of the lead in force, still holds.
+#[inline]
+pub fn lead_in_force(setting_max_lead_ms: u64, reservation: &Reservation) -> u64 {
+    setting_max_lead_ms.max(reservation.inherited_max_lead_ms.load(Relaxed))
+}
+
+/// Whether an inherited lead (`lead_in_force`) has done its work: the ceiling, above every ID
+/// issued and every floor, is back within the bound the setting alone puts it at. The worker
+/// then drops it; from there the setting holds as if it had never been larger.
+pub fn inherited_lead_spent(
+    now: u64,
+    reservation: &Reservation,
+    reserve_ms: u64,
+    setting_max_lead_ms: u64,
+) -> bool {
+    reservation.ceiling.load(Relaxed) <= now + max_ceiling_lead_ms(reserve_ms, setting_max_lead_ms)
 }
 
 /// How far ahead of the clock `next_ceiling` can put the ceiling: calls wait for at most
@@ -469,6 +499,7 @@ mod tests {
         floor: AtomicU64::new(0),
         wanted: AtomicU64::new(0),
         worker: crate::sync::AtomicUsize::new(0),
+        inherited_max_lead_ms: AtomicU64::new(0),
     };
 
     fn one(slot: &ShardSlot, clock: &mut FakeClock) -> Result<Parts, Refusal> {
@@ -565,6 +596,36 @@ mod tests {
         assert_eq!(clock.slept, vec![1]);
         assert_eq!(next.seq, 0);
         assert_eq!(lead_of(&slot, &clock), 2000);
+    }
+
+    #[test]
+    fn a_shard_ahead_of_a_lowered_setting_issues_under_the_inherited_lead() {
+        // A shard 30 s ahead, reserved up to there, under a setting of 2 s.
+        let now = LAYOUT.time_part(T0).unwrap();
+        let reservation = Reservation::default();
+        reservation.publish_ceiling(now + 31_000);
+        let slot = ShardSlot::default();
+        slot.last_issued.store(LAYOUT.counter_at(now + 30_000), Relaxed);
+        let mut clock = FakeClock::at(T0);
+        let next =
+            |clock: &mut FakeClock| claim(&slot, &reservation, 1, &LAYOUT, POLICY, clock, &mut NoKeeper);
+        // The setting alone: refused at once, the clock is 28 s short of it.
+        assert!(matches!(next(&mut clock), Err(Refusal::TooFarAhead { lead_ms: 30_000, .. })));
+        // An inherited lead too short changes nothing.
+        reservation.inherited_max_lead_ms.store(20_000, Relaxed);
+        assert!(matches!(next(&mut clock), Err(Refusal::TooFarAhead { lead_ms: 30_000, .. })));
+        // One as long as the shard's lead: it goes on where it was, without waiting.
+        reservation.inherited_max_lead_ms.store(60_000, Relaxed);
+        let claimed = next(&mut clock).unwrap();
+        assert_eq!(claimed.first, LAYOUT.counter_at(now + 30_000) + 1);
+        assert!(clock.slept.is_empty());
+        // Spent only once the ceiling is back within the setting's bound (2,001 + 250 ms).
+        assert!(!inherited_lead_spent(now, &reservation, 250, POLICY.max_lead_ms));
+        assert!(!inherited_lead_spent(now + 31_000 - 2_252, &reservation, 250, POLICY.max_lead_ms));
+        assert!(inherited_lead_spent(now + 31_000 - 2_251, &reservation, 250, POLICY.max_lead_ms));
+        assert_eq!(lead_in_force(POLICY.max_lead_ms, &reservation), 60_000);
+        reservation.inherited_max_lead_ms.store(0, Relaxed);
+        assert_eq!(lead_in_force(POLICY.max_lead_ms, &reservation), POLICY.max_lead_ms);
     }
 
     #[test]

@@ -23,6 +23,15 @@ pub struct Reservation {
     pub wanted: AtomicU64,
     /// Opaque handle the worker leaves for callers to wake it (its latch); 0: none.
     pub worker: AtomicUsize,
+    /// A `max_lead_ms` larger than the setting, kept while IDs this server must stay above
+    /// lie further ahead of the clock than the setting allows (0: none, the setting holds).
+    /// Set by the worker when the setting is lowered under shards already running further
+    /// ahead, and at a promotion from a primary that ran with a larger one; dropped by it once
+    /// the ceiling is back within what the setting allows (`generator::lead_in_force`). Read by
+    /// claims only once past the setting, so the hot path never loads it. Relaxed: it bounds how
+    /// far a claim may borrow, never what is reserved; a claim that reads a stale value waits
+    /// (or is refused) as under the setting, or issues below a ceiling already recorded.
+    pub inherited_max_lead_ms: AtomicU64,
 }
 
 impl Reservation {

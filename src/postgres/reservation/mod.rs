@@ -50,19 +50,64 @@ fn write_durably(ceiling_unix_ms: i64) -> std::io::Result<()> {
     record::write(Record { ceiling_unix_ms, wal128: legacy_wal::may_remain() })
 }
 
+/// The lead settings a ceiling is reserved under: with them, how far ahead of its own clock a
+/// server can have issued IDs (`bound_ms`). The worker writes them into the WAL record of
+/// every ceiling (`wal`), so that a promoted standby's bound covers a primary that ran with
+/// larger ones than its own (settings drift: an HA manager's per-node parameters, or an
+/// `ALTER SYSTEM` a base backup did not carry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeadSettings {
+    /// The `max_lead_ms` in force (`generator::lead_in_force`): the setting or a larger one kept.
+    pub max_lead_ms: u64,
+    pub reserve_ms: u64,
+}
+
+impl LeadSettings {
+    /// This server's, now.
+    pub fn in_force(reservation: &Reservation) -> Self {
+        LeadSettings {
+            max_lead_ms: generator::lead_in_force(settings::clock_policy().max_lead_ms, reservation),
+            reserve_ms: settings::reserve_ms(),
+        }
+    }
+
+    /// This server's settings alone, without a lead it keeps for a while.
+    fn configured() -> Self {
+        LeadSettings { max_lead_ms: settings::clock_policy().max_lead_ms, reserve_ms: settings::reserve_ms() }
+    }
+
+    /// How far ahead of its own clock a server with these settings can have issued IDs
+    /// (`generator::max_ceiling_lead_ms`).
+    pub fn bound_ms(self) -> u64 {
+        generator::max_ceiling_lead_ms(self.reserve_ms, self.max_lead_ms)
+    }
+}
+
+/// The clock policy with the `max_lead_ms` in force (`generator::lead_in_force`), for the
+/// checks outside a claim (`snowflake_advance`, `snowflake_observe`): what a claim may issue,
+/// they may move a shard to.
+pub fn clock_policy_in_force(reservation: &Reservation) -> generator::ClockPolicy {
+    let policy = settings::clock_policy();
+    generator::ClockPolicy {
+        max_lead_ms: generator::lead_in_force(policy.max_lead_ms, reservation),
+        ..policy
+    }
+}
+
 /// How far ahead of its own clock a server with this server's lead settings can have issued
-/// IDs (`generator::max_ceiling_lead_ms`). Both guards (`restore::record_upgrade_guard`,
-/// `worker::record_promotion_guard`) resume this far ahead.
+/// IDs. The pg_upgrade guard (`restore::record_upgrade_guard`) resumes this far ahead.
 fn old_server_lead_bound_ms() -> u64 {
-    generator::max_ceiling_lead_ms(settings::reserve_ms(), settings::clock_policy().max_lead_ms)
+    LeadSettings::configured().bound_ms()
 }
 
 /// How far ahead of this server's clock a promotion resumes the shards at least: above every
-/// ID an old primary with lead settings no larger than these could have issued, when its
-/// clock read at most `max_clock_skew_ms` more than this one (`worker::record_promotion_guard`;
-/// a standby also applies it to its clock readings as it replays, `wal::replay_ceiling`).
-fn promotion_bound_ms() -> u64 {
-    old_server_lead_bound_ms() + settings::max_clock_skew_ms()
+/// ID an old primary could have issued with lead settings no larger than these or than
+/// `primary`'s (the last replayed from its WAL, when it wrote them), when its clock read at most
+/// `max_clock_skew_ms` more than this one (`worker::record_promotion_guard`; a standby also
+/// applies it to its clock readings as it replays, `wal::replay_ceiling`).
+fn promotion_bound_ms(primary: Option<LeadSettings>) -> u64 {
+    let own = old_server_lead_bound_ms();
+    own.max(primary.map_or(0, LeadSettings::bound_ms)) + settings::max_clock_skew_ms()
 }
 
 /// A recorded ceiling (Unix ms) as a time part: before the epoch it restricts nothing,

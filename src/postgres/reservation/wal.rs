@@ -3,7 +3,7 @@
 //! standby, crash or archive recovery) brings it into its shared memory (`replay_ceiling`).
 
 use super::record::FILE;
-use super::{legacy_wal, promotion_bound_ms, restore, time_part_of_ceiling, write_durably};
+use super::{legacy_wal, promotion_bound_ms, restore, time_part_of_ceiling, write_durably, LeadSettings};
 use crate::postgres::{clock, compat, durable_file, fixed_layout, settings, shmem};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
@@ -15,8 +15,49 @@ use std::sync::atomic::{
     Ordering::{Relaxed, Release},
 };
 
-/// The only record type: "the ceiling is now this Unix ms" (8 bytes, native order).
+/// "The ceiling is now this Unix ms" (8 bytes, native order), written by versions 0.3.0 to
+/// 0.7.1 and still replayed.
 const XLOG_CEILING: u8 = 0x10;
+/// The same with the lead settings it was reserved under (`CeilingWithLead`), written since
+/// 0.8.0: a promoted standby's bound then covers a primary that ran with larger ones. A standby
+/// of an earlier version stops at the first one (a record of unexpected size): standbys are
+/// updated first, as for PostgreSQL's own minor releases.
+const XLOG_CEILING_WITH_LEAD: u8 = 0x20;
+
+/// The record's main data since 0.8.0, in native order (WAL is replayed only on the same
+/// platform). The settings are GUC integers, within `u32`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CeilingWithLead {
+    ceiling_unix_ms: i64,
+    max_lead_ms: u32,
+    reserve_ms: u32,
+}
+
+/// What one of our records says: the ceiling, and the lead settings when it carries them.
+#[derive(Clone, Copy)]
+struct Replayed {
+    ceiling_unix_ms: i64,
+    lead: Option<LeadSettings>,
+}
+
+/// Lead settings in one word of shared memory (`shmem::StartState::last_replayed_lead`): a
+/// mark bit, then each setting in 31 bits (GUC integers are at most `i32::MAX`); 0 is none.
+pub struct PackedLead;
+
+impl PackedLead {
+    const MARK: u64 = 1 << 63;
+
+    pub fn pack(lead: LeadSettings) -> u64 {
+        Self::MARK | (lead.max_lead_ms.min(i32::MAX as u64) << 31) | lead.reserve_ms.min(i32::MAX as u64)
+    }
+
+    pub fn unpack(word: u64) -> Option<LeadSettings> {
+        let lead =
+            LeadSettings { max_lead_ms: (word >> 31) & i32::MAX as u64, reserve_ms: word & i32::MAX as u64 };
+        (word & Self::MARK != 0).then_some(lead)
+    }
+}
 
 /// Registers the resource manager. Replaying our records needs it, so the library must
 /// stay preloaded on every server that replays this WAL.
@@ -49,9 +90,16 @@ pub fn register() {
     }
 }
 
-pub fn log_ceiling(ceiling_unix_ms: i64) {
+/// Writes a ceiling's record, with the lead settings it was reserved under.
+pub fn log_ceiling(ceiling_unix_ms: i64, lead: LeadSettings) {
     let Some(id) = settings::wal_rmgr_id() else { return };
-    let mut data = ceiling_unix_ms.to_ne_bytes();
+    let record = CeilingWithLead {
+        ceiling_unix_ms,
+        max_lead_ms: lead.max_lead_ms.min(u32::MAX as u64) as u32,
+        reserve_ms: lead.reserve_ms.min(u32::MAX as u64) as u32,
+    };
+    // SAFETY: `CeilingWithLead` is plain integers with no padding (8 + 4 + 4 bytes).
+    let mut data: [u8; size_of::<CeilingWithLead>()] = unsafe { std::mem::transmute(record) };
     // SAFETY: the standard sequence for a WAL record without buffers, from a process
     // with WAL access (the worker starts after recovery); `data` outlives the insert.
     unsafe {
@@ -59,36 +107,50 @@ pub fn log_ceiling(ceiling_unix_ms: i64) {
         // Not "activity": an idle server still skips checkpoints and segment switches.
         pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
         compat::xlog_register_data(&mut data);
-        let lsn = pg_sys::XLogInsert(id, XLOG_CEILING);
+        let lsn = pg_sys::XLogInsert(id, XLOG_CEILING_WITH_LEAD);
         // Flushed by the WAL writer shortly, as an asynchronous commit is: the worker
         // waits for no WAL fsync (see the top of this file).
         pg_sys::XLogSetAsyncXactLSN(lsn);
     }
 }
 
-/// The ceiling carried by one of our records.
-unsafe fn ceiling_of(record: *mut pg_sys::XLogReaderState) -> Option<i64> {
+/// What one of our records says, read by its type and checked by its size.
+unsafe fn read_record(record: *mut pg_sys::XLogReaderState) -> Option<Replayed> {
     // SAFETY: PostgreSQL passes a decoded record; its main data is main_data_len bytes,
-    // and is read only when it has the size of ours (it may be NULL otherwise).
+    // and is read only when it has the size of its type (it may be NULL otherwise).
     unsafe {
         let decoded = (*record).record;
-        if (*decoded).main_data_len as usize != size_of::<i64>() || (*decoded).main_data.is_null() {
+        let info = (*decoded).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8);
+        let data = (*decoded).main_data;
+        let size = (*decoded).main_data_len as usize;
+        if data.is_null() {
             return None;
         }
-        Some((*decoded).main_data.cast::<i64>().read_unaligned())
+        match info {
+            XLOG_CEILING if size == size_of::<i64>() => {
+                Some(Replayed { ceiling_unix_ms: data.cast::<i64>().read_unaligned(), lead: None })
+            }
+            XLOG_CEILING_WITH_LEAD if size == size_of::<CeilingWithLead>() => {
+                let CeilingWithLead { ceiling_unix_ms, max_lead_ms, reserve_ms } =
+                    data.cast::<CeilingWithLead>().read_unaligned();
+                let lead = LeadSettings { max_lead_ms: max_lead_ms.into(), reserve_ms: reserve_ms.into() };
+                Some(Replayed { ceiling_unix_ms, lead: Some(lead) })
+            }
+            _ => None,
+        }
     }
 }
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: called by PostgreSQL with a record of ours.
-    match unsafe { ceiling_of(record) } {
+    match unsafe { read_record(record) } {
         // SAFETY: the record is being replayed: its end is set.
-        Some(ceiling_unix_ms) => replay_ceiling(ceiling_unix_ms, unsafe { (*record).EndRecPtr }),
+        Some(replayed) => replay_ceiling(replayed, unsafe { (*record).EndRecPtr }),
         None => {
             ErrorReport::new(
                 PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                "snowflake_id WAL record of unexpected size",
+                "snowflake_id WAL record of unexpected type or size",
                 "snowflake_id",
             )
             .set_hint(
@@ -104,8 +166,16 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
 unsafe extern "C-unwind" fn describe(buffer: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
     // SAFETY: as in `redo`; appendStringInfoString copies the text into the buffer.
     unsafe {
-        let text = match ceiling_of(record) {
-            Some(ms) => format!("ceiling {ms} ({})", utc::format_utc_ms(ms)),
+        let text = match read_record(record) {
+            Some(Replayed { ceiling_unix_ms: ms, lead: None }) => {
+                format!("ceiling {ms} ({})", utc::format_utc_ms(ms))
+            }
+            Some(Replayed { ceiling_unix_ms: ms, lead: Some(lead) }) => format!(
+                "ceiling {ms} ({}) max_lead_ms {} reserve_ms {}",
+                utc::format_utc_ms(ms),
+                lead.max_lead_ms,
+                lead.reserve_ms
+            ),
             None => "malformed".to_string(),
         };
         let text = std::ffi::CString::new(text).unwrap_or_default();
@@ -116,10 +186,11 @@ unsafe extern "C-unwind" fn describe(buffer: pg_sys::StringInfo, record: *mut pg
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
     const CEILING: &CStr = c"CEILING";
-    if info & !(pg_sys::XLR_INFO_MASK as u8) == XLOG_CEILING {
-        CEILING.as_ptr()
-    } else {
-        std::ptr::null()
+    const CEILING_WITH_LEAD: &CStr = c"CEILING_WITH_LEAD";
+    match info & !(pg_sys::XLR_INFO_MASK as u8) {
+        XLOG_CEILING => CEILING.as_ptr(),
+        XLOG_CEILING_WITH_LEAD => CEILING_WITH_LEAD.as_ptr(),
+        _ => std::ptr::null(),
     }
 }
 
@@ -152,7 +223,8 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
 ///   before a restartpoint can pass it. The cost is the primary's own: its
 ///   worker fdatasyncs the file once per record it writes (about four a second), and the
 ///   standby once per record it replays.
-fn replay_ceiling(ceiling_unix_ms: i64, record_end: pg_sys::XLogRecPtr) {
+fn replay_ceiling(replayed: Replayed, record_end: pg_sys::XLogRecPtr) {
+    let Replayed { ceiling_unix_ms, lead } = replayed;
     // Asked of PostgreSQL for this recovery, not taken from how the postmaster started: a
     // server that started as a standby and was promoted runs crash recovery after a later
     // backend crash, with the postmaster still the same.
@@ -166,11 +238,13 @@ fn replay_ceiling(ceiling_unix_ms: i64, record_end: pg_sys::XLogRecPtr) {
     }
     // Where the old primary stopped, should this be the last ceiling before its clean stop
     // (`switchover`): the ceiling as written, then where its record ends.
+    // And the lead settings the primary wrote with it, for the promotion bound.
     if let Some(start) = shmem::start_state() {
         start.last_replayed_ceiling_unix_ms.store(ceiling_unix_ms, Relaxed);
+        start.last_replayed_lead.store(lead.map_or(0, PackedLead::pack), Relaxed);
         start.last_replayed_ceiling_end.store(record_end, Release);
     }
-    let floor_unix_ms = standby_floor_unix_ms(ceiling_unix_ms);
+    let floor_unix_ms = standby_floor_unix_ms(ceiling_unix_ms, lead);
     if let Some(reservation) = shmem::reservation() {
         reservation.replay(time_part_of_ceiling(floor_unix_ms));
     }
@@ -181,7 +255,8 @@ fn replay_ceiling(ceiling_unix_ms: i64, record_end: pg_sys::XLogRecPtr) {
 
 /// On a standby (or in archive recovery), where a promotion must resume at least, for a
 /// ceiling just replayed: that ceiling, or, when higher, the promotion's bound
-/// (`promotion_bound_ms`) above the highest clock reading taken at a replay since the primary
+/// (`promotion_bound_ms`, with the lead settings the primary wrote into this record when larger
+/// than this server's) above the highest clock reading taken at a replay since the primary
 /// last lowered its ceiling.
 ///
 /// Why the clock: the promotion guard resumes that bound ahead of the clock at the promotion,
@@ -201,13 +276,13 @@ fn replay_ceiling(ceiling_unix_ms: i64, record_end: pg_sys::XLogRecPtr) {
 /// so: nothing was issued at or above it. Keeping an hour-long jump's reading beyond that would
 /// hold every promotion back for the hour; it is dropped, and the readings start again from
 /// this one.
-fn standby_floor_unix_ms(ceiling_unix_ms: i64) -> i64 {
+fn standby_floor_unix_ms(ceiling_unix_ms: i64, primary: Option<LeadSettings>) -> i64 {
     // Process-local, and Relaxed: only the startup process replays, one record at a time. A
     // new startup process (the standby restarted, or reset after a crash) starts from its
     // file, which holds what the one before it kept.
     static LAST_REPLAYED_UNIX_MS: AtomicI64 = AtomicI64::new(i64::MIN);
     static HIGHEST_READING_GUARD_UNIX_MS: AtomicI64 = AtomicI64::new(i64::MIN);
-    let guard_now = clock::wall_clock_unix_ms().saturating_add(promotion_bound_ms() as i64);
+    let guard_now = clock::wall_clock_unix_ms().saturating_add(promotion_bound_ms(primary) as i64);
     let previous = LAST_REPLAYED_UNIX_MS.swap(ceiling_unix_ms, Relaxed);
     let kept = match HIGHEST_READING_GUARD_UNIX_MS.load(Relaxed) {
         i64::MIN => fixed_layout::get().unix_ms(restore::recorded_at_start()),
@@ -217,4 +292,21 @@ fn standby_floor_unix_ms(ceiling_unix_ms: i64) -> i64 {
     let guard = if lowered { guard_now } else { kept.max(guard_now) };
     HIGHEST_READING_GUARD_UNIX_MS.store(guard, Relaxed);
     ceiling_unix_ms.max(guard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lead_settings_survive_packing_and_none_stays_none() {
+        assert_eq!(PackedLead::unpack(0), None);
+        for (max_lead_ms, reserve_ms) in
+            [(0, 0), (2_000, 250), (60_000, 1), (i32::MAX as u64, i32::MAX as u64)]
+        {
+            let lead = LeadSettings { max_lead_ms, reserve_ms };
+            assert_ne!(PackedLead::pack(lead), 0);
+            assert_eq!(PackedLead::unpack(PackedLead::pack(lead)), Some(lead));
+        }
+    }
 }

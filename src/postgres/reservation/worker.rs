@@ -4,7 +4,9 @@
 //! `reservation::Worker`.
 
 use super::record::FILE;
-use super::{legacy_wal, promotion_bound_ms, switchover, time_part_of_ceiling, wal, write_durably};
+use super::{
+    legacy_wal, promotion_bound_ms, switchover, time_part_of_ceiling, wal, write_durably, LeadSettings,
+};
 use crate::postgres::{clock, compat, durable_file, fence, fixed_layout, settings, shmem};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys;
@@ -44,9 +46,14 @@ const TICK: Duration = Duration::from_millis(50);
 /// Unless the replay ended on the old primary's clean stop (a planned switchover): then every ID
 /// it issued lies below the last ceiling replayed, and the shards resume at the larger of that
 /// ceiling and the clock (`switchover`), under the ceiling the replay recorded.
+///
+/// The old primary's lead settings, when its records carry them, count where larger than this
+/// server's: in the bound, and as the lead this server keeps until the clock catches up
+/// (`keep_lead`), so that a smaller `max_lead_ms` here does not refuse every call until then.
 fn record_promotion_guard(reservation: &Reservation) {
     let layout = fixed_layout::get();
     let now_unix_ms = clock::wall_clock_unix_ms();
+    let primary = old_primary_lead();
     if let Some(stopped_at_unix_ms) = clean_stop_of_old_primary() {
         // The replay left floor and ceiling at the same height, recorded in the file: the
         // floor comes down to where the old primary stopped; the ceiling stays, recorded.
@@ -56,13 +63,30 @@ fn record_promotion_guard(reservation: &Reservation) {
              last reservation, {}): shards resume at that or the clock, whichever is later",
             utc::format_utc_ms(stopped_at_unix_ms)
         );
+        if let Some(primary) = primary {
+            keep_lead(
+                reservation,
+                primary.max_lead_ms,
+                reservation.ceiling.load(Relaxed),
+                "the old primary ran with snowflake_id.max_lead_ms =",
+            );
+        }
         return;
     }
-    let bound_ms = promotion_bound_ms();
+    let bound_ms = promotion_bound_ms(primary);
     let guard = time_part_of_ceiling(now_unix_ms.saturating_add(bound_ms as i64));
     let ceiling = guard.max(reservation.floor.load(Relaxed));
     let ceiling_unix_ms = layout.unix_ms(ceiling);
-    wal::log_ceiling(ceiling_unix_ms);
+    // Kept before the record is written, so that the record carries the lead kept.
+    if let Some(primary) = primary {
+        keep_lead(
+            reservation,
+            primary.max_lead_ms,
+            ceiling,
+            "the old primary ran with snowflake_id.max_lead_ms =",
+        );
+    }
+    wal::log_ceiling(ceiling_unix_ms, LeadSettings::in_force(reservation));
     if let Err(error) = write_durably(ceiling_unix_ms) {
         // Without the record the shards cannot resume above it after a crash: issue nothing.
         durable_file::not_recorded("the snowflake_id reservation", FILE, " after recovery", error);
@@ -82,6 +106,56 @@ fn record_promotion_guard(reservation: &Reservation) {
              primary's WAL (further ahead than {bound_ms} ms)",
             utc::format_utc_ms(ceiling_unix_ms)
         );
+    }
+}
+
+/// The lead settings the old primary wrote with the last ceiling replayed, if its version
+/// writes them (0.8.0 on): read after the record's end, as `clean_stop_of_old_primary` reads it.
+fn old_primary_lead() -> Option<LeadSettings> {
+    let start = shmem::start_state()?;
+    start.last_replayed_ceiling_end.load(Acquire);
+    wal::PackedLead::unpack(start.last_replayed_lead.load(Relaxed))
+}
+
+/// Keeps `max_lead_ms` in force where larger than the setting (`generator::lead_in_force`),
+/// while IDs this server must stay above may lie further ahead of the clock than the setting
+/// allows: up to `reserved_up_to` (a time part), which the setting alone would put within
+/// `max_ceiling_lead_ms` of the clock. Without it every call would be refused until the clock
+/// caught up (tens of seconds after a long lead). Says so once, with why (`origin`, which the
+/// value follows); the worker drops it once spent (`forget_spent_lead`).
+fn keep_lead(reservation: &Reservation, max_lead_ms: u64, reserved_up_to: u64, origin: &str) {
+    let layout = fixed_layout::get();
+    let Ok(now) = layout.time_part(clock::wall_clock_unix_ms()) else { return };
+    let setting = settings::clock_policy().max_lead_ms;
+    let spent = reserved_up_to <= now + generator::max_ceiling_lead_ms(settings::reserve_ms(), setting);
+    if max_lead_ms <= generator::lead_in_force(setting, reservation) || spent {
+        return;
+    }
+    reservation.inherited_max_lead_ms.fetch_max(max_lead_ms, Relaxed);
+    pgrx::warning!(
+        "snowflake_id: {origin} {max_lead_ms} ms while IDs are reserved up to {} ms ahead of the clock: shards \
+         keep issuing under a lead of {max_lead_ms} ms until the clock is within snowflake_id.max_lead_ms = \
+         {setting} ms of them, instead of refusing every call until then",
+        reserved_up_to - now
+    );
+}
+
+/// Drops a kept lead (`keep_lead`) once the ceiling is back within the setting's bound: from
+/// there every ID lies where the setting alone would have put it.
+fn forget_spent_lead(reservation: &Reservation, now: u64) {
+    let setting = settings::clock_policy().max_lead_ms;
+    let kept = reservation.inherited_max_lead_ms.load(Relaxed);
+    if kept > setting && !generator::inherited_lead_spent(now, reservation, settings::reserve_ms(), setting) {
+        return;
+    }
+    if kept != 0 {
+        reservation.inherited_max_lead_ms.store(0, Relaxed);
+        if kept > setting {
+            pgrx::log!(
+                "snowflake_id: the clock has caught up: snowflake_id.max_lead_ms = {setting} ms holds again (kept \
+                 {kept} ms until now)"
+            );
+        }
     }
 }
 
@@ -148,9 +222,15 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
     let mut lease = fence::lease::Keeper::default();
     loop {
         if BackgroundWorker::sighup_received() {
+            let max_lead_before = settings::clock_policy().max_lead_ms;
             // SAFETY: the documented way for a worker to apply a reload.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
             fence::shared::apply_setting(false);
+            // A lower max_lead_ms under shards already further ahead: they keep the old one.
+            if settings::clock_policy().max_lead_ms < max_lead_before {
+                let ceiling = reservation.ceiling.load(Relaxed);
+                keep_lead(reservation, max_lead_before, ceiling, "snowflake_id.max_lead_ms was lowered from");
+            }
         }
         keep_lease(&mut lease);
         legacy_wal::look_at_checkpoints();
@@ -213,7 +293,9 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
     let layout = fixed_layout::get();
     // A clock outside the ID range makes every call refuse anyway; nothing to reserve.
     let Ok(now) = layout.time_part(clock::wall_clock_unix_ms()) else { return Ok(()) };
-    let max_lead_ms = settings::clock_policy().max_lead_ms;
+    forget_spent_lead(reservation, now);
+    let lead = LeadSettings::in_force(reservation);
+    let max_lead_ms = lead.max_lead_ms;
     if let Some(lower) = generator::lower_ceiling(
         now,
         reservation,
@@ -224,7 +306,7 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
     ) {
         // Already published: until it is recorded, the higher record on disk still holds.
         let lower_unix_ms = layout.unix_ms(lower);
-        wal::log_ceiling(lower_unix_ms);
+        wal::log_ceiling(lower_unix_ms, lead);
         write_durably(lower_unix_ms)?;
         pgrx::log!(
             "snowflake_id: the clock had jumped ahead and is back, and no ID was issued up there: the \
@@ -241,7 +323,7 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
     };
     let started = Instant::now();
     let ceiling_unix_ms = layout.unix_ms(ceiling);
-    wal::log_ceiling(ceiling_unix_ms);
+    wal::log_ceiling(ceiling_unix_ms, lead);
     write_durably(ceiling_unix_ms)?;
     reservation.publish_ceiling(ceiling);
     LAST_RECORDING_MS.store(started.elapsed().as_millis() as u64, Relaxed);
