@@ -42,8 +42,9 @@
 #      fault campaign        scripts/campaign.sh --short, on 15 and 18: a primary, its standby
 #                            and a second server under 10 writers and 8 readers, faults drawn
 #                            from fixed seeds (kill -9, failovers, shard moves, faked clocks,
-#                            slow and failing fsync, refused starts), judged by the checks of
-#                            docs/reliability.md; a seed per major, about 2 minutes
+#                            slow and failing fsync, refused starts, an HA manager's death),
+#                            judged by the checks of docs/reliability.md; two seeds on 15 and
+#                            one on 18, about 2 minutes each
 #   6. install channels      scripts/package-test.sh: the Debian package's Depends checked against
 #                            the libraries it links; on 15 installed with dpkg as the previous
 #                            release, a cluster running, upgraded in place, updated, removed

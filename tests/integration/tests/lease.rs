@@ -9,71 +9,10 @@
 //! (`patroni.rs`).
 
 use postgres::Client;
-use snowflake_id_integration::{db_error, Cluster};
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::SeqCst};
-use std::sync::Arc;
+use snowflake_id_integration::{db_error, Answer, Cluster, HaStandIn};
 use std::time::{Duration, Instant};
 
 const LEASE_MS: u64 = 2000;
-
-/// What the stand-in answers.
-const LEADER: u8 = 0;
-const REPLICA: u8 = 1;
-const GONE: u8 = 2;
-
-/// An HTTP server on a loopback port answering every request with 200 (`LEADER`) or 503
-/// (`REPLICA`), or closing each connection unanswered (`GONE`). Stopped when dropped.
-struct HaManager {
-    port: u16,
-    state: Arc<AtomicU8>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl HaManager {
-    fn start() -> HaManager {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let state = Arc::new(AtomicU8::new(LEADER));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (state_of_thread, stop_of_thread) = (state.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            while !stop_of_thread.load(SeqCst) {
-                let Ok((mut stream, _)) = listener.accept() else {
-                    std::thread::sleep(Duration::from_millis(5));
-                    continue;
-                };
-                let answer = match state_of_thread.load(SeqCst) {
-                    LEADER => "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
-                    REPLICA => "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n",
-                    _ => continue, // dropped: the connection closes unanswered
-                };
-                stream.set_nonblocking(false).unwrap();
-                stream.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
-                let mut request = [0u8; 512];
-                let _ = stream.read(&mut request);
-                let _ = stream.write_all(answer.as_bytes());
-            }
-        });
-        HaManager { port, state, stop, thread: Some(thread) }
-    }
-
-    fn answer(&self, state: u8) {
-        self.state.store(state, SeqCst);
-    }
-}
-
-impl Drop for HaManager {
-    fn drop(&mut self) {
-        self.stop.store(true, SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// Calls `snowflake_nextval(1)` until it is refused; returns the IDs issued before, the refusal
 /// and how long after `since` it came. Fails if it is not refused within `within`.
@@ -120,8 +59,8 @@ fn assert_lease_refusal(error: &postgres::error::DbError) {
 
 #[test]
 fn a_primary_without_its_lease_issues_nothing() {
-    let ha = HaManager::start();
-    let url = format!("snowflake_id.lease_url = 'http://127.0.0.1:{}/primary'", ha.port);
+    let ha = HaStandIn::start();
+    let url = ha.lease_url_setting();
     let lease = format!("snowflake_id.lease_ms = {LEASE_MS}");
     let mut cluster = Cluster::start("lease", &[&url, &lease]);
     let mut client = cluster.connect();
@@ -131,7 +70,7 @@ fn a_primary_without_its_lease_issues_nothing() {
     // The HA manager says this node is a replica now (another was promoted): refused within the
     // lease and one asking interval (lease_ms / 5), plus the time of a call.
     let bound = Duration::from_millis(LEASE_MS + LEASE_MS / 5 + 1000);
-    ha.answer(REPLICA);
+    ha.answer(Answer::Replica);
     let (issued, error, after) = until_refused(&mut client, Instant::now(), bound);
     println!("lease: refused {} ms after the HA manager said 503 (lease {LEASE_MS} ms)", after.as_millis());
     assert_lease_refusal(&error);
@@ -147,7 +86,7 @@ fn a_primary_without_its_lease_issues_nothing() {
     assert_eq!(fence, "none");
 
     // Back: the fence lifts at the next 200, and IDs go on above every earlier one.
-    ha.answer(LEADER);
+    ha.answer(Answer::Leader);
     let again = until_issuing(&mut client, Duration::from_secs(3));
     assert!(again > *issued.iter().max().unwrap_or(&first) && again > first);
 
@@ -155,7 +94,7 @@ fn a_primary_without_its_lease_issues_nothing() {
     // connections unanswered) stops with the lease's error: the fence reaches running
     // statements. (generate_series in the select list: streamed, where in FROM it would be
     // made whole first.)
-    ha.answer(GONE);
+    ha.answer(Answer::Gone);
     let lost_at = Instant::now();
     let error = db_error(&mut client, "INSERT INTO t (n) SELECT generate_series(1, 100000000)");
     assert_lease_refusal(&error);
@@ -173,14 +112,14 @@ fn a_primary_without_its_lease_issues_nothing() {
     assert_eq!(rows, 0, "the refused INSERT's rows are rolled back");
 
     // A server started while its HA manager says no issues nothing until it says yes.
-    ha.answer(REPLICA);
+    ha.answer(Answer::Replica);
     drop(client);
     cluster.stop("fast");
     cluster.start_with(&[]);
     let mut client = cluster.connect();
     std::thread::sleep(Duration::from_millis(500));
     assert_lease_refusal(&db_error(&mut client, "SELECT snowflake_nextval(1)"));
-    ha.answer(LEADER);
+    ha.answer(Answer::Leader);
     let after_restart = until_issuing(&mut client, Duration::from_secs(3));
     assert!(after_restart > again);
     let log = cluster.log();

@@ -244,7 +244,7 @@ impl Writer {
         let shared = self.shared.clone();
         // The stray statement ignores the freeze: the fence alone must stop it.
         let _freeze = (kind != Kind::Stray).then(|| shared.freezes[&self.shard].read().unwrap());
-        let (_, endpoint, epoch) = shared.route(self.shard);
+        let (_, endpoint, epoch) = shared.route_for(self.next_tag, self.shard);
         let Some(endpoint) = endpoint else {
             drop(_freeze);
             sleep(Duration::from_millis(100));

@@ -53,6 +53,10 @@ pub struct Directory {
     pub home: BTreeMap<i32, Group>,
     /// Failovers of each group so far.
     pub epoch: [u32; 2],
+    /// During a split brain (`BeforePromotion::ManagerDied`), the pair's old primary, still
+    /// running after another was promoted, and its epoch: the writers' statements go to either,
+    /// as clients of a primary nobody stopped do, so that each shard is written on both.
+    pub split: Option<(Endpoint, u32)>,
 }
 
 /// What every thread of a campaign shares.
@@ -124,6 +128,20 @@ impl Shared {
     pub fn finding(&self, finding: String) {
         eprintln!("campaign: FINDING: {finding}");
         self.findings.lock().unwrap().push(finding);
+    }
+
+    /// Where a writer sends its statement number `op` of `shard`: as `route`, except during a
+    /// split brain, when every writer of the pair's shards sends its statements to the old
+    /// primary and the new one by turns (with synchronous replication a writer's commit on the
+    /// old primary then waits for a standby that was promoted, but bare IDs, the stray's
+    /// among them, still come back from it).
+    pub fn route_for(&self, op: i64, shard: i32) -> (Group, Option<Endpoint>, u32) {
+        let directory = self.directory.read().unwrap();
+        let group = directory.home[&shard];
+        match &directory.split {
+            Some((old, epoch)) if group == Group::Pair && op % 2 == 1 => (group, Some(old.clone()), *epoch),
+            _ => (group, directory.primary[group.index()].clone(), directory.epoch[group.index()]),
+        }
     }
 
     /// The current primary of the group that issues `shard`, and the group's epoch.

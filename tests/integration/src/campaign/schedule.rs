@@ -47,6 +47,11 @@ pub enum BeforePromotion {
     RestartStandby,
     /// One of its backends killed with SIGKILL: the standby resets and recovers.
     KillStandbyBackend,
+    /// The primary's HA manager dies (its stand-in stops answering) while the primary runs on,
+    /// with the lease on (`system::LEASE_MS`): after the lease the standby is promoted, and for
+    /// `system::SPLIT_BRAIN` both run, half of the pair's writers still on the old primary (a
+    /// split brain, as when Patroni is killed alone), before the old primary is killed.
+    ManagerDied,
 }
 
 /// A start that must be refused, and is undone afterwards.
@@ -133,6 +138,9 @@ impl Fault {
             Fault::Failover(BeforePromotion::Nothing) => "failover",
             Fault::Failover(BeforePromotion::RestartStandby) => "failover, standby restarted first",
             Fault::Failover(BeforePromotion::KillStandbyBackend) => "failover, standby backend killed first",
+            Fault::Failover(BeforePromotion::ManagerDied) => {
+                "failover, the old primary left running (HA manager died)"
+            }
             Fault::RestartStandby => "standby restarted",
             Fault::MoveShard => "shard moved",
             Fault::RefusedStart(_, BadStart::ChangedLayout) => "start with a changed layout",
@@ -243,6 +251,17 @@ impl Schedule {
         };
         // Drawn last, so that the rest of the schedule is the seed's with or without it.
         let forgotten = pick.chance(50);
+        // The same for the HA manager's death: three seeds in four turn their first plain
+        // failover into one (drawn after the upgrade's, so that the seeds' upgrades stay).
+        if pick.chance(75) {
+            if let Some(step) = schedule
+                .process
+                .iter_mut()
+                .find(|step| step.fault == Fault::Failover(BeforePromotion::Nothing))
+            {
+                step.fault = Fault::Failover(BeforePromotion::ManagerDied);
+            }
+        }
         let middle = schedule.faults_until / 2;
         if let Some(step) =
             upgrade_to.and_then(|_| schedule.process.iter_mut().min_by_key(|step| step.at.abs_diff(middle)))

@@ -6,7 +6,7 @@
 use super::clients::APP_ROLE;
 use super::schedule::{BadStart, BeforePromotion, Group, Schedule, LARGER_LEAD_MS};
 use super::{Endpoint, Shared, MOVABLE_SHARDS, PAIR_SHARDS, SECOND_SHARDS};
-use crate::{apply_settings, Cluster, FakeClock};
+use crate::{apply_settings, Answer, Cluster, FakeClock, HaStandIn};
 use postgres::Client;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -23,10 +23,24 @@ const SETTINGS: [&str; 5] = [
     "log_line_prefix = '%m [%p] '",
 ];
 
+/// The lease of the pair's servers (`snowflake_id.lease_ms`): each asks a stand-in HA manager
+/// of its own. Well above the worker's asking interval (a fifth of it) on a loaded machine.
+pub const LEASE_MS: u64 = 3_000;
+/// How long after its HA manager died a primary's standby is promoted: the lease and a margin,
+/// as an HA manager's ttl is kept above the lease (docs/high-availability.md).
+const MANAGER_TTL: Duration = Duration::from_millis(LEASE_MS + 2_000);
+/// How long the old primary runs beside the promoted one, half of the pair's writers on it: past
+/// the promotion bound (2.75 s, 5.75 s with the larger lead), so that without the lease the two
+/// would issue the same milliseconds of the same shards.
+const SPLIT_BRAIN: Duration = Duration::from_secs(8);
+
 pub struct Server {
     pub name: String,
     pub cluster: Cluster,
     pub clock: FakeClock,
+    /// The pair's servers: the stand-in HA manager its lease asks (always "leader" but when its
+    /// death is the fault).
+    pub ha: Option<HaStandIn>,
 }
 
 impl Server {
@@ -216,6 +230,12 @@ impl System {
     pub fn failover(&mut self, before: BeforePromotion) {
         match before {
             BeforePromotion::Nothing => self.kill_primary(),
+            BeforePromotion::ManagerDied => {
+                // Nothing answers for the primary any more; it runs on, its clients with it,
+                // and must stop issuing within the lease, before the promotion below.
+                self.primary.ha.as_ref().expect("the pair's servers have a stand-in").answer(Answer::Gone);
+                std::thread::sleep(MANAGER_TTL);
+            }
             BeforePromotion::RestartStandby => {
                 // Down while the primary goes on issuing (and, when replication is
                 // asynchronous, committing) for a moment, then the primary dies, and the
@@ -248,6 +268,15 @@ impl System {
             directory.epoch[Group::Pair.index()] += 1;
         }
         self.publish(Group::Pair, true);
+        if before == BeforePromotion::ManagerDied {
+            // The split brain: both primaries run, half of the writers on the old one, until
+            // the old one is killed (as Patroni does once it is back and finds another leader).
+            let epoch = self.shared.directory.read().unwrap().epoch[Group::Pair.index()] - 1;
+            self.shared.directory.write().unwrap().split = Some((self.standby.endpoint(), epoch));
+            std::thread::sleep(SPLIT_BRAIN);
+            self.shared.directory.write().unwrap().split = None;
+            self.standby.cluster.kill_postmaster();
+        }
         self.built += 1;
         let old = std::mem::replace(
             &mut self.standby,
@@ -457,7 +486,7 @@ impl System {
         crate::pg_upgrade(&self.second.cluster, &cluster, &[]);
         let clock = FakeClock::of(&cluster);
         self.shared.add_clock(Group::Second, clock.offset_file().to_path_buf());
-        let mut upgraded = Server { name: "second-upgraded".to_string(), cluster, clock };
+        let mut upgraded = Server { name: "second-upgraded".to_string(), cluster, clock, ha: None };
         let (from, to) =
             (self.second.cluster.data_dir().to_path_buf(), upgraded.cluster.data_dir().to_path_buf());
         let copy = |file: &str| {
@@ -517,24 +546,32 @@ fn damage(record: &[u8]) -> Vec<u8> {
 fn new_server(shared: &Shared, group: Group, name: &str, fence: &str) -> Server {
     let mut settings: Vec<String> = SETTINGS.iter().map(|line| line.to_string()).collect();
     settings.push(format!("snowflake_id.shards = '{fence}'"));
+    // The pair runs under an HA manager, with the lease on; the second server under none.
+    let ha = (group == Group::Pair).then(HaStandIn::start);
+    if let Some(ha) = &ha {
+        settings.push(ha.lease_url_setting());
+        settings.push(format!("snowflake_id.lease_ms = {LEASE_MS}"));
+    }
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
     let cluster = Cluster::create(&format!("campaign-{name}"), &settings);
     let clock = FakeClock::of(&cluster);
     shared.add_clock(group, clock.offset_file().to_path_buf());
-    Server { name: name.to_string(), cluster, clock }
+    Server { name: name.to_string(), cluster, clock, ha }
 }
 
 /// A standby of `primary` from a base backup, started on the pair's clock. Its copied
 /// configuration is the primary's; it asks for no synchronous standby of its own.
 fn new_standby(shared: &Shared, primary: &Server, name: &str) -> Server {
+    // Its own stand-in: the copied lease_url is the primary's.
+    let ha = HaStandIn::start();
     let cluster = Cluster::create_standby_of(
         &primary.cluster,
         &format!("campaign-{name}"),
-        &["synchronous_standby_names = ''"],
+        &["synchronous_standby_names = ''", &ha.lease_url_setting()],
     );
     let clock = FakeClock::of(&cluster);
     shared.add_clock(Group::Pair, clock.offset_file().to_path_buf());
-    let mut server = Server { name: name.to_string(), cluster, clock };
+    let mut server = Server { name: name.to_string(), cluster, clock, ha: Some(ha) };
     server.start();
     server
 }
