@@ -123,6 +123,20 @@ pub fn check(
             }
         }
     }
+    // What readers saw counts too: a row read and later lost (to an asynchronous failover)
+    // whose ID another op got after it.
+    for reader in reads {
+        for (&id, &tag) in reader.ids.iter().zip(&reader.tags) {
+            if owner.get(&id).is_some_and(|&other| other != tag) {
+                unique.add(|| {
+                    format!(
+                        "ID {id} read in shard {} with op {tag}'s tag, given to op {}",
+                        reader.shard, owner[&id]
+                    )
+                });
+            }
+        }
+    }
     summary.duplicates = unique.count;
     unique.into_findings("unique-ids", &mut findings);
 
@@ -205,6 +219,20 @@ pub fn check(
                         )
                     });
                 }
+            }
+        }
+    }
+    // And inside one op: the IDs a statement or a transaction got (a batch's included) came
+    // in increasing order. (Not its rolled-back ones: a savepoint's are listed after the rest.)
+    for op in ops {
+        for (what, ids) in [("committed", &op.committed), ("maybe", &op.maybe), ("bare", &op.bare)] {
+            if let Some(pair) = ids.windows(2).find(|pair| pair[0] >= pair[1]) {
+                order.add(|| {
+                    format!(
+                        "op {} ({:?} on {}): {what} {} then {}",
+                        op.tag, op.kind, op.server, pair[0], pair[1]
+                    )
+                });
             }
         }
     }

@@ -238,8 +238,9 @@ pub fn run(options: &Options) -> report::Summary {
         .map(|(shard, rows)| (*shard, rows.iter().map(|(id, _)| *id).max().unwrap_or(0)))
         .collect();
     let reads = clients.finish_readers(&shared, ends, Duration::from_secs(120));
-    let summary = checker::check(&shared, &schedule, &ops, &reads, &finals, &outcome);
+    let mut summary = checker::check(&shared, &schedule, &ops, &reads, &finals, &outcome);
     let logs = outcome.system.shutdown();
+    summary.coverage = report::coverage(&logs, &ops);
     report::write(&dir, &summary, &ops, &reads, &logs);
     summary
 }

@@ -30,7 +30,63 @@ pub struct Summary {
     pub largest_lead_ms: i64,
     pub longest_unavailable_ms: u64,
     pub errors: BTreeMap<String, usize>,
+    /// How many times each guard acted (`coverage`), zeros included.
+    pub coverage: Vec<(&'static str, usize)>,
     pub findings: Vec<String>,
+}
+
+/// What shows that a guard acted: a line of a server's log, or a client's error message
+/// (saying one thing and not another).
+enum Sign {
+    Log(&'static str),
+    Refusal(&'static str),
+    RefusalNot(&'static str, &'static str),
+}
+
+/// Each guard whose action can be seen, and its sign. A run in which one never acted did not
+/// test it: the summary lists them all, zeros included, as Antithesis reports "sometimes"
+/// assertions that never held.
+const GUARDS: [(&str, Sign); 12] = [
+    ("promotion resumed at the bound", Sign::Log("recovery ended; shards resume at")),
+    ("promotion resumed at a clean stop", Sign::Log("recovery ended on the old primary's clean stop")),
+    ("ceiling lowered after a clock jump", Sign::Log("the reservation moves back to")),
+    ("reservation not recorded (fsync)", Sign::Log("could not record the snowflake_id reservation")),
+    ("start refused: another layout", Sign::Log("FATAL:  snowflake_id is configured with another layout")),
+    (
+        "start refused: a damaged record",
+        Sign::Log("FATAL:  could not read the snowflake_id reservation file"),
+    ),
+    ("lease lost", Sign::Log("the lease is lost")),
+    ("larger lead kept", Sign::Log("shards keep issuing under a lead of")),
+    ("call refused: ahead of the clock", Sign::Refusal("ahead of the wall clock")),
+    ("call refused: reservation used up", Sign::Refusal("used up the durable reservation")),
+    ("call refused: without the lease", Sign::Refusal("cannot show that it is the primary")),
+    (
+        "call refused: fenced",
+        Sign::RefusalNot("is not issued by this server", "cannot show that it is the primary"),
+    ),
+];
+
+/// The clients' errors whose message says `text` (and not `not`).
+fn refusals(ops: &[Op], text: &str, not: Option<&str>) -> usize {
+    let says = |message: &str| message.contains(text) && not.is_none_or(|not| !message.contains(not));
+    ops.iter().filter(|op| op.message.as_deref().is_some_and(says)).count()
+}
+
+/// How many times each guard acted in the run, from every server's log (those a failover
+/// replaced included) and the clients' errors.
+pub fn coverage(logs: &[(String, String)], ops: &[Op]) -> Vec<(&'static str, usize)> {
+    GUARDS
+        .iter()
+        .map(|(guard, sign)| {
+            let count = match sign {
+                Sign::Log(text) => logs.iter().map(|(_, log)| log.matches(text).count()).sum(),
+                Sign::Refusal(text) => refusals(ops, text, None),
+                Sign::RefusalNot(text, not) => refusals(ops, text, Some(not)),
+            };
+            (*guard, count)
+        })
+        .collect()
 }
 
 impl Summary {
@@ -80,6 +136,8 @@ impl Summary {
             "  client errors: {}",
             if errors.is_empty() { "none".into() } else { errors.join(", ") }
         );
+        let acted: Vec<String> = self.coverage.iter().map(|(guard, n)| format!("{guard} {n}")).collect();
+        let _ = writeln!(out, "  guards acted: {}", acted.join(", "));
         if self.passed() {
             let _ = writeln!(out, "  every check passed");
         }
