@@ -13,6 +13,9 @@
 //!   last ID handed out stays at most `max_lead_ms` ahead of the wall clock.
 //! * Past that bound the caller sleeps until the clock has caught up, for at most
 //!   `max_wait_ms` in all; a wait that could not be long enough is refused at once.
+//! * The bound is the setting, or a larger lead the server keeps while IDs it must stay above
+//!   lie further ahead than the setting allows (`lead_in_force`): a setting lowered, or a
+//!   promotion from a primary with a larger one, never stops writes by itself.
 //! * Nothing is issued unless the compare-and-swap that claims it succeeds, so a refused
 //!   call issues nothing and no ID is ever issued twice or out of order.
 //!
