@@ -350,16 +350,12 @@ pub fn lead_in_force(setting_max_lead_ms: u64, reservation: &Reservation) -> u64
     setting_max_lead_ms.max(reservation.inherited_max_lead_ms.load(Relaxed))
 }
 
-/// Whether an inherited lead (`lead_in_force`) has done its work: the ceiling, above every ID
-/// issued and every floor, is back within the bound the setting alone puts it at. The worker
-/// then drops it; from there the setting holds as if it had never been larger.
-pub fn inherited_lead_spent(
-    now: u64,
-    reservation: &Reservation,
-    reserve_ms: u64,
-    setting_max_lead_ms: u64,
-) -> bool {
-    reservation.ceiling.load(Relaxed) <= now + max_ceiling_lead_ms(reserve_ms, setting_max_lead_ms)
+/// Whether an inherited lead (`lead_in_force`) has done its work, or is not needed at all: the
+/// ceiling (the reservation's, or one about to be recorded), above every ID issued and every
+/// floor, is within the bound the setting alone puts it at. The worker then drops it, or does
+/// not keep it; from there the setting holds as if it had never been larger.
+pub fn inherited_lead_spent(now: u64, ceiling: u64, reserve_ms: u64, setting_max_lead_ms: u64) -> bool {
+    ceiling <= now + max_ceiling_lead_ms(reserve_ms, setting_max_lead_ms)
 }
 
 /// How far ahead of the clock `next_ceiling` can put the ceiling: calls wait for at most
@@ -623,9 +619,10 @@ mod tests {
         assert_eq!(claimed.first, LAYOUT.counter_at(now + 30_000) + 1);
         assert!(clock.slept.is_empty());
         // Spent only once the ceiling is back within the setting's bound (2,001 + 250 ms).
-        assert!(!inherited_lead_spent(now, &reservation, 250, POLICY.max_lead_ms));
-        assert!(!inherited_lead_spent(now + 31_000 - 2_252, &reservation, 250, POLICY.max_lead_ms));
-        assert!(inherited_lead_spent(now + 31_000 - 2_251, &reservation, 250, POLICY.max_lead_ms));
+        let ceiling = || reservation.ceiling.load(Relaxed);
+        assert!(!inherited_lead_spent(now, ceiling(), 250, POLICY.max_lead_ms));
+        assert!(!inherited_lead_spent(now + 31_000 - 2_252, ceiling(), 250, POLICY.max_lead_ms));
+        assert!(inherited_lead_spent(now + 31_000 - 2_251, ceiling(), 250, POLICY.max_lead_ms));
         assert_eq!(lead_in_force(POLICY.max_lead_ms, &reservation), 60_000);
         reservation.inherited_max_lead_ms.store(0, Relaxed);
         assert_eq!(lead_in_force(POLICY.max_lead_ms, &reservation), POLICY.max_lead_ms);

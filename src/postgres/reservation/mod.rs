@@ -66,7 +66,7 @@ impl LeadSettings {
     /// This server's, now.
     pub fn in_force(reservation: &Reservation) -> Self {
         LeadSettings {
-            max_lead_ms: generator::lead_in_force(settings::clock_policy().max_lead_ms, reservation),
+            max_lead_ms: clock_policy_in_force(reservation).max_lead_ms,
             reserve_ms: settings::reserve_ms(),
         }
     }

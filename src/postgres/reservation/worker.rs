@@ -127,7 +127,7 @@ fn keep_lead(reservation: &Reservation, max_lead_ms: u64, reserved_up_to: u64, o
     let layout = fixed_layout::get();
     let Ok(now) = layout.time_part(clock::wall_clock_unix_ms()) else { return };
     let setting = settings::clock_policy().max_lead_ms;
-    let spent = reserved_up_to <= now + generator::max_ceiling_lead_ms(settings::reserve_ms(), setting);
+    let spent = generator::inherited_lead_spent(now, reserved_up_to, settings::reserve_ms(), setting);
     if max_lead_ms <= generator::lead_in_force(setting, reservation) || spent {
         return;
     }
@@ -145,7 +145,8 @@ fn keep_lead(reservation: &Reservation, max_lead_ms: u64, reserved_up_to: u64, o
 fn forget_spent_lead(reservation: &Reservation, now: u64) {
     let setting = settings::clock_policy().max_lead_ms;
     let kept = reservation.inherited_max_lead_ms.load(Relaxed);
-    if kept > setting && !generator::inherited_lead_spent(now, reservation, settings::reserve_ms(), setting) {
+    let ceiling = reservation.ceiling.load(Relaxed);
+    if kept > setting && !generator::inherited_lead_spent(now, ceiling, settings::reserve_ms(), setting) {
         return;
     }
     if kept != 0 {
