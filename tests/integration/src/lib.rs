@@ -941,6 +941,19 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Issues one ID of `shard` and says how far ahead of the server's clock its time part lies,
+/// in ms, with the ID: where a shard resumes after a promotion or a change of settings.
+pub fn next_id_ahead_ms(client: &mut Client, shard: i32) -> (f64, i64) {
+    let row = client
+        .query_one(
+            "SELECT id, extract(epoch FROM snowflake_timestamp(id) - clock_timestamp())::float8 * 1000
+             FROM (SELECT snowflake_nextval($1) AS id) AS issued",
+            &[&shard],
+        )
+        .unwrap();
+    (row.get(1), row.get(0))
+}
+
 /// The one `bigint` a query returns, such as a `count(*)`.
 pub fn count(client: &mut Client, query: &str) -> i64 {
     client.query_one(query, &[]).unwrap().get(0)

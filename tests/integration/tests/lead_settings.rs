@@ -10,19 +10,7 @@
 //!   the ceilings' WAL records carry them, and the first call is served.
 
 use postgres::Client;
-use snowflake_id_integration::{apply_settings, db_error, wait_until, Cluster};
-
-/// How far ahead of the clock an ID of shard `shard` issued now is, in ms, and the ID.
-fn next_id_ahead_ms(client: &mut Client, shard: i32) -> (f64, i64) {
-    let row = client
-        .query_one(
-            "SELECT id, extract(epoch FROM snowflake_timestamp(id) - clock_timestamp())::float8 * 1000
-             FROM (SELECT snowflake_nextval($1) AS id) AS issued",
-            &[&shard],
-        )
-        .unwrap();
-    (row.get(1), row.get(0))
-}
+use snowflake_id_integration::{apply_settings, db_error, next_id_ahead_ms, wait_until, Cluster};
 
 /// Moves `shard` so that its next ID lies `ahead_ms` ahead of the clock.
 fn run_ahead(client: &mut Client, shard: i32, ahead_ms: i64) {

@@ -6,20 +6,7 @@
 //! The control: the same after an immediate stop (no shutdown checkpoint) resumes that bound
 //! ahead, as before.
 
-use postgres::Client;
-use snowflake_id_integration::{as_server_owner, run, wait_until, Cluster};
-
-/// How far ahead of the clock a promoted standby's first ID is, in ms, and the ID.
-fn first_id_after_promotion(client: &mut Client) -> (f64, i64) {
-    let row = client
-        .query_one(
-            "SELECT id, extract(epoch FROM snowflake_timestamp(id) - clock_timestamp())::float8 * 1000
-             FROM (SELECT snowflake_nextval(1) AS id) AS first",
-            &[],
-        )
-        .unwrap();
-    (row.get(1), row.get(0))
-}
+use snowflake_id_integration::{as_server_owner, next_id_ahead_ms, run, wait_until, Cluster};
 
 /// The primary and its standby, the primary having issued IDs; returns them and the highest ID.
 fn pair(name: &str) -> (Cluster, Cluster, i64) {
@@ -72,7 +59,7 @@ fn a_planned_switchover_resumes_where_the_old_primary_stopped() {
     drop(on_standby);
     standby.promote();
     let mut client = standby.wait_until_accepting();
-    let (ahead_ms, first) = first_id_after_promotion(&mut client);
+    let (ahead_ms, first) = next_id_ahead_ms(&mut client, 1);
     println!("switchover: after a clean stop, the first ID is {ahead_ms:.0} ms ahead of the clock");
     assert!(first > highest, "the first ID {first} is not above the old primary's {highest}");
     // The last ceiling lies at most the reservation's headroom (0.5 s by default) ahead; the
@@ -88,7 +75,7 @@ fn a_promotion_after_a_crash_keeps_the_guard() {
     primary.stop("immediate");
     standby.promote();
     let mut client = standby.wait_until_accepting();
-    let (ahead_ms, first) = first_id_after_promotion(&mut client);
+    let (ahead_ms, first) = next_id_ahead_ms(&mut client, 1);
     println!("switchover: after an immediate stop, the first ID is {ahead_ms:.0} ms ahead of the clock");
     assert!(first > highest);
     // max_lead_ms + reserve_ms + max_clock_skew_ms = 2,750 ms ahead, less the first call's wait
