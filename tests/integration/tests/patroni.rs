@@ -29,10 +29,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// when the test fails (the end of each node's Patroni log printed then).
 struct Patroni {
     kit: Kit,
+    /// Held until the kit is down (fields drop in order: the kit first).
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Patroni {
+    /// One kit at a time: two at once (each test's) share the loopback's free ports, which each
+    /// picks and only later listens on, and the machine's two cores; once, both kits' first
+    /// node then failed to become the leader within the kit's 120 s. `_one_at_a_time` holds it.
     fn up(env: &[(&str, &str)]) -> Patroni {
+        static ONE_KIT: Mutex<()> = Mutex::new(());
+        let one_at_a_time = ONE_KIT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut all = vec![
             // The extension is installed by the test command's earlier step.
             ("SNOWFLAKE_PATRONI_SKIP_INSTALL", "1"),
@@ -40,7 +47,7 @@ impl Patroni {
             ("SNOWFLAKE_PATRONI_RETRY_TIMEOUT", "5"),
         ];
         all.extend_from_slice(env);
-        Patroni { kit: Kit::up("patroni", 3, &all) }
+        Patroni { kit: Kit::up("patroni", 3, &all), _one_at_a_time: one_at_a_time }
     }
 
     fn run(&self, args: &[&str]) -> String {
