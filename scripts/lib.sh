@@ -31,6 +31,13 @@ patroni_version() {
 }
 patroni_venv() { echo "$PG_TREES/patroni-$(patroni_version)"; }
 
+# LazyFS, the file system of the power-loss tests (scripts/lazyfs-install.sh builds it), and
+# its program; SNOWFLAKE_LAZYFS names another build. The tests read SNOWFLAKE_LAZYFS.
+LAZYFS_VERSION=0.3.0
+lazyfs_binary() { echo "${SNOWFLAKE_LAZYFS:-$PG_TREES/lazyfs-$LAZYFS_VERSION/lazyfs/build/lazyfs}"; }
+SNOWFLAKE_LAZYFS=$(lazyfs_binary)
+export SNOWFLAKE_LAZYFS
+
 # The majors the Citus layer runs on: Citus 14 supports 16, 17 and 18, and each build takes
 # minutes, so two of them (16 differs from 17 in nothing the layer tests). scripts/citus-install.sh
 # builds Citus into them.

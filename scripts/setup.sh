@@ -21,6 +21,8 @@
 #   Citus (the Citus layer's tests), built from its source tarball into the majors of
 #   CITUS_MAJORS by scripts/citus-install.sh, with Debian's liblz4-dev, libzstd-dev and
 #   libkrb5-dev for its build; skipped where Citus is installed already or its source is absent.
+#   LazyFS (the power-loss fault), built from its source tarball by scripts/lazyfs-install.sh,
+#   with Debian's fuse3, libfuse3-dev, cmake, libtoml11-dev and libspdlog-dev.
 #   cargo-pgrx 0.18.1, pointed at all four (no source download).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -37,6 +39,7 @@ PACKAGES=(
   ruby-activerecord ruby-pg
   liblz4-dev libzstd-dev libkrb5-dev
   etcd-server etcd-client
+  fuse3 libfuse3-dev cmake libtoml11-dev libspdlog-dev
 )
 # Node.js: any with npm will do (a machine may have one not from Debian's packages).
 command -v node >/dev/null || PACKAGES+=(nodejs)
@@ -133,6 +136,7 @@ install_patroni
 
 # Only the majors of a test run, when scripts/test.sh names them: a build takes minutes.
 "$SNOWFLAKE_ROOT/scripts/citus-install.sh"
+"$SNOWFLAKE_ROOT/scripts/lazyfs-install.sh"
 
 if [[ "$(cargo pgrx --version 2>/dev/null || true)" != *"${PGRX_VERSION}"* ]]; then
   echo "setup: installing cargo-pgrx ${PGRX_VERSION} (several minutes, once)"

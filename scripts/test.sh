@@ -25,7 +25,8 @@
 #                            and docs/ run against a server, the shown output compared
 #   5. integration + faults  tests/integration: real servers started by the tests (many
 #                            connections at once, startup settings, standby, clock policy;
-#                            kill -9, immediate stop, faked clocks, failover, dump/restore;
+#                            kill -9, immediate stop, power loss (LazyFS drops what was not
+#                            fsynced), faked clocks, failover, dump/restore;
 #                            converting a key under concurrent inserts, upgrade from 0.1.0;
 #                            deploy/fleet.sh: shard servers behind a PL/Proxy router;
 #                            deploy/patroni.sh (15): three Patroni nodes on etcd under one

@@ -7,7 +7,7 @@
 use postgres::error::DbError;
 use postgres::types::ToSql;
 use postgres::{Client, Config, NoTls};
-use std::fs;
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub mod campaign;
+pub mod power_loss;
 
 /// The port only names the socket file; nothing listens on TCP.
 pub const PORT: u16 = 5432;
@@ -123,6 +124,18 @@ pub struct Cluster {
     data_dir: PathBuf,
     log_file: PathBuf,
     running: bool,
+    /// The LazyFS mount the data directory lies on, with `Disk::PowerLoss`.
+    disk: Option<power_loss::LazyFs>,
+}
+
+/// What a cluster's data directory lies on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disk {
+    /// The machine's file system (what `kill -9` leaves is what was written).
+    Plain,
+    /// A LazyFS mount of its own, which `Cluster::lose_power` can make lose every write not
+    /// yet fsynced (its log and socket stay on the plain folder beside it).
+    PowerLoss,
 }
 
 impl Cluster {
@@ -135,26 +148,68 @@ impl Cluster {
     }
 
     /// An empty folder for a cluster's data, log and socket, owned by the server's owner.
-    fn new_folder(name: &str, bin: &Path) -> Cluster {
+    fn new_folder(name: &str, bin: &Path, disk: Disk) -> Cluster {
         let root = server_owned_temp_dir(name);
+        let data_dir = root.join("data");
+        let disk = (disk == Disk::PowerLoss).then(|| {
+            let below = root.join("data-below");
+            for folder in [&below, &data_dir] {
+                fs::create_dir(folder).unwrap();
+                if running_as_root() {
+                    run(Command::new("chown").arg("postgres:").arg(folder), "chown");
+                }
+            }
+            power_loss::LazyFs::mount(&root, &below, &data_dir)
+        });
         Cluster {
             bin: bin.to_path_buf(),
-            data_dir: root.join("data"),
+            data_dir,
             log_file: root.join("server.log"),
             root,
             running: false,
+            disk,
         }
+    }
+
+    /// `--no-sync` for initdb and pg_basebackup, where nothing loses unsynced writes: on a
+    /// power-loss disk they sync what they wrote, as they do by default.
+    fn no_sync(&self) -> &'static [&'static str] {
+        if self.disk.is_some() {
+            &[]
+        } else {
+            &["--no-sync"]
+        }
+    }
+
+    /// Writes a file of the data directory, fsynced (file and folder) on a power-loss disk, as
+    /// an operator's tools do; `name` is relative to the data directory.
+    pub fn write_data_file(&self, name: &str, content: &[u8]) {
+        let path = self.data_dir.join(name);
+        fs::write(&path, content).unwrap();
+        if self.disk.is_some() {
+            File::open(&path).and_then(|file| file.sync_all()).unwrap();
+            File::open(path.parent().unwrap()).and_then(|folder| folder.sync_all()).unwrap();
+        }
+    }
+
+    /// A power loss: every process of the server killed with SIGKILL, then every write to its
+    /// data directory not yet fsynced lost. Start it again afterwards. Needs `Disk::PowerLoss`.
+    pub fn lose_power(&mut self) {
+        assert!(self.disk.is_some(), "a power loss needs a cluster on Disk::PowerLoss");
+        if self.running {
+            self.kill_postmaster();
+        }
+        self.disk.as_mut().unwrap().lose_unsynced_writes();
     }
 
     /// Appends lines to postgresql.conf (a later line overrides an earlier one).
     fn append_settings(&self, lines: &[String]) {
-        let path = self.data_dir.join("postgresql.conf");
-        let mut conf = fs::read_to_string(&path).unwrap();
+        let mut conf = fs::read_to_string(self.data_dir.join("postgresql.conf")).unwrap();
         for line in lines {
             conf.push_str(line);
             conf.push('\n');
         }
-        fs::write(&path, conf).unwrap();
+        self.write_data_file("postgresql.conf", conf.as_bytes());
     }
 
     /// Adds settings to postgresql.conf, for the next start or reload (a later line
@@ -172,9 +227,14 @@ impl Cluster {
     /// Clusters of every major are made alike (encoding, locale, no data checksums, which
     /// PostgreSQL 18 turns on by default), so that pg_upgrade can move one to another.
     pub fn create_with(bin: &Path, name: &str, settings: &[&str]) -> Cluster {
-        let cluster = Cluster::new_folder(name, bin);
+        Cluster::create_on(Disk::Plain, bin, name, settings)
+    }
+
+    /// `create_with`, the data directory on `disk`.
+    pub fn create_on(disk: Disk, bin: &Path, name: &str, settings: &[&str]) -> Cluster {
+        let cluster = Cluster::new_folder(name, bin, disk);
         let mut initdb = as_server_owner(bin.join("initdb"));
-        initdb.args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"]);
+        initdb.args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C"]).args(cluster.no_sync());
         if major_of(bin) >= 18 {
             initdb.arg("--no-data-checksums");
         }
@@ -203,17 +263,28 @@ impl Cluster {
     /// Creates a streaming hot standby of `primary` as `start_standby_of` does, without
     /// starting it (to start it on a faked clock, say).
     pub fn create_standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
-        Cluster::create_standby_through(&primary.bin, &primary.root, name, settings)
+        Cluster::create_standby_through(&primary.bin, &primary.root, name, settings, Disk::Plain)
+    }
+
+    /// `create_standby_of`, the standby's data directory on `disk`.
+    pub fn create_standby_on(disk: Disk, primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
+        Cluster::create_standby_through(&primary.bin, &primary.root, name, settings, disk)
     }
 
     /// The same for a primary this harness did not start (a kit's server), reached through
     /// the Unix socket in `socket_dir` at the harness's port, on the PostgreSQL under test.
     pub fn create_standby_of_socket(socket_dir: &Path, name: &str, settings: &[&str]) -> Cluster {
-        Cluster::create_standby_through(pg_bin_dir(), socket_dir, name, settings)
+        Cluster::create_standby_through(pg_bin_dir(), socket_dir, name, settings, Disk::Plain)
     }
 
-    fn create_standby_through(bin: &Path, socket_dir: &Path, name: &str, settings: &[&str]) -> Cluster {
-        let standby = Cluster::new_folder(name, bin);
+    fn create_standby_through(
+        bin: &Path,
+        socket_dir: &Path,
+        name: &str,
+        settings: &[&str],
+        disk: Disk,
+    ) -> Cluster {
+        let standby = Cluster::new_folder(name, bin, disk);
         let mut backup = as_server_owner(bin.join("pg_basebackup"));
         backup.arg("-h").arg(socket_dir).args([
             "-p",
@@ -223,11 +294,10 @@ impl Cluster {
             "-X",
             "stream",
             "-R",
-            "--no-sync",
             // Not the spread checkpoint of the default: minutes on a server under load.
             "--checkpoint=fast",
-            "-D",
         ]);
+        backup.args(standby.no_sync()).arg("-D");
         run(backup.arg(&standby.data_dir), "pg_basebackup");
         // The copied configuration names the primary's socket folder.
         let mut lines = vec![format!("unix_socket_directories = '{}'", standby.root.display())];
@@ -594,6 +664,8 @@ impl Drop for Cluster {
             stop.args(["-w", "-m", "immediate", "-D"]).arg(&self.data_dir).arg("stop");
             let _ = stop.output();
         }
+        // Unmounted before its folder goes.
+        self.disk = None;
         let _ = fs::remove_dir_all(&self.root);
     }
 }

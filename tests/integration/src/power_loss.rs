@@ -1,0 +1,171 @@
+//! Power loss: a folder on LazyFS, the FUSE file system Jepsen tests databases with, which
+//! keeps what is written but not yet fsynced in its own memory and drops it on command, as a
+//! machine losing power drops its page cache. `kill -9` alone keeps the page cache: what a
+//! process wrote survives it, fsynced or not.
+//!
+//! Each server of a test gets a mount of its own (a power loss is one machine's): a daemon,
+//! its fault FIFO, and the real folder beneath. scripts/lazyfs-install.sh builds LazyFS; the
+//! program is `$SNOWFLAKE_LAZYFS`.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What LazyFS may keep in memory: far more than a test writes between two fsyncs. Eviction
+/// writes the oldest pages through, as a kernel writes back dirty pages under pressure.
+const CACHE_SIZE: &str = "1gb";
+
+/// A mounted LazyFS: unmounted, and its daemon stopped, when dropped.
+pub struct LazyFs {
+    daemon: Child,
+    mount: PathBuf,
+    /// Where commands are written ("lazyfs::clear-cache").
+    faults: PathBuf,
+    /// Where LazyFS says a clear-cache finished, kept open for reading from the mount on (its
+    /// daemon opens it for writing before it reads any command); read without waiting.
+    completed: File,
+}
+
+/// The LazyFS program, from `$SNOWFLAKE_LAZYFS` (scripts/lib.sh sets it).
+fn program() -> PathBuf {
+    let program = std::env::var_os("SNOWFLAKE_LAZYFS").map(PathBuf::from).unwrap_or_default();
+    assert!(
+        program.is_file(),
+        "LazyFS is not built at {program:?} ($SNOWFLAKE_LAZYFS): run scripts/setup.sh, which builds it \
+         with scripts/lazyfs-install.sh"
+    );
+    program
+}
+
+/// Whether `mount` is a LazyFS mount now (from /proc/self/mountinfo).
+fn mounted(mount: &Path) -> bool {
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let wanted = mount.to_string_lossy();
+    mounts.lines().any(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        fields.get(4) == Some(&wanted.as_ref()) && line.contains(" - fuse.lazyfs ")
+    })
+}
+
+/// A command run as root: LazyFS must be (here /dev/fuse is root's).
+fn as_root(program: impl AsRef<Path>) -> Command {
+    if crate::running_as_root() {
+        Command::new(program.as_ref())
+    } else {
+        let mut command = Command::new("sudo");
+        command.arg("-n").arg(program.as_ref());
+        command
+    }
+}
+
+impl LazyFs {
+    /// Mounts LazyFS at `mount` (an empty folder), over the real folder `below`, with its
+    /// configuration and FIFOs in `folder`. Every user may use it (`allow_other`); new files
+    /// belong to whoever made them.
+    pub fn mount(folder: &Path, below: &Path, mount: &Path) -> LazyFs {
+        let faults = folder.join("lazyfs-faults.fifo");
+        let completed = folder.join("lazyfs-completed.fifo");
+        let config = folder.join("lazyfs.toml");
+        for fifo in [&faults, &completed] {
+            let _ = fs::remove_file(fifo);
+        }
+        fs::write(
+            &config,
+            format!(
+                "[faults]\nfifo_path=\"{}\"\nfifo_path_completed=\"{}\"\n\
+                 [cache]\napply_eviction=true\n[cache.simple]\ncustom_size=\"{CACHE_SIZE}\"\nblocks_per_page=1\n\
+                 [filesystem]\nlog_all_operations=false\nlogfile=\"\"\n",
+                faults.display(),
+                completed.display()
+            ),
+        )
+        .unwrap();
+        let log = File::create(folder.join("lazyfs.log")).unwrap();
+        let daemon = as_root(program())
+            .arg(mount)
+            .arg("--config-path")
+            .arg(&config)
+            .args(["-o", "allow_other", "-o", "modules=subdir", "-o"])
+            .arg(format!("subdir={}", below.display()))
+            .arg("-f")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start LazyFS");
+        // It makes both FIFOs, then opens the second for writing, which waits for a reader;
+        // read-write never waits (Linux), and keeps it open for each command's answer.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !(completed.exists() && mounted(mount)) {
+            assert!(
+                Instant::now() < deadline,
+                "LazyFS did not mount at {mount:?}: see {folder:?}/lazyfs.log"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let completed = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&completed)
+            .unwrap();
+        LazyFs { daemon, mount: mount.to_path_buf(), faults, completed }
+    }
+
+    /// Drops everything written since its last fsync, in every file of the mount, as a power
+    /// loss would; returns once LazyFS says it is done. Call it only when no process of the
+    /// machine runs any more (after `kill -9` of them all): a process that went on would see
+    /// writes vanish that a later fsync of its own should have made durable, which no power
+    /// loss does.
+    pub fn lose_unsynced_writes(&mut self) {
+        OpenOptions::new()
+            .write(true)
+            .open(&self.faults)
+            .and_then(|mut fifo| fifo.write_all(b"lazyfs::clear-cache\n"))
+            .expect("write to LazyFS's fault FIFO");
+        let mut answer = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !answer.ends_with(b"\n") {
+            assert!(Instant::now() < deadline, "LazyFS did not report the cleared cache within 60 s");
+            let mut chunk = [0u8; 64];
+            match self.completed.read(&mut chunk) {
+                Ok(read) => answer.extend_from_slice(&chunk[..read]),
+                Err(error) if error.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(error) => panic!("read LazyFS's answer: {error}"),
+            }
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&answer).trim(),
+            "finished::clear-cache",
+            "unexpected answer from LazyFS"
+        );
+    }
+
+    pub fn mount_point(&self) -> &Path {
+        &self.mount
+    }
+}
+
+impl Drop for LazyFs {
+    fn drop(&mut self) {
+        // A plain unmount, then a lazy one if something still has a file open.
+        let unmounted =
+            as_root("fusermount3").arg("-u").arg(&self.mount).output().is_ok_and(|out| out.status.success());
+        if !unmounted {
+            let _ = as_root("fusermount3").arg("-uz").arg(&self.mount).output();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.daemon.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if self.daemon.try_wait().ok().flatten().is_none() {
+            let _ = self.daemon.kill();
+            let _ = self.daemon.wait();
+        }
+    }
+}
