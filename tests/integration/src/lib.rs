@@ -159,6 +159,9 @@ impl Cluster {
                     run(Command::new("chown").arg("postgres:").arg(folder), "chown");
                 }
             }
+            // What the mount shows as the data directory: 0700, as PostgreSQL wants it
+            // (initdb sets it; pg_basebackup takes the folder as it finds it).
+            fs::set_permissions(&below, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
             power_loss::LazyFs::mount(&root, &below, &data_dir)
         });
         Cluster {

@@ -127,7 +127,11 @@ fn lane(
         });
         if matches!(
             step.fault,
-            Fault::Failover(_) | Fault::MoveShard | Fault::KillPostmaster(_) | Fault::StopImmediate(_)
+            Fault::Failover(_)
+                | Fault::MoveShard
+                | Fault::KillPostmaster(_)
+                | Fault::PowerLoss { .. }
+                | Fault::StopImmediate(_)
         ) {
             janitor(system, Duration::from_secs(20));
         }
@@ -138,6 +142,7 @@ fn lane(
 fn apply(shared: &Shared, system: &Mutex<System>, fault: &Fault, number: usize) -> Result<(), String> {
     match *fault {
         Fault::KillPostmaster(group) => lock(system).kill_postmaster(group),
+        Fault::PowerLoss { group, clock_behind_ms } => lock(system).power_loss(group, clock_behind_ms),
         Fault::StopImmediate(group) => lock(system).restart(group, "immediate"),
         Fault::CleanRestart(group) => lock(system).restart(group, "fast"),
         Fault::KillWorker(group) => lock(system).kill_worker(group),

@@ -52,6 +52,18 @@ pub enum BeforePromotion {
     /// `system::SPLIT_BRAIN` both run, half of the pair's writers still on the old primary (a
     /// split brain, as when Patroni is killed alone), before the old primary is killed.
     ManagerDied,
+    /// The standby loses power (every process killed, every write it had not fsynced lost:
+    /// replayed WAL, its restartpoint's files) while the primary goes on, then the primary
+    /// dies and the standby comes back with what was on its disk.
+    StandbyLostPower,
+    /// The pair's clock runs `ms` ahead for `hold` while the primary issues, and is set back;
+    /// then the standby (which replayed those ceilings, reading its clock ahead too) is
+    /// stopped for 2 s, the primary dies, and the standby starts again: its restart must keep
+    /// what it had read at replay (finding F1, across a restart).
+    AheadThenStandbyRestarted {
+        ms: i64,
+        hold: Duration,
+    },
 }
 
 /// A start that must be refused, and is undone afterwards.
@@ -70,6 +82,14 @@ pub enum Fault {
     /// `pg_ctl stop -m fast` and a start: a shutdown checkpoint, so nothing is replayed and
     /// the reservation record alone says where the shards resume.
     CleanRestart(Group),
+    /// A power loss of the group's primary: every process killed with SIGKILL, every write to
+    /// its data directory not yet fsynced lost (LazyFS), then a start, with its group's clock
+    /// `clock_behind_ms` behind the real time (a machine whose clock lost its time with the
+    /// power) for `POWER_LOSS_CLOCK_HOLD`, until it is set right, when that is not 0.
+    PowerLoss {
+        group: Group,
+        clock_behind_ms: i64,
+    },
     /// SIGKILL of the reservation worker: the postmaster resets the whole server.
     KillWorker(Group),
     /// SIGTERM of the reservation worker: the postmaster starts another.
@@ -130,6 +150,8 @@ impl Fault {
     pub fn kind(&self) -> &'static str {
         match self {
             Fault::KillPostmaster(_) => "kill -9 postmaster",
+            Fault::PowerLoss { clock_behind_ms: 0, .. } => "power loss",
+            Fault::PowerLoss { .. } => "power loss, back with the clock behind",
             Fault::StopImmediate(_) => "immediate stop",
             Fault::CleanRestart(_) => "clean restart",
             Fault::KillWorker(_) => "kill -9 worker",
@@ -138,6 +160,10 @@ impl Fault {
             Fault::Failover(BeforePromotion::Nothing) => "failover",
             Fault::Failover(BeforePromotion::RestartStandby) => "failover, standby restarted first",
             Fault::Failover(BeforePromotion::KillStandbyBackend) => "failover, standby backend killed first",
+            Fault::Failover(BeforePromotion::StandbyLostPower) => "failover, standby lost power first",
+            Fault::Failover(BeforePromotion::AheadThenStandbyRestarted { .. }) => {
+                "failover, clock ahead and set back, standby restarted first"
+            }
             Fault::Failover(BeforePromotion::ManagerDied) => {
                 "failover, the old primary left running (HA manager died)"
             }
@@ -189,6 +215,16 @@ impl fmt::Display for Fault {
                 write!(f, "fsync of {group}'s worker failing for {} ms", hold.as_millis())
             }
             Fault::Upgrade { .. } => write!(f, "{} of {}", self.kind(), Group::Second),
+            Fault::PowerLoss { group, clock_behind_ms } => {
+                write!(f, "{} of {group}", self.kind())?;
+                if *clock_behind_ms != 0 {
+                    write!(f, " ({clock_behind_ms} ms behind for {} ms)", POWER_LOSS_CLOCK_HOLD.as_millis())?;
+                }
+                Ok(())
+            }
+            Fault::Failover(BeforePromotion::AheadThenStandbyRestarted { ms, hold }) => {
+                write!(f, "{} (clock {ms:+} ms for {} ms)", self.kind(), hold.as_millis())
+            }
             _ => f.write_str(self.kind()),
         }
     }
@@ -217,7 +253,14 @@ pub struct Schedule {
     pub environment: Vec<Step>,
     /// The major the second server is moved to by pg_upgrade, if any.
     pub upgrade_to: Option<u32>,
+    /// The second server writes no WAL records of its reservation (`snowflake_id.wal_rmgr_id
+    /// = 0`, as a server without standbys may): its crash recovery rests on the reservation
+    /// file alone, whose fsync a power loss tests.
+    pub second_without_wal_records: bool,
 }
+
+/// How long a server's clock stays behind after a power loss, before it is set right.
+pub const POWER_LOSS_CLOCK_HOLD: Duration = Duration::from_secs(4);
 
 /// The default lead bound, and the larger one a seed may set on the standby.
 pub const DEFAULT_LEAD_MS: i64 = 2_000;
@@ -248,6 +291,7 @@ impl Schedule {
             process,
             environment,
             upgrade_to,
+            second_without_wal_records: false,
         };
         // Drawn last, so that the rest of the schedule is the seed's with or without it.
         let forgotten = pick.chance(50);
@@ -262,6 +306,32 @@ impl Schedule {
                 step.fault = Fault::Failover(BeforePromotion::ManagerDied);
             }
         }
+        // And the same for the faults of the disk and of the moment before a promotion (drawn
+        // after the HA manager's death): half the crashes of a primary become power losses,
+        // most of them coming back with the clock behind; of the failovers whose standby is
+        // restarted first, a third has it lose power instead, a third runs the clock ahead
+        // before; and the second server goes without WAL records of its reservation in half the
+        // seeds.
+        for step in schedule.process.iter_mut() {
+            match step.fault {
+                Fault::KillPostmaster(group) | Fault::StopImmediate(group) if pick.chance(50) => {
+                    let clock_behind_ms =
+                        if pick.chance(70) { between(&mut pick, 3_000, 12_000) as i64 } else { 0 };
+                    step.fault = Fault::PowerLoss { group, clock_behind_ms };
+                }
+                Fault::Failover(BeforePromotion::RestartStandby) => match pick.below(3) {
+                    0 => {}
+                    1 => step.fault = Fault::Failover(BeforePromotion::StandbyLostPower),
+                    _ => {
+                        let ms = between(&mut pick, 3_000, 12_000) as i64;
+                        let hold = Duration::from_millis(between(&mut pick, 1_500, 4_000));
+                        step.fault = Fault::Failover(BeforePromotion::AheadThenStandbyRestarted { ms, hold });
+                    }
+                },
+                _ => {}
+            }
+        }
+        schedule.second_without_wal_records = pick.chance(50);
         let middle = schedule.faults_until / 2;
         if let Some(step) =
             upgrade_to.and_then(|_| schedule.process.iter_mut().min_by_key(|step| step.at.abs_diff(middle)))
@@ -280,7 +350,9 @@ impl Schedule {
             .map(|step| match step.fault {
                 Fault::ClockBump { ms, .. }
                 | Fault::ClockStrobe { ms, .. }
-                | Fault::StepBackAfterAhead { ms, .. } => ms.abs(),
+                | Fault::StepBackAfterAhead { ms, .. }
+                | Fault::PowerLoss { clock_behind_ms: ms, .. }
+                | Fault::Failover(BeforePromotion::AheadThenStandbyRestarted { ms, .. }) => ms.abs(),
                 _ => 0,
             })
             .max()
@@ -290,7 +362,7 @@ impl Schedule {
     /// The schedule as printed and saved.
     pub fn text(&self) -> String {
         let mut out = format!(
-            "seed {} for {} s, faults until {} s; replication {}; max_lead_ms {}{}\n",
+            "seed {} for {} s, faults until {} s; replication {}; max_lead_ms {}{}{}\n",
             self.seed,
             self.duration.as_secs(),
             self.faults_until.as_secs(),
@@ -302,7 +374,12 @@ impl Schedule {
             },
             self.upgrade_to
                 .map(|major| format!("; the second server upgraded to PostgreSQL {major}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if self.second_without_wal_records {
+                "; the second server without WAL records (wal_rmgr_id = 0)"
+            } else {
+                ""
+            }
         );
         let mut steps: Vec<(&str, &Step)> = self.process.iter().map(|step| ("process", step)).collect();
         steps.extend(self.environment.iter().map(|step| ("environment", step)));

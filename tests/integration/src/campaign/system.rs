@@ -4,9 +4,9 @@
 //! kept, also of those a failover replaced.
 
 use super::clients::APP_ROLE;
-use super::schedule::{BadStart, BeforePromotion, Group, Schedule, LARGER_LEAD_MS};
+use super::schedule::{BadStart, BeforePromotion, Group, Schedule, LARGER_LEAD_MS, POWER_LOSS_CLOCK_HOLD};
 use super::{Endpoint, Shared, MOVABLE_SHARDS, PAIR_SHARDS, SECOND_SHARDS};
-use crate::{apply_settings, Answer, Cluster, FakeClock, HaStandIn};
+use crate::{apply_settings, Answer, Cluster, Disk, FakeClock, HaStandIn};
 use postgres::Client;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -68,6 +68,7 @@ pub struct System {
     shared: Arc<Shared>,
     synchronous: bool,
     larger_lead_on_standby: bool,
+    second_without_wal_records: bool,
     pub primary: Server,
     pub standby: Server,
     pub second: Server,
@@ -104,8 +105,9 @@ fn create_table(client: &mut Client, shard: i32) {
 impl System {
     pub fn start(shared: Arc<Shared>, schedule: &Schedule, upgrade_bin: Option<PathBuf>) -> System {
         let shards = [PAIR_SHARDS.to_vec(), SECOND_SHARDS.to_vec()];
-        let mut primary = new_server(&shared, Group::Pair, "pair-1", &fence(&shards[0]));
-        let mut second = new_server(&shared, Group::Second, "second", &fence(&shards[1]));
+        let mut primary = new_server(&shared, Group::Pair, "pair-1", &server_settings(&shards[0], false));
+        let second_settings = server_settings(&shards[1], schedule.second_without_wal_records);
+        let mut second = new_server(&shared, Group::Second, "second", &second_settings);
         for (server, group) in [(&mut primary, Group::Pair), (&mut second, Group::Second)] {
             server.start();
             let mut client = server.cluster.connect();
@@ -123,6 +125,7 @@ impl System {
             shared: shared.clone(),
             synchronous: schedule.synchronous,
             larger_lead_on_standby: schedule.larger_lead_on_standby,
+            second_without_wal_records: schedule.second_without_wal_records,
             standby: new_standby(&shared, &primary, "pair-2"),
             primary,
             second,
@@ -178,6 +181,22 @@ impl System {
     pub fn kill_postmaster(&mut self, group: Group) {
         self.server(group).cluster.kill_postmaster();
         self.server(group).start();
+    }
+
+    /// A power loss of the group's primary: killed, its unsynced writes lost, started again,
+    /// with the group's clock `clock_behind_ms` behind for `POWER_LOSS_CLOCK_HOLD` when that is
+    /// not 0 (the issued IDs then lie ahead of the clock: only what the disk kept of the
+    /// reservation keeps the shards above them).
+    pub fn power_loss(&mut self, group: Group, clock_behind_ms: i64) {
+        self.server(group).cluster.lose_power();
+        if clock_behind_ms != 0 {
+            self.shared.set_offset(group, -clock_behind_ms);
+        }
+        self.server(group).start();
+        if clock_behind_ms != 0 {
+            std::thread::sleep(POWER_LOSS_CLOCK_HOLD);
+            self.shared.set_offset(group, 0);
+        }
     }
 
     /// `pg_ctl stop -m mode` (fast or immediate), then a start.
@@ -240,6 +259,26 @@ impl System {
                 // Down while the primary goes on issuing (and, when replication is
                 // asynchronous, committing) for a moment, then the primary dies, and the
                 // standby comes back with only what it had: its restartpoint, its record.
+                self.standby.cluster.stop("fast");
+                std::thread::sleep(Duration::from_secs(2));
+                self.kill_primary();
+                self.standby.start();
+            }
+            BeforePromotion::StandbyLostPower => {
+                // Its disk keeps only what it fsynced: the WAL it received and had flushed (what
+                // it told the primary), the files of its last restartpoint.
+                self.standby.cluster.lose_power();
+                std::thread::sleep(Duration::from_secs(2));
+                self.kill_primary();
+                self.standby.start();
+            }
+            BeforePromotion::AheadThenStandbyRestarted { ms, hold } => {
+                // The primary issues ahead while the standby replays its ceilings, reading
+                // its own clock ahead too; set back; then the standby's restart and the
+                // promotion must keep what it read (F1's guard).
+                self.shared.set_offset(Group::Pair, ms);
+                std::thread::sleep(hold);
+                self.shared.set_offset(Group::Pair, 0);
                 self.standby.cluster.stop("fast");
                 std::thread::sleep(Duration::from_secs(2));
                 self.kill_primary();
@@ -427,19 +466,18 @@ impl System {
         self.publish(group, false);
         let server = self.server(group);
         server.cluster.stop("fast");
-        let data = server.cluster.data_dir().to_path_buf();
-        let file = data.join(match what {
+        let file = match what {
             BadStart::ChangedLayout => "postgresql.conf",
             BadStart::DamagedRecord => "snowflake_id.reservation",
-        });
-        let original = std::fs::read(&file).unwrap();
+        };
+        let original = std::fs::read(server.cluster.data_dir().join(file)).unwrap();
         let changed = match what {
             BadStart::ChangedLayout => {
                 [original.clone(), b"snowflake_id.shard_bits = 11\n".to_vec()].concat()
             }
             BadStart::DamagedRecord => damage(&original),
         };
-        std::fs::write(&file, changed).unwrap();
+        server.cluster.write_data_file(file, &changed);
         let log_before = server.cluster.log().len();
         let started = server.try_start();
         if started.is_ok() {
@@ -448,7 +486,7 @@ impl System {
         // Refused for the reason the fault is about: a damaged record by its checksum.
         let log = server.cluster.log();
         let refused_by_checksum = log.get(log_before..).is_some_and(|new| new.contains("checksum mismatch"));
-        std::fs::write(&file, original).unwrap();
+        server.cluster.write_data_file(file, &original);
         server.start();
         self.publish(group, true);
         match started {
@@ -485,22 +523,19 @@ impl System {
                 .unwrap();
         }
         self.second.cluster.stop("fast");
-        let fence = fence(&self.shards[Group::Second.index()]);
-        let mut settings: Vec<String> = SETTINGS.iter().map(|line| line.to_string()).collect();
-        settings.push(format!("snowflake_id.shards = '{fence}'"));
+        let settings = server_settings(&self.shards[Group::Second.index()], self.second_without_wal_records);
         let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-        let cluster = Cluster::create_with(&bin, "campaign-second-upgraded", &settings);
+        let cluster = Cluster::create_on(Disk::PowerLoss, &bin, "campaign-second-upgraded", &settings);
         crate::pg_upgrade(&self.second.cluster, &cluster, &[]);
         let clock = FakeClock::of(&cluster);
         self.shared.add_clock(Group::Second, clock.offset_file().to_path_buf());
         let mut upgraded = Server { name: "second-upgraded".to_string(), cluster, clock, ha: None };
-        let (from, to) =
-            (self.second.cluster.data_dir().to_path_buf(), upgraded.cluster.data_dir().to_path_buf());
-        let copy = |file: &str| {
-            // Written, not copied: a copy keeps the old file's mode.
-            std::fs::write(to.join(file), std::fs::read(from.join(file)).unwrap()).unwrap();
+        let from = self.second.cluster.data_dir().to_path_buf();
+        let copy = |upgraded: &Server, file: &str| {
+            // Written, not copied: a copy keeps the old file's mode. Fsynced, as cp and sync.
+            upgraded.cluster.write_data_file(file, &std::fs::read(from.join(file)).unwrap());
         };
-        copy("snowflake_id.layout");
+        copy(&upgraded, "snowflake_id.layout");
         let mut result = Ok(());
         if forgotten && upgraded.try_start().is_ok() {
             upgraded.cluster.stop("immediate");
@@ -508,7 +543,7 @@ impl System {
                 Err("the cluster made by pg_upgrade started without the old server's reservation record"
                     .into());
         }
-        copy("snowflake_id.reservation");
+        copy(&upgraded, "snowflake_id.reservation");
         upgraded.start();
         let old = std::mem::replace(&mut self.second, upgraded);
         self.retire(Group::Second, old);
@@ -558,9 +593,19 @@ fn damage(record: &[u8]) -> Vec<u8> {
 }
 
 /// A new server of `group` (not started), on the group's clock.
-fn new_server(shared: &Shared, group: Group, name: &str, fence: &str) -> Server {
+/// The settings of a new server issuing `shards`, without WAL records of its reservation when
+/// `without_wal_records` (`Schedule::second_without_wal_records`).
+fn server_settings(shards: &[i32], without_wal_records: bool) -> Vec<String> {
     let mut settings: Vec<String> = SETTINGS.iter().map(|line| line.to_string()).collect();
-    settings.push(format!("snowflake_id.shards = '{fence}'"));
+    settings.push(format!("snowflake_id.shards = '{}'", fence(shards)));
+    if without_wal_records {
+        settings.push("snowflake_id.wal_rmgr_id = 0".into());
+    }
+    settings
+}
+
+fn new_server(shared: &Shared, group: Group, name: &str, settings: &[String]) -> Server {
+    let mut settings = settings.to_vec();
     // The pair runs under an HA manager, with the lease on; the second server under none.
     let ha = (group == Group::Pair).then(HaStandIn::start);
     if let Some(ha) = &ha {
@@ -568,7 +613,8 @@ fn new_server(shared: &Shared, group: Group, name: &str, fence: &str) -> Server 
         settings.push(format!("snowflake_id.lease_ms = {LEASE_MS}"));
     }
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-    let cluster = Cluster::create(&format!("campaign-{name}"), &settings);
+    let cluster =
+        Cluster::create_on(Disk::PowerLoss, crate::pg_bin_dir(), &format!("campaign-{name}"), &settings);
     let clock = FakeClock::of(&cluster);
     shared.add_clock(group, clock.offset_file().to_path_buf());
     Server { name: name.to_string(), cluster, clock, ha }
@@ -579,7 +625,8 @@ fn new_server(shared: &Shared, group: Group, name: &str, fence: &str) -> Server 
 fn new_standby(shared: &Shared, primary: &Server, name: &str) -> Server {
     // Its own stand-in: the copied lease_url is the primary's.
     let ha = HaStandIn::start();
-    let cluster = Cluster::create_standby_of(
+    let cluster = Cluster::create_standby_on(
+        Disk::PowerLoss,
         &primary.cluster,
         &format!("campaign-{name}"),
         &["synchronous_standby_names = ''", &ha.lease_url_setting()],

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The guard table of docs/reliability.md, measured: each guard removed once
+# (tests/mutations/<name>.patch, whose header names the guard and the test that must catch it),
+# built into a scratch copy of PostgreSQL, and run against twice: the named integration test,
+# then the fault campaign with seeds drawn at random (never chosen), each for a few minutes.
+# A mutation is caught by a run that fails. Hours for the whole table: run it in the background.
+#
+#   ./scripts/mutations.sh                         every mutation: its test, then 5 drawn seeds
+#                                                  of 2 minutes on PostgreSQL 18
+#   --only NAME                                    that mutation (again for more)
+#   --seeds N | --seed-list "S1 S2 ..."            how many seeds to draw, or which to run again
+#   --minutes M --major N                          each seed's length; the major (16 to 18: a copy
+#                                                  of its tree is made, the shared one untouched)
+#   --out DIR                                      default .run/mutations: table.tsv (one line per
+#                                                  run), each seed's campaign folder, build logs
+#
+# The checkout's HEAD is copied to DIR/src, reset before each mutation, the patch applied, and
+# its extension built and installed into DIR/postgresql-N; the tests and the campaign run from
+# that copy too (a patch touches only the extension), so this checkout may change meanwhile.
+# Nothing is installed into the trees the other scripts use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+only=() seeds=5 seed_list="" minutes=2 major=18 out=.run/mutations
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --only) only+=("$2"); shift 2 ;;
+    --seeds) seeds=$2; shift 2 ;;
+    --seed-list) seed_list=$2; shift 2 ;;
+    --minutes) minutes=$2; shift 2 ;;
+    --major) major=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "usage: $0 [--only NAME ...] [--seeds N | --seed-list 'S ...'] [--minutes M] [--major N] [--out DIR]" >&2; exit 2 ;;
+  esac
+done
+case $major in
+  16 | 17 | 18) ;;
+  *) echo "mutations: --major $major: a copy of the tree is made, which the PyPI trees (16 to 18) allow" >&2; exit 2 ;;
+esac
+
+mutations=()
+if [ ${#only[@]} -gt 0 ]; then
+  for name in "${only[@]}"; do mutations+=("tests/mutations/$name.patch"); done
+else
+  mutations=(tests/mutations/*.patch)
+fi
+for patch in "${mutations[@]}"; do
+  [ -f "$patch" ] || { echo "mutations: no $patch" >&2; exit 2; }
+done
+
+./scripts/setup.sh
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+table=$out/table.tsv
+[ -f "$table" ] || printf 'mutation\trun\tcaught\tdetail\n' > "$table"
+
+# The copy of PostgreSQL the mutated builds go into, owned like the original.
+tree=$out/postgresql-$major
+if [ ! -x "$tree/bin/pg_config" ]; then
+  rm -rf "$tree.copying"
+  cp -a "$(pg_tree_of "$major")" "$tree.copying"
+  mv "$tree.copying" "$tree"
+fi
+export "SNOWFLAKE_PG_CONFIG_$major=$tree/bin/pg_config"
+
+# The scratch checkout: this one's HEAD, reset before each mutation.
+src=$out/src
+[ -d "$src/.git" ] || git clone -q --no-hardlinks "$SNOWFLAKE_ROOT" "$src"
+git -C "$src" fetch -q "$SNOWFLAKE_ROOT" HEAD
+git -C "$src" checkout -q --detach FETCH_HEAD
+
+if [ -z "$seed_list" ]; then
+  seed_list=$(shuf -i 1000-9999 -n "$seeds" | tr '\n' ' ')
+fi
+echo "mutations: ${#mutations[@]} on PostgreSQL $major; seeds $seed_list($minutes minutes each); table in $table"
+
+# The header line "Test: NAME" (an integration test file) of a patch.
+named_test() { sed -n '0,/^Test: */s/^Test: *//p' "$1"; }
+
+for patch in "${mutations[@]}"; do
+  name=$(basename "$patch" .patch)
+  echo "mutations: $name"
+  git -C "$src" reset -q --hard && git -C "$src" clean -qfdx -e target -e tests/integration/target
+  if ! git -C "$src" apply "$SNOWFLAKE_ROOT/$patch"; then
+    printf '%s\tbuild\terror\tthe patch no longer applies to HEAD\n' "$name" >> "$table"
+    continue
+  fi
+  log=$out/$name.build.log
+  # In a shell of its own: the scratch checkout's lib.sh, its own target folder.
+  if ! (cd "$src" && bash -c 'source scripts/lib.sh && use_major "$1" && install_extension' _ "$major") > "$log" 2>&1; then
+    printf '%s\tbuild\terror\tsee %s\n' "$name" "$log" >> "$table"
+    continue
+  fi
+  use_major "$major"
+  test=$(named_test "$patch")
+  if [ -n "$test" ]; then
+    log=$out/$name.test.log
+    if CARGO_TARGET_DIR=$src/tests/integration/target \
+       cargo test --release --manifest-path "$src/tests/integration/Cargo.toml" --test "$test" > "$log" 2>&1; then
+      printf '%s\ttest %s\tno\t\n' "$name" "$test" >> "$table"
+    else
+      printf '%s\ttest %s\tyes\t%s\n' "$name" "$test" "$(grep -m1 -A1 'panicked at' "$log" | tail -n 1 | cut -c1-200)" >> "$table"
+    fi
+  fi
+  for seed in $seed_list; do
+    folder=$out/$name
+    "$src/scripts/campaign.sh" --seed "$seed" --minutes "$minutes" --no-install --out "$folder" > "$folder.seed-$seed.log" 2>&1 || true
+    summary=$folder/seed-$seed/summary.txt
+    if [ ! -f "$summary" ]; then
+      printf '%s\tseed %s\terror\tno summary: see %s\n' "$name" "$seed" "$folder.seed-$seed.log" >> "$table"
+    elif grep -q '^  every check passed' "$summary"; then
+      printf '%s\tseed %s\tno\t\n' "$name" "$seed" >> "$table"
+    else
+      printf '%s\tseed %s\tyes\t%s\n' "$name" "$seed" "$(grep -m1 'FINDING' "$summary" | sed 's/^ *//' | cut -c1-200)" >> "$table"
+    fi
+  done
+done
+git -C "$src" reset -q --hard
+echo "mutations: done; $table"
+column -t -s "$(printf '\t')" "$table" | cut -c1-160
