@@ -14,14 +14,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// What LazyFS may keep in memory: far more than a test writes between two fsyncs. Eviction
-/// writes the oldest pages through, as a kernel writes back dirty pages under pressure.
+/// What LazyFS keeps in memory, written data fsynced or not; once it is full, further writes
+/// go straight to the disk below (more durable than needed, never less). Its eviction stays
+/// off: LazyFS 0.3.0 drops an evicted page without writing it (unfsynced data lost while the
+/// server runs, which no power loss does: a server on it read blocks of 0 bytes).
 const CACHE_SIZE: &str = "1gb";
 
 /// A mounted LazyFS: unmounted, and its daemon stopped, when dropped.
 pub struct LazyFs {
     daemon: Child,
     mount: PathBuf,
+    /// Its log (beside its configuration and FIFOs).
+    log: PathBuf,
     /// Where commands are written ("lazyfs::clear-cache").
     faults: PathBuf,
     /// Where LazyFS says a clear-cache finished, kept open for reading from the mount on (its
@@ -76,14 +80,15 @@ impl LazyFs {
             &config,
             format!(
                 "[faults]\nfifo_path=\"{}\"\nfifo_path_completed=\"{}\"\n\
-                 [cache]\napply_eviction=true\n[cache.simple]\ncustom_size=\"{CACHE_SIZE}\"\nblocks_per_page=1\n\
+                 [cache]\napply_eviction=false\n[cache.simple]\ncustom_size=\"{CACHE_SIZE}\"\nblocks_per_page=1\n\
                  [filesystem]\nlog_all_operations=false\nlogfile=\"\"\n",
                 faults.display(),
                 completed.display()
             ),
         )
         .unwrap();
-        let log = File::create(folder.join("lazyfs.log")).unwrap();
+        let log_file = folder.join("lazyfs.log");
+        let log = File::create(&log_file).unwrap();
         let daemon = as_root(program())
             .arg(mount)
             .arg("--config-path")
@@ -112,7 +117,7 @@ impl LazyFs {
             .custom_flags(libc::O_NONBLOCK)
             .open(&completed)
             .unwrap();
-        LazyFs { daemon, mount: mount.to_path_buf(), faults, completed }
+        LazyFs { daemon, mount: mount.to_path_buf(), log: log_file, faults, completed }
     }
 
     /// Drops everything written since its last fsync, in every file of the mount, as a power
@@ -121,6 +126,10 @@ impl LazyFs {
     /// writes vanish that a later fsync of its own should have made durable, which no power
     /// loss does.
     pub fn lose_unsynced_writes(&mut self) {
+        if let Ok(Some(status)) = self.daemon.try_wait() {
+            crate::print_log_tail("LazyFS's log", &self.log, 20);
+            panic!("LazyFS at {:?} is gone ({status})", self.mount);
+        }
         OpenOptions::new()
             .write(true)
             .open(&self.faults)
@@ -153,6 +162,11 @@ impl LazyFs {
 
 impl Drop for LazyFs {
     fn drop(&mut self) {
+        // Gone before its unmount: what it said is lost with its folder, unless shown now.
+        if let Ok(Some(status)) = self.daemon.try_wait() {
+            eprintln!("LazyFS at {:?} had exited ({status})", self.mount);
+            crate::print_log_tail("LazyFS's log", &self.log, 20);
+        }
         // A plain unmount, then a lazy one if something still has a file open.
         let unmounted =
             as_root("fusermount3").arg("-u").arg(&self.mount).output().is_ok_and(|out| out.status.success());

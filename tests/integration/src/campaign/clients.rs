@@ -2,8 +2,10 @@
 //! statement that ignores the move's freeze, and one reader per shard paging below
 //! `snowflake_horizon()`. Each records what it saw (the history); none judges it.
 
+use super::schedule::Group;
 use super::{all_shards, Endpoint, Shared, MOVABLE_SHARDS};
 use crate::{connection_lost, Pick};
+use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -57,6 +59,8 @@ pub struct Op {
     pub shard: i32,
     pub kind: Kind,
     pub server: String,
+    /// The group of the server it was sent to.
+    pub group: Group,
     /// The failovers of the server's group before this op.
     pub epoch: u32,
     pub start_ms: u64,
@@ -74,6 +78,10 @@ pub struct Op {
     pub maybe_unseen: bool,
     /// IDs returned by a bare SELECT.
     pub bare: Vec<i64>,
+    /// Of an acknowledged commit on the pair: the primary's WAL position read right after it
+    /// (`pg_current_wal_lsn()`), at or past the end of its commit record. A failover whose
+    /// promoted standby had the WAL up to here cannot have lost it.
+    pub commit_lsn: Option<u64>,
     /// The SQLSTATE, or `lost` for a lost connection; `None` when it succeeded.
     pub error: Option<String>,
     pub message: Option<String>,
@@ -244,7 +252,7 @@ impl Writer {
         let shared = self.shared.clone();
         // The stray statement ignores the freeze: the fence alone must stop it.
         let _freeze = (kind != Kind::Stray).then(|| shared.freezes[&self.shard].read().unwrap());
-        let (_, endpoint, epoch) = shared.route_for(self.next_tag, self.shard);
+        let (group, endpoint, epoch) = shared.route_for(self.next_tag, self.shard);
         let Some(endpoint) = endpoint else {
             drop(_freeze);
             sleep(Duration::from_millis(100));
@@ -270,6 +278,7 @@ impl Writer {
             shard: self.shard,
             kind,
             server: endpoint.name.clone(),
+            group,
             epoch,
             start_ms: shared.now_ms(),
             end_ms: 0,
@@ -279,6 +288,7 @@ impl Writer {
             maybe: Vec::new(),
             maybe_unseen: false,
             bare: Vec::new(),
+            commit_lsn: None,
             error: None,
             message: None,
         };
@@ -288,7 +298,14 @@ impl Writer {
         op.end_ms = shared.now_ms();
         op.end_unix_ms = super::unix_ms();
         match result {
-            Ok(()) => op.committed.append(&mut transaction.pending),
+            Ok(()) => {
+                if group == Group::Pair && !transaction.pending.is_empty() {
+                    // Unknown when the connection is lost just after: then as if past the
+                    // promoted standby's WAL.
+                    op.commit_lsn = wal_position(client);
+                }
+                op.committed.append(&mut transaction.pending);
+            }
             Err(error) => {
                 let (code, message) = classify(&error);
                 let lost = code == "lost";
@@ -323,6 +340,12 @@ impl Writer {
             sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// The server's WAL position now (`pg_current_wal_lsn()`), as a number.
+fn wal_position(client: &mut Client) -> Option<u64> {
+    let text: String = client.query_one("SELECT pg_current_wal_lsn()::text", &[]).ok()?.get(0);
+    super::parse_lsn(&text)
 }
 
 /// `INSERT … RETURNING id` of `rows` rows of `shard`, IDs from the DEFAULT.
@@ -366,12 +389,15 @@ fn run_op(
             op.bare = rows.iter().map(|row| row.get(0)).collect();
         }
         Kind::Stray => {
-            // About 3 s of IDs, one per millisecond, in one statement.
-            let rows = client.query(
+            // About 3 s of IDs, one per millisecond, in one statement. Read as they come: when
+            // the fence stops it half-way, the IDs it returned before its error count too.
+            let mut rows = client.query_raw(
                 "SELECT snowflake_nextval($1), pg_sleep(0.001) FROM generate_series(1, 2500)",
-                &[&shard],
+                [&shard],
             )?;
-            op.bare = rows.iter().map(|row| row.get(0)).collect();
+            while let Some(row) = rows.next()? {
+                op.bare.push(row.get(0));
+            }
         }
         Kind::LongTransaction | Kind::Rollback | Kind::Savepoint | Kind::Prepared => {
             client.batch_execute("BEGIN")?;

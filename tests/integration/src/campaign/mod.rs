@@ -83,6 +83,15 @@ pub struct Shared {
     pub successes: Mutex<BTreeMap<usize, u64>>,
     /// The moves of shards so far.
     pub moves: Mutex<Vec<Move>>,
+    /// Where each failover of the pair switched timelines: the end of the WAL its promoted
+    /// standby had, by the epoch it ended (the old primary's).
+    pub switchpoints: Mutex<BTreeMap<u32, u64>>,
+}
+
+/// A WAL position as PostgreSQL prints it ("16/B374D848"), as a number.
+pub fn parse_lsn(text: &str) -> Option<u64> {
+    let (high, low) = text.trim().split_once('/')?;
+    Some((u64::from_str_radix(high, 16).ok()? << 32) | u64::from_str_radix(low, 16).ok()?)
 }
 
 /// A shard moved from one group to the other.
@@ -96,7 +105,16 @@ pub struct Move {
     pub fenced_clock_unix_ms: i64,
     /// When the target's fence let the shard in.
     pub opened_at_ms: u64,
+    /// The source's last ID of the shard `FENCE_REACTION` after its worker applied the fence
+    /// (`snowflake_stats()`): none may come later. `None` when the source no longer knew it
+    /// (reset by a crash since its last call of the shard).
+    pub last_id_at_fence: Option<i64>,
 }
+
+/// How long after the worker applied a fence a call may still issue: one that passed the
+/// fence check just before it changed, on a loaded machine. The fence check allows this much,
+/// not the lead bound (an ID ahead of the clock could hide a late call up to that far).
+pub const FENCE_REACTION: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Shared {
     pub fn new(lead_ms: [i64; 2]) -> Shared {
@@ -113,6 +131,7 @@ impl Shared {
             findings: Mutex::new(Vec::new()),
             successes: Mutex::new(BTreeMap::new()),
             moves: Mutex::new(Vec::new()),
+            switchpoints: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -243,4 +262,18 @@ pub fn run(options: &Options) -> report::Summary {
     summary.coverage = report::coverage(&logs, &ops);
     report::write(&dir, &summary, &ops, &reads, &logs);
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_lsn;
+
+    #[test]
+    fn wal_positions_compare_as_numbers() {
+        assert_eq!(parse_lsn("0/16E3FA0"), Some(0x16E3FA0));
+        assert_eq!(parse_lsn("16/B374D848\n"), Some((0x16 << 32) | 0xB374D848));
+        // Compared as text, "9/0" would come after "10/0".
+        assert!(parse_lsn("9/FFFFFFFF").unwrap() < parse_lsn("A/0").unwrap());
+        assert_eq!(parse_lsn("16B374D848"), None);
+    }
 }

@@ -157,18 +157,19 @@ pub fn write(dir: &Path, summary: &Summary, ops: &[Op], reads: &[Reads], logs: &
     if summary.passed() {
         return;
     }
-    let mut history = String::from("tag\twriter\tshard\tkind\tserver\tepoch\tstart_ms\tend_ms\tend_unix_ms\terror\tcommitted\taborted\tmaybe\tmaybe_unseen\tbare\tmessage\n");
+    let mut history = String::from("tag\twriter\tshard\tkind\tserver\tepoch\tcommit_lsn\tstart_ms\tend_ms\tend_unix_ms\terror\tcommitted\taborted\tmaybe\tmaybe_unseen\tbare\tmessage\n");
     let list = |ids: &[i64]| ids.iter().map(|id| id.to_string()).collect::<Vec<_>>().join(",");
     for op in ops {
         let _ = writeln!(
             history,
-            "{}\t{}\t{}\t{:?}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{:?}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             op.tag,
             op.writer,
             op.shard,
             op.kind,
             op.server,
             op.epoch,
+            op.commit_lsn.map(|lsn| format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)).unwrap_or_default(),
             op.start_ms,
             op.end_ms,
             op.end_unix_ms,

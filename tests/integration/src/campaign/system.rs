@@ -293,6 +293,8 @@ impl System {
         }
         self.standby.cluster.promote();
         let mut client = self.standby.cluster.wait_until_accepting();
+        let ended = self.shared.directory.read().unwrap().epoch[Group::Pair.index()];
+        self.shared.switchpoints.lock().unwrap().insert(ended, switchpoint(&mut client));
         // Its copied settings name itself as a synchronous standby: none until it has one.
         apply_settings(&mut client, &[("synchronous_standby_names", "")]);
         drop(client);
@@ -350,8 +352,13 @@ impl System {
         self.shards[from.index()].retain(|&s| s != shard);
         self.apply_fence(from);
         let (fenced_at_ms, fenced_clock_unix_ms) = (shared.now_ms(), super::unix_ms() + shared.offset(from));
-        self.resolve_prepared(from, Some(shard), Duration::ZERO);
+        std::thread::sleep(super::FENCE_REACTION);
         let mut source = self.server(from).cluster.connect();
+        let last_id_at_fence: Option<i64> = source
+            .query_opt("SELECT last_id FROM snowflake_stats() WHERE shard = $1", &[&shard])
+            .unwrap()
+            .and_then(|row| row.get(0));
+        self.resolve_prepared(from, Some(shard), Duration::ZERO);
         let rows = source.query(&format!("SELECT id, tag FROM s{shard}"), &[]).unwrap();
         let (ids, tags): (Vec<i64>, Vec<i64>) =
             rows.iter().map(|row| (row.get::<_, i64>(0), row.get::<_, i64>(1))).unzip();
@@ -382,6 +389,7 @@ impl System {
             fenced_at_ms,
             fenced_clock_unix_ms,
             opened_at_ms,
+            last_id_at_fence,
         });
         // The source may have run ahead of the target's clock: the advance is refused
         // (55000) until the target's clock is near enough.
@@ -573,6 +581,24 @@ impl System {
         }
         logs
     }
+}
+
+/// Where a just promoted server left its old timeline: the end of the WAL it had, from the
+/// newest timeline history file (its last line: parent timeline, switch point, reason).
+fn switchpoint(client: &mut Client) -> u64 {
+    let history: String = client
+        .query_one(
+            "SELECT pg_read_file('pg_wal/' || name) FROM pg_ls_waldir()
+             WHERE name LIKE '%.history' ORDER BY name DESC LIMIT 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let last = history.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
+    last.split('\t')
+        .nth(1)
+        .and_then(super::parse_lsn)
+        .unwrap_or_else(|| panic!("no switch point in {history:?}"))
 }
 
 /// A copy of a reservation record with one digit of its ceiling changed.
