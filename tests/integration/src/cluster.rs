@@ -1,0 +1,463 @@
+//! A throwaway server: `initdb` (or a base backup of another), start, connect, stop, remove;
+//! its data directory on the plain disk or on one that can lose power (`Disk`).
+
+use crate::power_loss;
+use crate::{
+    as_server_owner, children_of, kill_9, major_of, pg_bin_dir, pg_ctl_start, print_log_tail, run,
+    running_as_root, server_owned_temp_dir, wait_until,
+};
+use postgres::error::DbError;
+use postgres::{Client, Config, NoTls};
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The port only names the socket file; nothing listens on TCP.
+pub const PORT: u16 = 5432;
+
+/// Runs a statement that must fail in the server, and returns the server's error.
+pub fn db_error(client: &mut Client, statement: &str) -> DbError {
+    match client.batch_execute(statement) {
+        Ok(()) => panic!("no error from {statement}"),
+        Err(error) => match error.as_db_error() {
+            Some(db) => db.clone(),
+            None => panic!("{statement}: {error}"),
+        },
+    }
+}
+
+pub struct Cluster {
+    /// The programs of the PostgreSQL major this cluster runs.
+    bin: PathBuf,
+    root: PathBuf,
+    data_dir: PathBuf,
+    log_file: PathBuf,
+    running: bool,
+    /// The LazyFS mount the data directory lies on, with `Disk::PowerLoss`.
+    disk: Option<power_loss::LazyFs>,
+}
+
+impl Cluster {
+    /// Creates and starts a cluster with the extension preloaded, plus `settings`
+    /// (postgresql.conf lines; a later line overrides an earlier one).
+    pub fn start(name: &str, settings: &[&str]) -> Cluster {
+        let mut cluster = Cluster::create(name, settings);
+        cluster.start_with(&[]);
+        cluster
+    }
+
+    /// An empty folder for a cluster's data, log and socket, owned by the server's owner.
+    fn new_folder(name: &str, bin: &Path, disk: Disk) -> Cluster {
+        let root = server_owned_temp_dir(name);
+        let data_dir = root.join("data");
+        let disk = (disk == Disk::PowerLoss).then(|| {
+            let below = root.join("data-below");
+            for folder in [&below, &data_dir] {
+                fs::create_dir(folder).unwrap();
+                if running_as_root() {
+                    run(Command::new("chown").arg("postgres:").arg(folder), "chown");
+                }
+            }
+            // What the mount shows as the data directory: 0700, as PostgreSQL wants it
+            // (initdb sets it; pg_basebackup takes the folder as it finds it).
+            fs::set_permissions(&below, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+            power_loss::LazyFs::mount(&root, &below, &data_dir)
+        });
+        Cluster {
+            bin: bin.to_path_buf(),
+            data_dir,
+            log_file: root.join("server.log"),
+            root,
+            running: false,
+            disk,
+        }
+    }
+
+    /// `--no-sync` for initdb and pg_basebackup, where nothing loses unsynced writes: on a
+    /// power-loss disk they sync what they wrote, as they do by default.
+    fn no_sync(&self) -> &'static [&'static str] {
+        if self.disk.is_some() {
+            &[]
+        } else {
+            &["--no-sync"]
+        }
+    }
+
+    /// Writes a file of the data directory, fsynced (file and folder) on a power-loss disk, as
+    /// an operator's tools do; `name` is relative to the data directory.
+    pub fn write_data_file(&self, name: &str, content: &[u8]) {
+        let path = self.data_dir.join(name);
+        fs::write(&path, content).unwrap();
+        if self.disk.is_some() {
+            File::open(&path).and_then(|file| file.sync_all()).unwrap();
+            File::open(path.parent().unwrap()).and_then(|folder| folder.sync_all()).unwrap();
+        }
+    }
+
+    /// A power loss: every process of the server killed with SIGKILL, then every write to its
+    /// data directory not yet fsynced lost. Start it again afterwards. Needs `Disk::PowerLoss`.
+    pub fn lose_power(&mut self) {
+        assert!(self.disk.is_some(), "a power loss needs a cluster on Disk::PowerLoss");
+        if self.running {
+            self.kill_postmaster();
+        }
+        self.disk.as_mut().unwrap().lose_unsynced_writes();
+    }
+
+    /// Appends lines to postgresql.conf (a later line overrides an earlier one).
+    fn append_settings(&self, lines: &[String]) {
+        let mut conf = fs::read_to_string(self.data_dir.join("postgresql.conf")).unwrap();
+        for line in lines {
+            conf.push_str(line);
+            conf.push('\n');
+        }
+        self.write_data_file("postgresql.conf", conf.as_bytes());
+    }
+
+    /// Adds settings to postgresql.conf, for the next start or reload (a later line
+    /// overrides an earlier one).
+    pub fn configure(&self, lines: &[&str]) {
+        self.append_settings(&lines.iter().map(|line| line.to_string()).collect::<Vec<_>>());
+    }
+
+    /// Creates a cluster as `start` does, without starting it.
+    pub fn create(name: &str, settings: &[&str]) -> Cluster {
+        Cluster::create_with(pg_bin_dir(), name, settings)
+    }
+
+    /// Creates a cluster of the PostgreSQL whose programs are in `bin`, without starting it.
+    /// Clusters of every major are made alike (encoding, locale, no data checksums, which
+    /// PostgreSQL 18 turns on by default), so that pg_upgrade can move one to another.
+    pub fn create_with(bin: &Path, name: &str, settings: &[&str]) -> Cluster {
+        Cluster::create_on(Disk::Plain, bin, name, settings)
+    }
+
+    /// `create_with`, the data directory on `disk`.
+    pub fn create_on(disk: Disk, bin: &Path, name: &str, settings: &[&str]) -> Cluster {
+        let cluster = Cluster::new_folder(name, bin, disk);
+        let mut initdb = as_server_owner(bin.join("initdb"));
+        initdb.args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C"]).args(cluster.no_sync());
+        if major_of(bin) >= 18 {
+            initdb.arg("--no-data-checksums");
+        }
+        initdb.arg("-D").arg(&cluster.data_dir);
+        run(&mut initdb, "initdb");
+        let mut lines = vec![
+            "listen_addresses = ''".to_string(),
+            format!("port = {PORT}"),
+            format!("unix_socket_directories = '{}'", cluster.root.display()),
+            "shared_preload_libraries = 'snowflake_id'".to_string(),
+            "max_connections = 60".to_string(),
+        ];
+        lines.extend(settings.iter().map(|line| line.to_string()));
+        cluster.append_settings(&lines);
+        cluster
+    }
+
+    /// Creates and starts a streaming hot standby of `primary` (which needs
+    /// `wal_level = replica`, the default), with `settings` added to the copied configuration.
+    pub fn start_standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
+        let mut standby = Cluster::create_standby_of(primary, name, settings);
+        standby.start_with(&[]);
+        standby
+    }
+
+    /// Creates a streaming hot standby of `primary` as `start_standby_of` does, without
+    /// starting it (to start it on a faked clock, say).
+    pub fn create_standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
+        Cluster::create_standby_through(&primary.bin, &primary.root, name, settings, Disk::Plain)
+    }
+
+    /// `create_standby_of`, the standby's data directory on `disk`.
+    pub fn create_standby_on(disk: Disk, primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
+        Cluster::create_standby_through(&primary.bin, &primary.root, name, settings, disk)
+    }
+
+    /// The same for a primary this harness did not start (a kit's server), reached through
+    /// the Unix socket in `socket_dir` at the harness's port, on the PostgreSQL under test.
+    pub fn create_standby_of_socket(socket_dir: &Path, name: &str, settings: &[&str]) -> Cluster {
+        Cluster::create_standby_through(pg_bin_dir(), socket_dir, name, settings, Disk::Plain)
+    }
+
+    fn create_standby_through(
+        bin: &Path,
+        socket_dir: &Path,
+        name: &str,
+        settings: &[&str],
+        disk: Disk,
+    ) -> Cluster {
+        let standby = Cluster::new_folder(name, bin, disk);
+        let mut backup = as_server_owner(bin.join("pg_basebackup"));
+        backup.arg("-h").arg(socket_dir).args([
+            "-p",
+            &PORT.to_string(),
+            "-U",
+            "postgres",
+            "-X",
+            "stream",
+            "-R",
+            // Not the spread checkpoint of the default: minutes on a server under load.
+            "--checkpoint=fast",
+        ]);
+        backup.args(standby.no_sync()).arg("-D");
+        run(backup.arg(&standby.data_dir), "pg_basebackup");
+        // The copied configuration names the primary's socket folder.
+        let mut lines = vec![format!("unix_socket_directories = '{}'", standby.root.display())];
+        lines.extend(settings.iter().map(|line| line.to_string()));
+        standby.append_settings(&lines);
+        standby
+    }
+
+    /// Starts the (stopped) server, with extra environment variables for the postmaster,
+    /// such as a fake clock.
+    pub fn start_with(&mut self, env: &[(&str, &str)]) {
+        if let Err(log) = self.try_start_with(env) {
+            panic!("the server did not start\n--- server log ---\n{log}");
+        }
+    }
+
+    /// Starts the server; on failure, the server log (which says why).
+    pub fn try_start_with(&mut self, env: &[(&str, &str)]) -> Result<(), String> {
+        assert!(!self.running, "server already running");
+        let out = pg_ctl_start(&self.bin, &self.data_dir, &self.log_file, env);
+        if !out.status.success() {
+            return Err(format!("{}{}", String::from_utf8_lossy(&out.stderr), self.log()));
+        }
+        self.running = true;
+        Ok(())
+    }
+
+    /// Stops the server: `fast` or `immediate` (a crash as far as the data is concerned).
+    pub fn stop(&mut self, mode: &str) {
+        if self.running {
+            let mut stop = as_server_owner(self.bin.join("pg_ctl"));
+            stop.args(["-w", "-t", "120", "-m", mode, "-D"]).arg(&self.data_dir).arg("stop");
+            run(&mut stop, "pg_ctl stop");
+            self.running = false;
+        }
+    }
+
+    /// The ceiling of the reservation record in the data directory (`snowflake_id.reservation`),
+    /// in Unix ms: the number after `ceiling_unix_ms=`, in a record of any version.
+    pub fn recorded_ceiling_unix_ms(&self) -> i64 {
+        let record = fs::read_to_string(self.data_dir.join("snowflake_id.reservation"))
+            .expect("read the reservation record");
+        let digits: String = record
+            .trim_start_matches("snowflake_id reservation ceiling_unix_ms=")
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '-')
+            .collect();
+        digits.parse().unwrap_or_else(|_| panic!("unexpected reservation record {record:?}"))
+    }
+
+    /// The postmaster's process id.
+    pub fn postmaster_pid(&self) -> u32 {
+        let pid_file = fs::read_to_string(self.data_dir.join("postmaster.pid")).expect("read postmaster.pid");
+        pid_file.lines().next().unwrap().trim().parse().unwrap()
+    }
+
+    /// Kills the postmaster and all its children with SIGKILL at once, as a machine crash
+    /// would, and waits until they are gone.
+    pub fn kill_postmaster(&mut self) {
+        let postmaster = self.postmaster_pid();
+        // Listed first: once the postmaster is dead, they are no longer its children.
+        let mut pids = children_of(postmaster);
+        kill_9(postmaster);
+        for &child in &pids {
+            // A child may have exited meanwhile (a session that just ended): not an error.
+            kill_9(child);
+        }
+        pids.push(postmaster);
+        self.running = false;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while pids.iter().any(|pid| Path::new(&format!("/proc/{pid}")).exists()) {
+            assert!(Instant::now() < deadline, "killed server processes did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The process id of the reservation worker, found as an operator would: the
+    /// postmaster's child whose process title is "postgres: snowflake_id reservation" (it is
+    /// not in pg_stat_activity). `None` while none runs.
+    pub fn reservation_worker_pid(&self) -> Option<u32> {
+        children_of(self.postmaster_pid()).into_iter().find(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|title| title.contains("snowflake_id reservation"))
+        })
+    }
+
+    /// Terminates the reservation worker (SIGTERM, as pg_terminate_backend would) and waits
+    /// until the postmaster has started another; returns its process id.
+    pub fn restart_reservation_worker(&self) -> u32 {
+        let old = self.reservation_worker_pid().expect("no reservation worker runs");
+        run(Command::new("kill").args(["-TERM", &old.to_string()]), "kill -TERM");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match self.reservation_worker_pid() {
+                Some(new) if new != old => return new,
+                _ => assert!(Instant::now() < deadline, "no new reservation worker within 30 s"),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Promotes a standby and waits until it accepts writes.
+    pub fn promote(&self) {
+        let mut promote = as_server_owner(self.bin.join("pg_ctl"));
+        promote.args(["-w", "-t", "60", "-D"]).arg(&self.data_dir).arg("promote");
+        run(&mut promote, "pg_ctl promote");
+    }
+
+    /// Waits until this standby has replayed its primary's WAL up to `lsn` (as
+    /// `pg_current_wal_lsn()::text` printed it on the primary).
+    pub fn wait_for_replay(&self, lsn: &str) {
+        let mut client = self.connect();
+        wait_until(&format!("the standby replayed up to {lsn}"), || {
+            client.query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn]).unwrap().get(0)
+        });
+    }
+
+    /// Waits until the server accepts connections again (after a crash and restart).
+    pub fn wait_until_accepting(&self) -> Client {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let error = match self.config().connect(NoTls) {
+                Ok(mut client) => match client.simple_query("SELECT 1") {
+                    Ok(_) => return client,
+                    Err(error) => error,
+                },
+                Err(error) => error,
+            };
+            assert!(Instant::now() < deadline, "the server did not come back: {error}\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Kills the backend `pid` of this server with SIGKILL: the postmaster then ends every
+    /// other backend, resets shared memory and recovers, as after a crash. Waits until it
+    /// has, and returns a connection to the recovered server.
+    pub fn kill_backend(&self, pid: u32) -> Client {
+        const RESET: &str = "all server processes terminated; reinitializing";
+        let resets = self.log().matches(RESET).count();
+        if !kill_9(pid) {
+            // Gone before the signal (it exited on its own): no reset follows.
+            return self.wait_until_accepting();
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.log().matches(RESET).count() == resets {
+            assert!(Instant::now() < deadline, "no reset of the server within 60 s of killing backend {pid}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.wait_until_accepting()
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The programs of this cluster's PostgreSQL.
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin
+    }
+
+    /// The folder holding the server's socket (for `psql -h`, `pg_dump -h`).
+    pub fn socket_dir(&self) -> &Path {
+        &self.root
+    }
+
+    /// A file in this cluster's folder that the server's owner can read (for libfaketime).
+    pub fn scratch_file(&self, name: &str, content: &str) -> PathBuf {
+        let path = self.root.join(name);
+        fs::write(&path, content).unwrap();
+        path
+    }
+
+    /// Connection settings for this server's socket.
+    pub fn config(&self) -> Config {
+        let mut config = Config::new();
+        config.host_path(&self.root).port(PORT).user("postgres").dbname("postgres");
+        config
+    }
+
+    pub fn connect(&self) -> Client {
+        self.connect_to("postgres")
+    }
+
+    /// A connection to another database of this server.
+    pub fn connect_to(&self, dbname: &str) -> Client {
+        let mut config = self.config();
+        config.dbname(dbname);
+        config.connect(NoTls).unwrap_or_else(|e| panic!("connect to {dbname}: {e}\n{}", self.log()))
+    }
+
+    /// The server log so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log_file).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            print_log_tail("the server log", &self.log_file, 40);
+        }
+        if self.running {
+            let mut stop = as_server_owner(self.bin.join("pg_ctl"));
+            stop.args(["-w", "-m", "immediate", "-D"]).arg(&self.data_dir).arg("stop");
+            let _ = stop.output();
+        }
+        // Unmounted before its folder goes.
+        self.disk = None;
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+/// What a cluster's data directory lies on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disk {
+    /// The machine's file system (what `kill -9` leaves is what was written).
+    Plain,
+    /// A LazyFS mount of its own, which `Cluster::lose_power` can make lose every write not
+    /// yet fsynced (its log and socket stay on the plain folder beside it).
+    PowerLoss,
+}
+
+/// Runs pg_upgrade from `old` (stopped, or running with `--check`) into `new` (stopped), in
+/// copy mode, keeping its logs.
+pub fn pg_upgrade(old: &Cluster, new: &Cluster, options: &[&str]) {
+    let work = new.socket_dir().to_path_buf();
+    let mut upgrade = as_server_owner(new.bin_dir().join("pg_upgrade"));
+    upgrade
+        .current_dir(&work)
+        .arg("-b")
+        .arg(old.bin_dir())
+        .arg("-B")
+        .arg(new.bin_dir())
+        .arg("-d")
+        .arg(old.data_dir())
+        .arg("-D")
+        .arg(new.data_dir())
+        .args(["-U", "postgres", "--retain", "--no-sync", "-s"])
+        .arg(&work)
+        .args(options);
+    run(&mut upgrade, "pg_upgrade");
+}
+
+/// Sets reloadable settings with ALTER SYSTEM and a reload, and waits until this session
+/// sees every new value (written as `SHOW` prints it, e.g. "500ms").
+pub fn apply_settings(client: &mut Client, settings: &[(&str, &str)]) {
+    for (name, value) in settings {
+        // One statement each: ALTER SYSTEM refuses to run inside a transaction block.
+        client.batch_execute(&format!("ALTER SYSTEM SET {name} = '{value}'")).unwrap();
+    }
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (name, value) in settings {
+        while client.query_one("SELECT current_setting($1)", &[name]).unwrap().get::<_, String>(0) != *value {
+            assert!(Instant::now() < deadline, "the reload of {name} did not reach the session");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! Faults a test injects into a running server: its clock (libfaketime) and its fsyncs
+//! (strace).
+
+use crate::Cluster;
+use std::fs::{self};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Environment that makes a postmaster (and its children) read the wall clock through
+/// libfaketime, offset by the seconds written in `offset_file` (e.g. "-10", "+0"). The
+/// offset can be changed while the server runs: the file is read at every clock reading
+/// (libfaketime's cache would delay a change by an amount that depends on the faked time
+/// itself). Monotonic clocks stay real, so PostgreSQL's own timeouts are unaffected.
+pub(crate) fn faketime_env(offset_file: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        ("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1".into()),
+        ("FAKETIME_TIMESTAMP_FILE", offset_file.display().to_string()),
+        ("FAKETIME_NO_CACHE", "1".into()),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+    ]
+}
+
+/// A server's wall clock faked through libfaketime (see `faketime_env`): the real time offset
+/// by what `set` last wrote, which takes effect at once, also while the server runs.
+pub struct FakeClock {
+    offset_file: PathBuf,
+    env: Vec<(&'static str, String)>,
+}
+
+impl FakeClock {
+    /// A clock for `cluster`, at the real time ("+0") until set; its file is in the cluster's
+    /// folder.
+    pub fn of(cluster: &Cluster) -> FakeClock {
+        FakeClock::in_folder(cluster.socket_dir())
+    }
+
+    /// A clock whose file is in `folder`, which the server's owner can read (a kit server's
+    /// folder, say), at the real time ("+0") until set.
+    pub fn in_folder(folder: &Path) -> FakeClock {
+        let offset_file = folder.join("faketime");
+        fs::write(&offset_file, "+0\n").unwrap();
+        let env = faketime_env(&offset_file);
+        FakeClock { offset_file, env }
+    }
+
+    /// The environment that puts a postmaster on this clock (for `pg_ctl_start`).
+    pub fn env(&self) -> Vec<(&str, &str)> {
+        self.env.iter().map(|(key, value)| (*key, value.as_str())).collect()
+    }
+
+    /// Starts the (stopped) server on this clock.
+    pub fn start(&self, cluster: &mut Cluster) {
+        if let Err(log) = self.try_start(cluster) {
+            panic!("the server did not start\n--- server log ---\n{log}");
+        }
+    }
+
+    /// Starts the (stopped) server on this clock; on failure, the server log.
+    pub fn try_start(&self, cluster: &mut Cluster) -> Result<(), String> {
+        cluster.try_start_with(&self.env())
+    }
+
+    /// The file libfaketime reads the offset from (written by `set`).
+    pub fn offset_file(&self) -> &Path {
+        &self.offset_file
+    }
+
+    /// Sets the offset from the real time, in seconds as libfaketime reads it: "-10", "+0".
+    pub fn set(&self, offset: &str) {
+        fs::write(&self.offset_file, format!("{offset}\n")).unwrap();
+    }
+}
+
+/// A fault injected into every fsync and fdatasync of a process (and its threads) with
+/// strace, until dropped.
+pub struct FsyncFault(std::process::Child);
+
+impl FsyncFault {
+    /// Delays every fsync of `pid` by `delay`.
+    pub fn slow(pid: u32, delay: Duration) -> FsyncFault {
+        FsyncFault::inject(pid, &format!("delay_enter={}", delay.as_micros()))
+    }
+
+    /// Makes every fsync of `pid` fail with EIO, as a failing disk does.
+    pub fn failing(pid: u32) -> FsyncFault {
+        FsyncFault::inject(pid, "error=EIO")
+    }
+
+    fn inject(pid: u32, how: &str) -> FsyncFault {
+        let child = Command::new("strace")
+            .args(["-qq", "-f", "-p", &pid.to_string(), "-o", "/dev/null", "-e"])
+            .arg(format!("inject=fsync,fdatasync:{how}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("run strace");
+        // strace attaches within a moment; give it one.
+        std::thread::sleep(Duration::from_millis(300));
+        FsyncFault(child)
+    }
+}
+
+impl Drop for FsyncFault {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

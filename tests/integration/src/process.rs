@@ -1,0 +1,131 @@
+//! Processes and files as the servers' owner: commands run as `postgres` when the tests run
+//! as root, temporary folders it owns, `pg_ctl`, `kill -9` of a server's processes.
+
+use std::fs::{self};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub(crate) fn running_as_root() -> bool {
+    static ROOT: OnceLock<bool> = OnceLock::new();
+    *ROOT.get_or_init(|| {
+        let out = Command::new("id").arg("-u").output().expect("run id -u");
+        String::from_utf8_lossy(&out.stdout).trim() == "0"
+    })
+}
+
+/// A command run as the server's owner: `postgres` when we are root, else ourselves.
+pub fn as_server_owner(program: impl AsRef<Path>) -> Command {
+    if running_as_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program.as_ref());
+        command
+    } else {
+        Command::new(program.as_ref())
+    }
+}
+
+/// A new empty temporary folder named after `name` and this test process, owned by the
+/// servers' owner (for data directories and sockets). The caller removes it.
+pub fn server_owned_temp_dir(name: &str) -> PathBuf {
+    // Tests of one file run in threads of one process: each call a folder of its own.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let root = std::env::temp_dir().join(format!("snowflake_id-{name}-{}-{call}", std::process::id()));
+    let _ = fs::remove_dir_all(&root);
+    fs::create_dir_all(&root).unwrap();
+    if running_as_root() {
+        run(Command::new("chown").arg("postgres:").arg(&root), "chown");
+    }
+    root
+}
+
+pub fn run(command: &mut Command, what: &str) -> Output {
+    let out = command.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The processes whose parent is `pid` (from /proc).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else { return vec![] };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            // The parent pid is the second field after the parenthesised command name.
+            let stat = fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+            after_name.split_whitespace().nth(1).and_then(|ppid| ppid.parse::<u32>().ok()) == Some(pid)
+        })
+        .collect()
+}
+
+/// `pg_ctl start` of the (stopped) server in `data_dir`, logging to `log_file`, with extra
+/// environment variables for the postmaster, such as a fake clock: a cluster of these tests,
+/// or a server of a kit of deploy/.
+pub fn pg_ctl_start(bin: &Path, data_dir: &Path, log_file: &Path, env: &[(&str, &str)]) -> Output {
+    // Through `env`, so the variables reach the postmaster also across runuser.
+    let mut start = as_server_owner("/usr/bin/env");
+    start.args(env.iter().map(|(key, value)| format!("{key}={value}")));
+    start.arg(bin.join("pg_ctl"));
+    start.args(["-w", "-t", "120", "-D"]).arg(data_dir).arg("-l").arg(log_file).arg("start");
+    start.output().expect("run pg_ctl start")
+}
+
+/// `pg_ctl stop -m fast` of the server in `data_dir` (a server of a kit of deploy/), which must
+/// succeed.
+pub fn pg_ctl_stop(bin: &Path, data_dir: &Path) {
+    let mut stop = as_server_owner(bin.join("pg_ctl"));
+    stop.args(["-w", "-t", "120", "-m", "fast", "-D"]).arg(data_dir).arg("stop");
+    run(&mut stop, "pg_ctl stop");
+}
+
+/// Sends SIGKILL to a process of a server these tests started. Only to a PostgreSQL process:
+/// process ids wrap around (at 32,768 on some machines), so an id read a moment ago (from a
+/// postmaster.pid left by a server that has died, say) may name someone else's process by now,
+/// which must not be killed. Returns whether the signal was sent: false when the process had
+/// gone already (a backend whose client disconnected meanwhile, say), so that a caller waiting
+/// for the server's reset after the kill knows that none will come.
+pub fn kill_9(pid: u32) -> bool {
+    is_server_process(pid)
+        && Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+}
+
+/// Whether `pid` is a PostgreSQL server process (a postmaster, whose command line names the
+/// `postgres` program, or one of its children, whose process title starts with `postgres:`).
+pub(crate) fn is_server_process(pid: u32) -> bool {
+    fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+        let program = cmdline.split(|&byte| byte == 0 || byte == b' ').next().unwrap_or_default();
+        program == b"postgres:" || program.ends_with(b"/postgres") || program == b"postgres"
+    })
+}
+
+/// Prints the last `lines` lines of a server's log file to stderr, under a line naming it
+/// (`what`): what a failed test leaves to read.
+pub fn print_log_tail(what: &str, log_file: &Path, lines: usize) {
+    let log = fs::read_to_string(log_file).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(lines).collect();
+    eprintln!("--- last lines of {what} ---");
+    for line in tail.iter().rev() {
+        eprintln!("{line}");
+    }
+}
+
+/// Polls `done` every 10 ms until it holds; fails the test after 60 s, naming `what`.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,52 @@
+//! What tests ask a server and assert about what it holds.
+
+use postgres::Client;
+
+/// Issues one ID of `shard` and says how far ahead of the server's clock its time part lies,
+/// in ms, with the ID: where a shard resumes after a promotion or a change of settings.
+pub fn next_id_ahead_ms(client: &mut Client, shard: i32) -> (f64, i64) {
+    let row = client
+        .query_one(
+            "SELECT id, extract(epoch FROM snowflake_timestamp(id) - clock_timestamp())::float8 * 1000
+             FROM (SELECT snowflake_nextval($1) AS id) AS issued",
+            &[&shard],
+        )
+        .unwrap();
+    (row.get(1), row.get(0))
+}
+
+/// The one `bigint` a query returns, such as a `count(*)`.
+pub fn count(client: &mut Client, query: &str) -> i64 {
+    client.query_one(query, &[]).unwrap().get(0)
+}
+
+/// IDs issued for `shard` since the server started, from snowflake_stats() (0 when none).
+pub fn issued(client: &mut Client, shard: i32) -> i64 {
+    client
+        .query_opt("SELECT issued FROM snowflake_stats() WHERE shard = $1", &[&shard])
+        .unwrap()
+        .map_or(0, |row| row.get(0))
+}
+
+/// Asserts that the `ids` table holds no ID twice; returns its row count.
+pub fn assert_no_duplicates(client: &mut Client) -> i64 {
+    let row = client.query_one("SELECT count(*), count(DISTINCT id) FROM ids", &[]).unwrap();
+    let (rows, distinct): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(rows, distinct, "{} duplicate IDs", rows - distinct);
+    rows
+}
+
+/// Asserts that every ID of a round is above every ID of the same shard from an earlier
+/// round (rounds are separated by crashes or restarts).
+pub fn assert_rounds_increase(client: &mut Client) {
+    let violations: i64 = client
+        .query_one(
+            "WITH r AS (SELECT shard, round, min(id) AS lo, max(id) AS hi FROM ids GROUP BY shard, round)
+             SELECT count(*) FROM r later JOIN r earlier
+               ON later.shard = earlier.shard AND earlier.round < later.round AND earlier.hi >= later.lo",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(violations, 0, "a shard issued IDs after a restart that are not above earlier ones");
+}
