@@ -95,7 +95,10 @@ impl LazyFs {
             .arg(&config)
             .args(["-o", "allow_other", "-o", "modules=subdir", "-o"])
             .arg(format!("subdir={}", below.display()))
-            .arg("-f")
+            // In the foreground, and single-threaded: LazyFS 0.3.0 crashed (SIGSEGV) under a
+            // base backup and under a server's concurrent writes when FUSE ran it on many
+            // threads; on one it carried both.
+            .args(["-f", "-s"])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

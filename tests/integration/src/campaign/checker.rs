@@ -5,8 +5,9 @@ use super::clients::{Kind, Op, Reads};
 use super::nemesis::Outcome;
 use super::report::Summary;
 use super::schedule::{Group, Schedule};
-use super::Shared;
+use super::{Move, Shared};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::MutexGuard;
 
 /// The layout the campaign's servers run with (the defaults): the time part is above 22 bits
 /// of shard and sequence, in ms since 2024-01-01.
@@ -71,43 +72,116 @@ pub fn check(
 ) -> Summary {
     let mut summary = Summary::new(schedule, shared.started.elapsed());
     let mut findings = std::mem::take(&mut *shared.findings.lock().unwrap());
-    let by_tag: HashMap<i64, &Op> = ops.iter().map(|op| (op.tag, op)).collect();
-    // A commit acknowledged by the pair's primary may be lost with asynchronous replication
-    // when the standby promoted after it had not received it: its WAL position lies past the
-    // promotion's switch point (PostgreSQL's contract, not ours; counted, not a finding). Any
-    // other acknowledged commit must be there: a row copied to the pair by a move (the move
-    // waits for the target's standby, F2), one the standby had.
-    let switchpoints = shared.switchpoints.lock().unwrap();
-    let lost_with_the_old_primary = |op: &Op| {
-        op.group == Group::Pair
-            && switchpoints
+    let run = Run::new(shared, schedule, ops, reads, finals, outcome);
+    let (unique, owner) = unique_ids(&run, &mut summary);
+    unique.into_findings("unique-ids", &mut findings);
+    let (lost, phantom) = set_full(&run, &owner, &mut summary);
+    lost.into_findings("set-full (lost)", &mut findings);
+    phantom.into_findings("set-full (never committed)", &mut findings);
+    order(&run, &mut summary).into_findings("order", &mut findings);
+    lead(&run, &mut summary).into_findings("lead", &mut findings);
+    fence(&run, &mut summary).into_findings("fence", &mut findings);
+    horizon(&run, &mut summary).into_findings("horizon", &mut findings);
+    errors(&run, &mut summary).into_findings("errors", &mut findings);
+    liveness(&run, &mut summary).into_findings("liveness", &mut findings);
+    for done in &outcome.faults {
+        *summary.faults.entry(done.kind).or_default() += 1;
+    }
+    summary.findings = findings;
+    summary
+}
+
+/// What every check reads: the run's record, and the rules that excuse a row missing at the
+/// end.
+struct Run<'a> {
+    shared: &'a Shared,
+    synchronous: bool,
+    ops: &'a [Op],
+    reads: &'a [Reads],
+    finals: &'a BTreeMap<i32, Vec<(i64, i64)>>,
+    outcome: &'a Outcome,
+    by_tag: HashMap<i64, &'a Op>,
+    /// The IDs each shard holds at the end.
+    present: BTreeMap<i32, HashSet<i64>>,
+    moves: MutexGuard<'a, Vec<Move>>,
+    switchpoints: MutexGuard<'a, BTreeMap<u32, u64>>,
+    /// When each failover of the pair ended (ms since the start).
+    failovers: Vec<u64>,
+}
+
+impl<'a> Run<'a> {
+    fn new(
+        shared: &'a Shared,
+        schedule: &Schedule,
+        ops: &'a [Op],
+        reads: &'a [Reads],
+        finals: &'a BTreeMap<i32, Vec<(i64, i64)>>,
+        outcome: &'a Outcome,
+    ) -> Run<'a> {
+        Run {
+            shared,
+            synchronous: schedule.synchronous,
+            ops,
+            reads,
+            finals,
+            outcome,
+            by_tag: ops.iter().map(|op| (op.tag, op)).collect(),
+            present: finals
+                .iter()
+                .map(|(shard, rows)| (*shard, rows.iter().map(|(id, _)| *id).collect()))
+                .collect(),
+            moves: shared.moves.lock().unwrap(),
+            switchpoints: shared.switchpoints.lock().unwrap(),
+            failovers: outcome
+                .faults
+                .iter()
+                .filter(|done| done.kind.starts_with("failover"))
+                .map(|done| done.end_ms)
+                .collect(),
+        }
+    }
+
+    /// The group that issued `shard` at `at_ms`.
+    fn home_at(&self, shard: i32, at_ms: u64) -> Group {
+        let start = if super::PAIR_SHARDS.contains(&shard) { Group::Pair } else { Group::Second };
+        self.moves.iter().rfind(|m| m.shard == shard && m.opened_at_ms <= at_ms).map_or(start, |m| m.to)
+    }
+
+    /// A failover of the pair ended after `op` started, while its shard was on the pair.
+    fn failover_after(&self, op: &Op) -> bool {
+        self.failovers.iter().any(|&at| at >= op.start_ms && self.home_at(op.shard, at) == Group::Pair)
+    }
+
+    /// A commit acknowledged by the pair's primary may be lost with asynchronous replication
+    /// when the standby promoted after it had not received it: its WAL position lies past the
+    /// promotion's switch point (PostgreSQL's contract, not ours; counted, not a finding). Any
+    /// other acknowledged commit must be there: a row copied to the pair by a move (the move
+    /// waits for the target's standby, F2), one the standby had.
+    fn may_be_lost(&self, op: &Op) -> bool {
+        !self.synchronous
+            && op.group == Group::Pair
+            && self
+                .switchpoints
                 .get(&op.epoch)
                 .is_some_and(|&switchpoint| op.commit_lsn.is_none_or(|lsn| lsn > switchpoint))
-    };
-    let failovers: Vec<u64> = outcome
-        .faults
-        .iter()
-        .filter(|done| done.kind.starts_with("failover"))
-        .map(|done| done.end_ms)
-        .collect();
-    let moves = shared.moves.lock().unwrap();
-    let home_at = |shard: i32, at_ms: u64| {
-        let start = if super::PAIR_SHARDS.contains(&shard) { Group::Pair } else { Group::Second };
-        moves.iter().rfind(|m| m.shard == shard && m.opened_at_ms <= at_ms).map_or(start, |m| m.to)
-    };
-    let failover_after =
-        |op: &Op| failovers.iter().any(|&at| at >= op.start_ms && home_at(op.shard, at) == Group::Pair);
-    let may_be_lost = |op: &Op| !schedule.synchronous && lost_with_the_old_primary(op);
-    // A commit never acknowledged (its connection was lost) may have been seen by a reader on
-    // the primary and be gone after a failover, synchronous replication or not: PostgreSQL
-    // shows a commit to other sessions before its synchronous standby has confirmed it, and a
-    // primary restarted after a crash recovers it from its own WAL (seeds 302 on 15, 202 on 18).
-    let may_be_gone_unacknowledged = |op: &Op| op.committed.is_empty() && failover_after(op);
+    }
 
-    // unique-ids: no ID given to two ops, or twice to one; none stored twice.
+    /// A commit never acknowledged (its connection was lost) may have been seen by a reader on
+    /// the primary and be gone after a failover, synchronous replication or not: PostgreSQL
+    /// shows a commit to other sessions before its synchronous standby has confirmed it, and a
+    /// primary restarted after a crash recovers it from its own WAL (seeds 302 on 15, 202 on
+    /// 18).
+    fn may_be_gone_unacknowledged(&self, op: &Op) -> bool {
+        op.committed.is_empty() && self.failover_after(op)
+    }
+}
+
+/// unique-ids: no ID given to two ops, or twice to one; none stored twice. Returns the op each
+/// ID was given to, for set-full.
+fn unique_ids(run: &Run, summary: &mut Summary) -> (Failures, HashMap<i64, i64>) {
     let mut unique = Failures::default();
     let mut owner: HashMap<i64, i64> = HashMap::new();
-    for op in ops {
+    for op in run.ops {
         for id in op.ids() {
             summary.ids_acknowledged += 1;
             if let Some(other) = owner.insert(id, op.tag) {
@@ -121,7 +195,7 @@ pub fn check(
         }
         summary.rows_committed += op.committed.len();
     }
-    for (shard, rows) in finals {
+    for (shard, rows) in run.finals {
         let mut seen = HashSet::new();
         for &(id, tag) in rows {
             if !seen.insert(id) {
@@ -134,7 +208,7 @@ pub fn check(
     }
     // What readers saw counts too: a row read and later lost (to an asynchronous failover)
     // whose ID another op got after it.
-    for reader in reads {
+    for reader in run.reads {
         for (&id, &tag) in reader.ids.iter().zip(&reader.tags) {
             if owner.get(&id).is_some_and(|&other| other != tag) {
                 unique.add(|| {
@@ -147,19 +221,20 @@ pub fn check(
         }
     }
     summary.duplicates = unique.count;
-    unique.into_findings("unique-ids", &mut findings);
+    (unique, owner)
+}
 
-    // set-full: every acknowledged commit present; nothing present that was not committed
-    // (or whose COMMIT's answer was lost).
+/// set-full: every acknowledged commit present (but those an asynchronous failover may lose);
+/// nothing present that was not committed (or whose COMMIT's answer was lost). Returns the
+/// lost and the never committed.
+fn set_full(run: &Run, owner: &HashMap<i64, i64>, summary: &mut Summary) -> (Failures, Failures) {
     let mut lost = Failures::default();
     let mut phantom = Failures::default();
-    let present: BTreeMap<i32, HashSet<i64>> =
-        finals.iter().map(|(shard, rows)| (*shard, rows.iter().map(|(id, _)| *id).collect())).collect();
-    for op in ops {
-        let here = &present[&op.shard];
+    for op in run.ops {
+        let here = &run.present[&op.shard];
         for &id in &op.committed {
             if !here.contains(&id) {
-                if may_be_lost(op) {
+                if run.may_be_lost(op) {
                     summary.lost_to_async_failover += 1;
                 } else {
                     lost.add(|| {
@@ -177,9 +252,9 @@ pub fn check(
             }
         }
     }
-    for (shard, rows) in finals {
+    for (shard, rows) in run.finals {
         for &(id, tag) in rows {
-            let stored_as_given = by_tag.get(&tag).is_some_and(|op| {
+            let stored_as_given = run.by_tag.get(&tag).is_some_and(|op| {
                 op.shard == *shard
                     && (op.committed.contains(&id)
                         || op.maybe.contains(&id)
@@ -193,14 +268,15 @@ pub fn check(
     }
     summary.lost_rows = lost.count;
     summary.phantom_rows = phantom.count;
-    lost.into_findings("set-full (lost)", &mut findings);
-    phantom.into_findings("set-full (never committed)", &mut findings);
+    (lost, phantom)
+}
 
-    // order: within a shard, every ID of an op is above every ID of each op that ended
-    // before it started (restarts, promotions and moves included).
+/// order: within a shard, every ID of an op is above every ID of each op that ended before it
+/// started (restarts, promotions and moves included); inside one op, its IDs increase.
+fn order(run: &Run, summary: &mut Summary) -> Failures {
     let mut order = Failures::default();
     let mut by_shard: BTreeMap<i32, Vec<&Op>> = BTreeMap::new();
-    for op in ops.iter().filter(|op| op.ids().next().is_some()) {
+    for op in run.ops.iter().filter(|op| op.ids().next().is_some()) {
         by_shard.entry(op.shard).or_default().push(op);
     }
     for (shard, shard_ops) in &by_shard {
@@ -233,7 +309,7 @@ pub fn check(
     }
     // And inside one op: the IDs a statement or a transaction got (a batch's included) came
     // in increasing order. (Not its rolled-back ones: a savepoint's are listed after the rest.)
-    for op in ops {
+    for op in run.ops {
         for (what, ids) in [("committed", &op.committed), ("maybe", &op.maybe), ("bare", &op.bare)] {
             if let Some(pair) = ids.windows(2).find(|pair| pair[0] >= pair[1]) {
                 order.add(|| {
@@ -246,12 +322,14 @@ pub fn check(
         }
     }
     summary.order_violations = order.count;
-    order.into_findings("order", &mut findings);
+    order
+}
 
-    // lead: no ID's time part further ahead of the server's (faked) clock than its bound.
+/// lead: no ID's time part further ahead of the server's (faked) clock than its bound.
+fn lead(run: &Run, summary: &mut Summary) -> Failures {
     let mut lead = Failures::default();
-    let offsets = shared.offsets.lock().unwrap();
-    for op in ops {
+    let offsets = run.shared.offsets.lock().unwrap();
+    for op in run.ops {
         let group = group_of(&op.server);
         let changes = &offsets[group.index()];
         // The largest offset in force at any moment of the op.
@@ -263,26 +341,27 @@ pub fn check(
         for id in op.ids() {
             let ahead = unix_ms_of(id) - clock;
             summary.largest_lead_ms = summary.largest_lead_ms.max(ahead);
-            if ahead > shared.lead_ms[group.index()] + LEAD_SLACK_MS {
+            if ahead > run.shared.lead_ms[group.index()] + LEAD_SLACK_MS {
                 lead.add(|| {
                     format!("ID {id} of op {} on {} is {ahead} ms ahead of its clock", op.tag, op.server)
                 });
             }
         }
     }
-    drop(offsets);
     summary.lead_violations = lead.count;
-    lead.into_findings("lead", &mut findings);
+    lead
+}
 
-    // fence: no ID of a shard issued by a group later than `FENCE_REACTION` after the group's
-    // fence left that shard out (a statement already running included): none above the last
-    // ID the source had then. Where the source had forgotten that (a crash reset it), none
-    // stamped more than the lead bound after the fence's moment.
+/// fence: no ID of a shard issued by a group later than `FENCE_REACTION` after the group's
+/// fence left that shard out (a statement already running included): none above the last
+/// ID the source had then. Where the source had forgotten that (a crash reset it), none
+/// stamped more than the lead bound after the fence's moment.
+fn fence(run: &Run, summary: &mut Summary) -> Failures {
     let mut fence = Failures::default();
-    for op in ops {
+    for op in run.ops {
         let group = group_of(&op.server);
-        for fenced in moves.iter().filter(|m| m.shard == op.shard && m.from == group) {
-            let came_back = moves.iter().any(|m| {
+        for fenced in run.moves.iter().filter(|m| m.shard == op.shard && m.from == group) {
+            let came_back = run.moves.iter().any(|m| {
                 m.shard == op.shard
                     && m.to == group
                     && m.opened_at_ms > fenced.fenced_at_ms
@@ -291,7 +370,7 @@ pub fn check(
             if came_back || op.end_ms < fenced.fenced_at_ms {
                 continue;
             }
-            let limit = fenced.fenced_clock_unix_ms + shared.lead_ms[group.index()] + LEAD_SLACK_MS;
+            let limit = fenced.fenced_clock_unix_ms + run.shared.lead_ms[group.index()] + LEAD_SLACK_MS;
             let late_id = |id: i64| match fenced.last_id_at_fence {
                 Some(last) => id > last,
                 None => unix_ms_of(id) > limit,
@@ -311,12 +390,14 @@ pub fn check(
         }
     }
     summary.fence_violations = fence.count;
-    fence.into_findings("fence", &mut findings);
+    fence
+}
 
-    // horizon: each reader read the shard's final rows, in order, each once, none skipped.
+/// horizon: each reader read the shard's final rows, in order, each once, none skipped.
+fn horizon(run: &Run, summary: &mut Summary) -> Failures {
     let mut horizon = Failures::default();
-    for reader in reads {
-        let here = &present[&reader.shard];
+    for reader in run.reads {
+        let here = &run.present[&reader.shard];
         if reader.gave_up {
             horizon.add(|| format!("the reader of shard {} did not reach the last row", reader.shard));
         }
@@ -331,17 +412,23 @@ pub fn check(
             horizon.add(|| format!("shard {}: {skipped} rows never read (the lowest {first})", reader.shard));
         }
         for (id, tag) in reader.ids.iter().zip(&reader.tags).filter(|(id, _)| !here.contains(id)) {
-            if !by_tag.get(tag).is_some_and(|op| may_be_lost(op) || may_be_gone_unacknowledged(op)) {
+            if !run
+                .by_tag
+                .get(tag)
+                .is_some_and(|op| run.may_be_lost(op) || run.may_be_gone_unacknowledged(op))
+            {
                 horizon
                     .add(|| format!("shard {}: read {id} (op {tag}), not present at the end", reader.shard));
             }
         }
     }
-    horizon.into_findings("horizon", &mut findings);
+    horizon
+}
 
-    // errors: only those a fault explains.
+/// errors: only those a fault explains.
+fn errors(run: &Run, summary: &mut Summary) -> Failures {
     let mut errors = Failures::default();
-    for op in ops {
+    for op in run.ops {
         let Some(code) = &op.error else { continue };
         *summary.errors.entry(code.clone()).or_default() += 1;
         // COMMIT PREPARED of a transaction the janitor committed first.
@@ -358,24 +445,29 @@ pub fn check(
             });
         }
     }
-    errors.into_findings("errors", &mut findings);
+    errors
+}
 
-    // liveness: every writer issued again within the bound after the last fault; and the
-    // longest time any writer went without a success.
+/// liveness: every writer issued again within the bound after the last fault; and the
+/// longest time any writer went without a success.
+fn liveness(run: &Run, summary: &mut Summary) -> Failures {
     let mut writers: BTreeMap<usize, Vec<&Op>> = BTreeMap::new();
-    for op in ops {
+    for op in run.ops {
         writers.entry(op.writer).or_default().push(op);
     }
+    let outcome = run.outcome;
     let bound = outcome.liveness_bound.as_millis() as u64;
-    drop(moves);
+    let mut late = Failures::default();
     for (writer, its) in &writers {
         let again = its.iter().find(|op| op.error.is_none() && op.start_ms >= outcome.quiet_from_ms);
         match again {
             Some(op) if op.end_ms - outcome.quiet_from_ms <= bound => {}
-            _ => findings.push(format!(
-                "liveness: writer {writer} did not issue within {} s of the last fault",
-                outcome.liveness_bound.as_secs()
-            )),
+            _ => late.add(|| {
+                format!(
+                    "writer {writer} did not issue within {} s of the last fault",
+                    outcome.liveness_bound.as_secs()
+                )
+            }),
         }
         let mut last = 0;
         for op in its.iter().filter(|op| op.error.is_none()) {
@@ -385,9 +477,5 @@ pub fn check(
         }
     }
 
-    for done in &outcome.faults {
-        *summary.faults.entry(done.kind).or_default() += 1;
-    }
-    summary.findings = findings;
-    summary
+    late
 }

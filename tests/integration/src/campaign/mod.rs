@@ -4,6 +4,7 @@
 //! lead, horizon, fence, errors, liveness). `scripts/campaign.sh` runs it; a short one is a
 //! step of `scripts/test.sh`.
 //!
+//! - `shared`: what the parts share (the directory of servers, clocks, moves, findings)
 //! - `schedule`: the faults of a seed
 //! - `system`: the servers, and what the nemesis does to them (failover, moves, bad starts)
 //! - `nemesis`: the schedule's two lanes run against the system
@@ -16,203 +17,16 @@ pub mod clients;
 pub mod nemesis;
 pub mod report;
 pub mod schedule;
+mod shared;
 pub mod system;
 
-use postgres::Config;
+pub use shared::*;
+
 use schedule::Group;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// Shards each group issues at the start; the last of each moves between the groups.
-pub const PAIR_SHARDS: [i32; 5] = [1, 2, 3, 4, 5];
-pub const SECOND_SHARDS: [i32; 3] = [11, 12, 15];
-pub const MOVABLE_SHARDS: [i32; 2] = [5, 15];
-
-pub fn all_shards() -> Vec<i32> {
-    PAIR_SHARDS.iter().chain(&SECOND_SHARDS).copied().collect()
-}
-
-/// Where a group accepts writes now.
-#[derive(Clone)]
-pub struct Endpoint {
-    /// The server's name in the history and the logs, such as `pair-2` (the pair's second
-    /// primary) or `second`.
-    pub name: String,
-    pub config: Config,
-}
-
-/// What the clients look up before each statement: where each group accepts writes, and
-/// which group issues each shard.
-#[derive(Default)]
-pub struct Directory {
-    /// `None` while a group accepts none (during a failover).
-    pub primary: [Option<Endpoint>; 2],
-    pub home: BTreeMap<i32, Group>,
-    /// Failovers of each group so far.
-    pub epoch: [u32; 2],
-    /// During a split brain (`BeforePromotion::ManagerDied`), the pair's old primary, still
-    /// running after another was promoted, and its epoch: the writers' statements go to either,
-    /// as clients of a primary nobody stopped do, so that each shard is written on both.
-    pub split: Option<(Endpoint, u32)>,
-}
-
-/// What every thread of a campaign shares.
-pub struct Shared {
-    pub started: Instant,
-    pub stop_writing: AtomicBool,
-    /// Set when the readers are to stop at once (they ran out of time).
-    pub give_up: AtomicBool,
-    pub directory: RwLock<Directory>,
-    /// One lock per shard: every client statement of a shard holds it shared, and a move
-    /// takes it exclusively. It is the freeze of the documented move (which waits for the
-    /// writes in flight and holds new ones), kept in the clients' process.
-    pub freezes: BTreeMap<i32, RwLock<()>>,
-    /// The offset of each group's clock from the real time, in ms, with when it was set (ms
-    /// since the start): the lead check reads the clock a server had.
-    pub offsets: Mutex<[Vec<(u64, i64)>; 2]>,
-    /// The files libfaketime reads each group's offset from, one per running server.
-    pub clock_files: Mutex<[Vec<PathBuf>; 2]>,
-    /// The lead bound of each group (the larger of its servers'), in ms.
-    pub lead_ms: [i64; 2],
-    /// Things that went wrong outside the checks (a fault whose server did not come back).
-    pub findings: Mutex<Vec<String>>,
-    /// Each writer's last success, in ms since the start.
-    pub successes: Mutex<BTreeMap<usize, u64>>,
-    /// The moves of shards so far.
-    pub moves: Mutex<Vec<Move>>,
-    /// Where each failover of the pair switched timelines: the end of the WAL its promoted
-    /// standby had, by the epoch it ended (the old primary's).
-    pub switchpoints: Mutex<BTreeMap<u32, u64>>,
-}
-
-/// A WAL position as PostgreSQL prints it ("16/B374D848"), as a number.
-pub fn parse_lsn(text: &str) -> Option<u64> {
-    let (high, low) = text.trim().split_once('/')?;
-    Some((u64::from_str_radix(high, 16).ok()? << 32) | u64::from_str_radix(low, 16).ok()?)
-}
-
-/// A shard moved from one group to the other.
-pub struct Move {
-    pub shard: i32,
-    pub from: Group,
-    pub to: Group,
-    /// When the source's reservation worker applied the fence without the shard (ms since
-    /// the start), and the source's clock then (Unix ms, offset included).
-    pub fenced_at_ms: u64,
-    pub fenced_clock_unix_ms: i64,
-    /// When the target's fence let the shard in.
-    pub opened_at_ms: u64,
-    /// The source's last ID of the shard `FENCE_REACTION` after its worker applied the fence
-    /// (`snowflake_stats()`): none may come later. `None` when the source no longer knew it
-    /// (reset by a crash since its last call of the shard).
-    pub last_id_at_fence: Option<i64>,
-}
-
-/// How long after the worker applied a fence a call may still issue: one that passed the
-/// fence check just before it changed, on a loaded machine. The fence check allows this much,
-/// not the lead bound (an ID ahead of the clock could hide a late call up to that far).
-pub const FENCE_REACTION: std::time::Duration = std::time::Duration::from_millis(100);
-
-impl Shared {
-    pub fn new(lead_ms: [i64; 2]) -> Shared {
-        let freezes = all_shards().into_iter().map(|shard| (shard, RwLock::new(()))).collect();
-        Shared {
-            started: Instant::now(),
-            stop_writing: AtomicBool::new(false),
-            give_up: AtomicBool::new(false),
-            directory: RwLock::new(Directory::default()),
-            freezes,
-            offsets: Mutex::new([vec![(0, 0)], vec![(0, 0)]]),
-            clock_files: Mutex::new([Vec::new(), Vec::new()]),
-            lead_ms,
-            findings: Mutex::new(Vec::new()),
-            successes: Mutex::new(BTreeMap::new()),
-            moves: Mutex::new(Vec::new()),
-            switchpoints: Mutex::new(BTreeMap::new()),
-        }
-    }
-
-    /// ms since the campaign started.
-    pub fn now_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
-    }
-
-    pub fn writing(&self) -> bool {
-        !self.stop_writing.load(Ordering::Relaxed)
-    }
-
-    pub fn finding(&self, finding: String) {
-        eprintln!("campaign: FINDING: {finding}");
-        self.findings.lock().unwrap().push(finding);
-    }
-
-    /// Where a writer sends its statement number `op` of `shard`: as `route`, except during a
-    /// split brain, when every writer of the pair's shards sends its statements to the old
-    /// primary and the new one by turns (with synchronous replication a writer's commit on the
-    /// old primary then waits for a standby that was promoted, but bare IDs, the stray's
-    /// among them, still come back from it).
-    pub fn route_for(&self, op: i64, shard: i32) -> (Group, Option<Endpoint>, u32) {
-        let directory = self.directory.read().unwrap();
-        let group = directory.home[&shard];
-        match &directory.split {
-            Some((old, epoch)) if group == Group::Pair && op % 2 == 1 => (group, Some(old.clone()), *epoch),
-            _ => (group, directory.primary[group.index()].clone(), directory.epoch[group.index()]),
-        }
-    }
-
-    /// The current primary of the group that issues `shard`, and the group's epoch.
-    pub fn route(&self, shard: i32) -> (Group, Option<Endpoint>, u32) {
-        let directory = self.directory.read().unwrap();
-        let group = directory.home[&shard];
-        (group, directory.primary[group.index()].clone(), directory.epoch[group.index()])
-    }
-
-    /// Sets the clock of every server of `group` `ms` off the real time, at once.
-    pub fn set_offset(&self, group: Group, ms: i64) {
-        let _steady = clocks_steady();
-        let files = self.clock_files.lock().unwrap();
-        for file in &files[group.index()] {
-            write_offset(file, ms);
-        }
-        self.offsets.lock().unwrap()[group.index()].push((self.now_ms(), ms));
-    }
-
-    /// The current offset of `group`'s clock.
-    pub fn offset(&self, group: Group) -> i64 {
-        self.offsets.lock().unwrap()[group.index()].last().map_or(0, |(_, ms)| *ms)
-    }
-
-    /// A new server of `group` reads its clock from `file`: it starts at the group's offset.
-    pub fn add_clock(&self, group: Group, file: PathBuf) {
-        write_offset(&file, self.offset(group));
-        self.clock_files.lock().unwrap()[group.index()].push(file);
-    }
-
-    pub fn remove_clock(&self, group: Group, file: &std::path::Path) {
-        self.clock_files.lock().unwrap()[group.index()].retain(|known| known != file);
-    }
-}
-
-/// Held while a server starts and while an offset changes, so that no clock moves during a
-/// start. `pg_ctl start -w` runs on the faked clock too and waits for a postmaster.pid whose
-/// start time is at most 2 s before its own: a clock set back further between the two
-/// readings makes it wait until its timeout for a server that has started (seed 201 on 18).
-pub fn clocks_steady() -> std::sync::MutexGuard<'static, ()> {
-    static STEADY: Mutex<()> = Mutex::new(());
-    STEADY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The offset as libfaketime reads it: seconds, with a sign and a fraction.
-fn write_offset(file: &std::path::Path, ms: i64) {
-    std::fs::write(file, format!("{:+.3}\n", ms as f64 / 1000.0)).unwrap();
-}
-
-pub fn unix_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// What a run is told.
 pub struct Options {
@@ -262,18 +76,4 @@ pub fn run(options: &Options) -> report::Summary {
     summary.coverage = report::coverage(&logs, &ops);
     report::write(&dir, &summary, &ops, &reads, &logs);
     summary
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_lsn;
-
-    #[test]
-    fn wal_positions_compare_as_numbers() {
-        assert_eq!(parse_lsn("0/16E3FA0"), Some(0x16E3FA0));
-        assert_eq!(parse_lsn("16/B374D848\n"), Some((0x16 << 32) | 0xB374D848));
-        // Compared as text, "9/0" would come after "10/0".
-        assert!(parse_lsn("9/FFFFFFFF").unwrap() < parse_lsn("A/0").unwrap());
-        assert_eq!(parse_lsn("16B374D848"), None);
-    }
 }
