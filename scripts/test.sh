@@ -42,8 +42,9 @@
 #                            the monitoring queries scraped through the real exporter)
 #      fault campaign        scripts/campaign.sh --short, on 15 and 18: a primary, its standby
 #                            and a second server under 10 writers and 8 readers, faults drawn
-#                            from fixed seeds (kill -9, failovers, shard moves, faked clocks,
-#                            slow and failing fsync, refused starts, an HA manager's death),
+#                            from fixed seeds (kill -9, power losses on LazyFS, failovers, shard
+#                            moves, faked clocks, slow and failing fsync, refused starts, an HA
+#                            manager's death),
 #                            judged by the checks of docs/reliability.md; two seeds on 15 and
 #                            one on 18, about 2 minutes each
 #   6. install channels      scripts/package-test.sh: the Debian package's Depends checked against
