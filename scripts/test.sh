@@ -183,6 +183,8 @@ for major in "${MAJORS[@]}"; do
       continue # a step of its own, below
     elif [ "$name" = fleet ] && [ "$major" != 15 ]; then
       skipped "integration test 'fleet' (PL/Proxy is packaged by Debian for PostgreSQL 15 only)"
+    elif [ "$name" = power_loss ] && [ ! -x "$SNOWFLAKE_LAZYFS" ]; then
+      skipped "integration test 'power_loss' (LazyFS is not built: scripts/lazyfs-install.sh found no source tarball to build it from; the campaign's power losses are then kill -9 alone)"
     elif [ "$name" = patroni ] && [ "$major" != 15 ]; then
       skipped "integration test 'patroni' (about 2.5 minutes, most of it Patroni's 20 s ttl at each failover: run on 15 only for the time budget)"
     elif [ "$name" = mesh ] && [ "$major" -lt 16 ]; then

@@ -257,6 +257,20 @@ impl Cluster {
         pid_file.lines().next().unwrap().trim().parse().unwrap()
     }
 
+    /// Whether a server started by this harness has stopped by itself since (PostgreSQL shuts a
+    /// standby down when its startup process fails); it counts as stopped from then on.
+    pub fn stopped_by_itself(&mut self) -> bool {
+        let alive = fs::read_to_string(self.data_dir.join("postmaster.pid"))
+            .ok()
+            .and_then(|pid_file| pid_file.lines().next()?.trim().parse::<u32>().ok())
+            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        if self.running && !alive {
+            self.running = false;
+            return true;
+        }
+        false
+    }
+
     /// Kills the postmaster and all its children with SIGKILL at once, as a machine crash
     /// would, and waits until they are gone.
     pub fn kill_postmaster(&mut self) {
@@ -281,9 +295,19 @@ impl Cluster {
     /// postmaster's child whose process title is "postgres: snowflake_id reservation" (it is
     /// not in pg_stat_activity). `None` while none runs.
     pub fn reservation_worker_pid(&self) -> Option<u32> {
+        self.child_titled("snowflake_id reservation")
+    }
+
+    /// The process id of a standby's startup process, which replays the WAL ("postgres:
+    /// startup recovering ..."). `None` while none runs.
+    pub fn startup_process_pid(&self) -> Option<u32> {
+        self.child_titled("startup")
+    }
+
+    /// The postmaster's child whose process title contains `title`.
+    fn child_titled(&self, title: &str) -> Option<u32> {
         children_of(self.postmaster_pid()).into_iter().find(|pid| {
-            fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|title| title.contains("snowflake_id reservation"))
+            fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|text| text.contains(title))
         })
     }
 

@@ -33,6 +33,12 @@ pub struct LazyFs {
     completed: File,
 }
 
+/// Whether LazyFS is built (`$SNOWFLAKE_LAZYFS`): scripts/lazyfs-install.sh skips it when its
+/// source tarball is absent, and then the tests that need it are skipped or do without.
+pub fn available() -> bool {
+    std::env::var_os("SNOWFLAKE_LAZYFS").is_some_and(|program| Path::new(&program).is_file())
+}
+
 /// The LazyFS program, from `$SNOWFLAKE_LAZYFS` (scripts/lib.sh sets it).
 fn program() -> PathBuf {
     let program = std::env::var_os("SNOWFLAKE_LAZYFS").map(PathBuf::from).unwrap_or_default();

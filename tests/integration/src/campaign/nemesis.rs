@@ -179,6 +179,12 @@ fn apply(shared: &Shared, system: &Mutex<System>, fault: &Fault, number: usize) 
             let _failing = pid.map(FsyncFault::failing);
             sleep(hold);
         }
+        Fault::FailingReplayFsync { hold } => {
+            let failing = startup_pid(system).map(FsyncFault::failing);
+            sleep(hold);
+            drop(failing);
+            lock(system).start_standby_if_stopped();
+        }
     }
     Ok(())
 }
@@ -187,6 +193,13 @@ fn apply(shared: &Shared, system: &Mutex<System>, fault: &Fault, number: usize) 
 /// and no other follows it; the final checks and the logs still need the servers).
 fn lock(system: &Mutex<System>) -> std::sync::MutexGuard<'_, System> {
     system.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The standby's startup process (its replay), if one runs now.
+fn startup_pid(system: &Mutex<System>) -> Option<u32> {
+    let system = lock(system);
+    let cluster = &system.standby.cluster;
+    catch_unwind(AssertUnwindSafe(|| cluster.startup_process_pid())).ok().flatten()
 }
 
 /// The reservation worker of `group`'s primary, if one runs now.

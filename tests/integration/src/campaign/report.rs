@@ -46,11 +46,16 @@ enum Sign {
 /// Each guard whose action can be seen, and its sign. A run in which one never acted did not
 /// test it: the summary lists them all, zeros included, as Antithesis reports "sometimes"
 /// assertions that never held.
-const GUARDS: [(&str, Sign); 12] = [
+const GUARDS: [(&str, Sign); 13] = [
     ("promotion resumed at the bound", Sign::Log("recovery ended; shards resume at")),
     ("promotion resumed at a clean stop", Sign::Log("recovery ended on the old primary's clean stop")),
     ("ceiling lowered after a clock jump", Sign::Log("the reservation moves back to")),
     ("reservation not recorded (fsync)", Sign::Log("could not record the snowflake_id reservation")),
+    // Of those, on a standby: its startup process stops, and PostgreSQL the standby.
+    (
+        "standby stopped: a replayed ceiling not recorded",
+        Sign::Log("snowflake_id.reservation\" during replay"),
+    ),
     ("start refused: another layout", Sign::Log("FATAL:  snowflake_id is configured with another layout")),
     (
         "start refused: a damaged record",

@@ -135,6 +135,12 @@ pub enum Fault {
         group: Group,
         hold: Duration,
     },
+    /// Every fsync of the standby's startup process (its replay: restartpoints, the files of
+    /// the ceilings it replays) failing with EIO, for `hold`: PostgreSQL stops the standby
+    /// (PANIC), and it replays again from its last restartpoint.
+    FailingReplayFsync {
+        hold: Duration,
+    },
     /// The second server moved to the next PostgreSQL major with pg_upgrade (once, in runs
     /// given one), by the documented procedure: the old server's reservation and layout files
     /// copied into the new cluster before it starts. With `forgotten`, the first start comes
@@ -177,6 +183,7 @@ impl Fault {
             Fault::ClockStrobe { .. } => "clock strobed",
             Fault::SlowFsync { .. } => "slow fsync",
             Fault::FailingFsync { .. } => "failing fsync",
+            Fault::FailingReplayFsync { .. } => "failing fsync of the standby's replay",
             Fault::Upgrade { forgotten: false } => "pg_upgrade",
             Fault::Upgrade { forgotten: true } => "pg_upgrade, the record forgotten first",
         }
@@ -213,6 +220,9 @@ impl fmt::Display for Fault {
             ),
             Fault::FailingFsync { group, hold } => {
                 write!(f, "fsync of {group}'s worker failing for {} ms", hold.as_millis())
+            }
+            Fault::FailingReplayFsync { hold } => {
+                write!(f, "fsync of the standby's replay failing for {} ms", hold.as_millis())
             }
             Fault::Upgrade { .. } => write!(f, "{} of {}", self.kind(), Group::Second),
             Fault::PowerLoss { group, clock_behind_ms } => {
@@ -329,6 +339,14 @@ impl Schedule {
                     }
                 },
                 _ => {}
+            }
+        }
+        // Half the failing fsyncs of the pair hit its standby's replay instead of the worker.
+        for step in schedule.environment.iter_mut() {
+            if let Fault::FailingFsync { group: Group::Pair, hold } = step.fault {
+                if pick.chance(50) {
+                    step.fault = Fault::FailingReplayFsync { hold };
+                }
             }
         }
         schedule.second_without_wal_records = pick.chance(50);

@@ -23,6 +23,16 @@ const SETTINGS: [&str; 5] = [
     "log_line_prefix = '%m [%p] '",
 ];
 
+/// What every server's data directory lies on: a disk that can lose power when LazyFS is built
+/// (else the power losses are kill -9 alone: `lose_power`).
+fn disk() -> Disk {
+    if crate::power_loss::available() {
+        Disk::PowerLoss
+    } else {
+        Disk::Plain
+    }
+}
+
 /// The lease of the pair's servers (`snowflake_id.lease_ms`): each asks a stand-in HA manager
 /// of its own. Well above the worker's asking interval (a fifth of it) on a loaded machine.
 pub const LEASE_MS: u64 = 3_000;
@@ -183,12 +193,26 @@ impl System {
         self.server(group).start();
     }
 
+    /// Starts the standby again if it stopped by itself: a write that fails while it replays
+    /// (the record of a ceiling, as PostgreSQL's own files) stops its startup process, and
+    /// PostgreSQL then shuts the standby down; an operator starts it once the disk is fixed.
+    /// Until then a synchronous primary's commits wait. Returns whether it had stopped.
+    pub fn start_standby_if_stopped(&mut self) -> bool {
+        // A failure during the fault shuts the server down within moments.
+        std::thread::sleep(Duration::from_secs(1));
+        let stopped = self.standby.cluster.stopped_by_itself();
+        if stopped {
+            self.standby.start();
+        }
+        stopped
+    }
+
     /// A power loss of the group's primary: killed, its unsynced writes lost, started again,
     /// with the group's clock `clock_behind_ms` behind for `POWER_LOSS_CLOCK_HOLD` when that is
     /// not 0 (the issued IDs then lie ahead of the clock: only what the disk kept of the
     /// reservation keeps the shards above them).
     pub fn power_loss(&mut self, group: Group, clock_behind_ms: i64) {
-        self.server(group).cluster.lose_power();
+        lose_power(&mut self.server(group).cluster);
         if clock_behind_ms != 0 {
             self.shared.set_offset(group, -clock_behind_ms);
         }
@@ -267,7 +291,7 @@ impl System {
             BeforePromotion::StandbyLostPower => {
                 // Its disk keeps only what it fsynced: the WAL it received and had flushed (what
                 // it told the primary), the files of its last restartpoint.
-                self.standby.cluster.lose_power();
+                lose_power(&mut self.standby.cluster);
                 std::thread::sleep(Duration::from_secs(2));
                 self.kill_primary();
                 self.standby.start();
@@ -533,7 +557,7 @@ impl System {
         self.second.cluster.stop("fast");
         let settings = server_settings(&self.shards[Group::Second.index()], self.second_without_wal_records);
         let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-        let cluster = Cluster::create_on(Disk::PowerLoss, &bin, "campaign-second-upgraded", &settings);
+        let cluster = Cluster::create_on(disk(), &bin, "campaign-second-upgraded", &settings);
         crate::pg_upgrade(&self.second.cluster, &cluster, &[]);
         let clock = FakeClock::of(&cluster);
         self.shared.add_clock(Group::Second, clock.offset_file().to_path_buf());
@@ -580,6 +604,21 @@ impl System {
             logs.push((server.name.clone(), server.cluster.log()));
         }
         logs
+    }
+}
+
+/// A power loss of `cluster`, or where LazyFS is not built, a kill -9 (said once per run).
+fn lose_power(cluster: &mut Cluster) {
+    if disk() == Disk::PowerLoss {
+        cluster.lose_power();
+    } else {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            println!(
+                "campaign: LazyFS is not built (scripts/lazyfs-install.sh): power losses are kill -9 alone"
+            )
+        });
+        cluster.kill_postmaster();
     }
 }
 
@@ -639,8 +678,7 @@ fn new_server(shared: &Shared, group: Group, name: &str, settings: &[String]) ->
         settings.push(format!("snowflake_id.lease_ms = {LEASE_MS}"));
     }
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-    let cluster =
-        Cluster::create_on(Disk::PowerLoss, crate::pg_bin_dir(), &format!("campaign-{name}"), &settings);
+    let cluster = Cluster::create_on(disk(), crate::pg_bin_dir(), &format!("campaign-{name}"), &settings);
     let clock = FakeClock::of(&cluster);
     shared.add_clock(group, clock.offset_file().to_path_buf());
     Server { name: name.to_string(), cluster, clock, ha }
@@ -652,7 +690,7 @@ fn new_standby(shared: &Shared, primary: &Server, name: &str) -> Server {
     // Its own stand-in: the copied lease_url is the primary's.
     let ha = HaStandIn::start();
     let cluster = Cluster::create_standby_on(
-        Disk::PowerLoss,
+        disk(),
         &primary.cluster,
         &format!("campaign-{name}"),
         &["synchronous_standby_names = ''", &ha.lease_url_setting()],
