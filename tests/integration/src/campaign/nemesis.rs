@@ -129,6 +129,7 @@ fn lane(
             step.fault,
             Fault::Failover(_)
                 | Fault::MoveShard
+                | Fault::MoveShardTargetLostPower
                 | Fault::KillPostmaster(_)
                 | Fault::PowerLoss { .. }
                 | Fault::StopImmediate(_)
@@ -150,7 +151,8 @@ fn apply(shared: &Shared, system: &Mutex<System>, fault: &Fault, number: usize) 
         Fault::KillBackend(group) => lock(system).kill_backend(group, number),
         Fault::Failover(before) => lock(system).failover(before),
         Fault::RestartStandby => lock(system).restart_standby(),
-        Fault::MoveShard => lock(system).move_shard(number),
+        Fault::MoveShard => lock(system).move_shard(number, false),
+        Fault::MoveShardTargetLostPower => lock(system).move_shard(number, true),
         Fault::RefusedStart(group, what) => return lock(system).refused_start(group, what),
         Fault::Upgrade { forgotten } => return lock(system).upgrade_second(forgotten),
         Fault::ClockBump { group, ms, hold } | Fault::StepBackAfterAhead { group, ms, hold } => {

@@ -102,6 +102,9 @@ pub enum Fault {
     RestartStandby,
     /// A shard moved to the other group by the documented procedure.
     MoveShard,
+    /// The same, the target losing power right after `snowflake_advance` returned (before the
+    /// clients come): what the advance reserved must be on its disk.
+    MoveShardTargetLostPower,
     RefusedStart(Group, BadStart),
     /// The group's clock run `ms` ahead for `hold` while it issues, then set back: its IDs
     /// lie ahead of its clock for that long, for whatever the process lane does next.
@@ -175,6 +178,7 @@ impl Fault {
             }
             Fault::RestartStandby => "standby restarted",
             Fault::MoveShard => "shard moved",
+            Fault::MoveShardTargetLostPower => "shard moved, the target losing power after its advance",
             Fault::RefusedStart(_, BadStart::ChangedLayout) => "start with a changed layout",
             Fault::RefusedStart(_, BadStart::DamagedRecord) => "start with a damaged record",
             Fault::StepBackAfterAhead { .. } => "clock set back after issuing ahead",
@@ -350,6 +354,13 @@ impl Schedule {
             }
         }
         schedule.second_without_wal_records = pick.chance(50);
+        // A third of the moves have their target lose power once it has advanced the shard.
+        // (Each conversion is drawn after those before it: adding one leaves their draws.)
+        for step in schedule.process.iter_mut() {
+            if step.fault == Fault::MoveShard && pick.chance(33) {
+                step.fault = Fault::MoveShardTargetLostPower;
+            }
+        }
         let middle = schedule.faults_until / 2;
         if let Some(step) =
             upgrade_to.and_then(|_| schedule.process.iter_mut().min_by_key(|step| step.at.abs_diff(middle)))

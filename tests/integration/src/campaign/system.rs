@@ -367,7 +367,9 @@ impl System {
     /// the target above everything the source issued, open the target's fence, route the
     /// clients there, drop the source's table (several-servers.md, "A move never has two
     /// writers"; the kit's freeze is the clients' lock here).
-    pub fn move_shard(&mut self, choice: usize) {
+    /// With `target_lost_power`, the target loses power once the advance returned, and starts
+    /// again before the clients come: the advance must have recorded what it reserved.
+    pub fn move_shard(&mut self, choice: usize, target_lost_power: bool) {
         let shard = MOVABLE_SHARDS[choice % MOVABLE_SHARDS.len()];
         let from = self.shared.directory.read().unwrap().home[&shard];
         let to = from.other();
@@ -443,6 +445,11 @@ impl System {
                 );
                 std::thread::sleep(Duration::from_millis(50));
             }
+        }
+        if target_lost_power {
+            drop(target);
+            lose_power(&mut self.server(to).cluster);
+            self.server(to).start();
         }
         self.shared.directory.write().unwrap().home.insert(shard, to);
         source.batch_execute(&format!("DROP TABLE s{shard}")).unwrap();
