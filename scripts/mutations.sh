@@ -107,7 +107,12 @@ for patch in "${mutations[@]}"; do
     folder=$out/$name
     "$src/scripts/campaign.sh" --seed "$seed" --minutes "$minutes" --no-install --out "$folder" > "$folder.seed-$seed.log" 2>&1 || true
     summary=$folder/seed-$seed/summary.txt
-    if [ ! -f "$summary" ]; then
+    # A fault that could not be carried out (a server that did not come back) is a finding too,
+    # also when the run stopped on it before writing its summary.
+    finding=$(grep -m1 '^campaign: FINDING' "$folder.seed-$seed.log" | cut -c1-200 || true)
+    if [ ! -f "$summary" ] && [ -n "$finding" ]; then
+      printf '%s\tseed %s\tyes\t%s (the run stopped before its summary)\n' "$name" "$seed" "$finding" >> "$table"
+    elif [ ! -f "$summary" ]; then
       printf '%s\tseed %s\terror\tno summary: see %s\n' "$name" "$seed" "$folder.seed-$seed.log" >> "$table"
     elif grep -q '^  every check passed' "$summary"; then
       printf '%s\tseed %s\tno\t\n' "$name" "$seed" >> "$table"
