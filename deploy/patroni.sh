@@ -104,8 +104,10 @@ start_etcd() {
   local dir=$KIT_DIR/etcd client=$1 peer=$2 i
   as_pg_owner mkdir -p "$dir"
   echo "$client" | as_pg_owner tee "$dir/client_port" >/dev/null
+  # From its own folder: the server owner may not enter the checkout (a clone under a private
+  # folder), and what it starts inherits the working directory.
   # shellcheck disable=SC2016 # expanded by the inner shell, which records its own pid
-  as_pg_owner sh -c 'echo $$ >"$1"; shift; exec "$@"' sh "$dir/etcd.pid" \
+  as_pg_owner sh -c 'cd "$(dirname "$1")" && echo $$ >"$1"; shift; exec "$@"' sh "$dir/etcd.pid" \
     "$ETCD" --name kit --data-dir "$dir/data" \
     --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
@@ -124,8 +126,9 @@ start_etcd() {
 start_patroni() {
   local dir=$KIT_DIR/$1
   alive "$dir/patroni.pid" "$dir/patroni.yml" && die "the Patroni of $1 runs already (pid $(cat "$dir/patroni.pid"))"
+  # From the node's folder, as etcd (start_etcd): Patroni's PostgreSQL inherits it.
   # shellcheck disable=SC2016 # expanded by the inner shell, which records its own pid
-  as_pg_owner sh -c 'echo $$ >"$1"; shift; exec "$@"' sh "$dir/patroni.pid" \
+  as_pg_owner sh -c 'cd "$(dirname "$1")" && echo $$ >"$1"; shift; exec "$@"' sh "$dir/patroni.pid" \
     "$VENV/bin/patroni" "$dir/patroni.yml" >>"$dir/patroni.log" 2>&1 </dev/null &
   local i
   for ((i = 0; i < 50; i++)); do
