@@ -102,8 +102,8 @@ impl LazyFs {
             .args(["-o", "allow_other", "-o", "modules=subdir", "-o"])
             .arg(format!("subdir={}", below.display()))
             // In the foreground, and single-threaded: LazyFS 0.3.0 crashed (SIGSEGV) under a
-            // base backup and under a server's concurrent writes when FUSE ran it on many
-            // threads; on one it carried both.
+            // base backup when FUSE ran it on many threads; on one it carried a base backup
+            // beside 8 pgbench clients.
             .args(["-f", "-s"])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
