@@ -253,17 +253,21 @@ impl Cluster {
 
     /// The postmaster's process id.
     pub fn postmaster_pid(&self) -> u32 {
-        let pid_file = fs::read_to_string(self.data_dir.join("postmaster.pid")).expect("read postmaster.pid");
-        pid_file.lines().next().unwrap().trim().parse().unwrap()
+        self.recorded_postmaster_pid().expect("read postmaster.pid")
+    }
+
+    /// The process id in postmaster.pid, if the file is there (a server that stopped cleanly
+    /// removed it).
+    fn recorded_postmaster_pid(&self) -> Option<u32> {
+        let pid_file = fs::read_to_string(self.data_dir.join("postmaster.pid")).ok()?;
+        pid_file.lines().next()?.trim().parse().ok()
     }
 
     /// Whether a server started by this harness has stopped by itself since (PostgreSQL shuts a
     /// standby down when its startup process fails); it counts as stopped from then on.
     pub fn stopped_by_itself(&mut self) -> bool {
-        let alive = fs::read_to_string(self.data_dir.join("postmaster.pid"))
-            .ok()
-            .and_then(|pid_file| pid_file.lines().next()?.trim().parse::<u32>().ok())
-            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        let alive =
+            self.recorded_postmaster_pid().is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
         if self.running && !alive {
             self.running = false;
             return true;

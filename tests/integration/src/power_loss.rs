@@ -163,10 +163,6 @@ impl LazyFs {
             "unexpected answer from LazyFS"
         );
     }
-
-    pub fn mount_point(&self) -> &Path {
-        &self.mount
-    }
 }
 
 impl Drop for LazyFs {

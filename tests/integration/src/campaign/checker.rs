@@ -159,7 +159,7 @@ impl<'a> Run<'a> {
     /// waits for the target's standby, F2), one the standby had.
     fn may_be_lost(&self, op: &Op) -> bool {
         !self.synchronous
-            && op.group == Group::Pair
+            && group_of(&op.server) == Group::Pair
             && self
                 .switchpoints
                 .get(&op.epoch)

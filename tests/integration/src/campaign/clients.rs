@@ -59,8 +59,6 @@ pub struct Op {
     pub shard: i32,
     pub kind: Kind,
     pub server: String,
-    /// The group of the server it was sent to.
-    pub group: Group,
     /// The failovers of the server's group before this op.
     pub epoch: u32,
     pub start_ms: u64,
@@ -278,7 +276,6 @@ impl Writer {
             shard: self.shard,
             kind,
             server: endpoint.name.clone(),
-            group,
             epoch,
             start_ms: shared.now_ms(),
             end_ms: 0,

@@ -196,15 +196,13 @@ impl System {
     /// Starts the standby again if it stopped by itself: a write that fails while it replays
     /// (the record of a ceiling, as PostgreSQL's own files) stops its startup process, and
     /// PostgreSQL then shuts the standby down; an operator starts it once the disk is fixed.
-    /// Until then a synchronous primary's commits wait. Returns whether it had stopped.
-    pub fn start_standby_if_stopped(&mut self) -> bool {
+    /// Until then a synchronous primary's commits wait.
+    pub fn start_standby_if_stopped(&mut self) {
         // A failure during the fault shuts the server down within moments.
         std::thread::sleep(Duration::from_secs(1));
-        let stopped = self.standby.cluster.stopped_by_itself();
-        if stopped {
+        if self.standby.cluster.stopped_by_itself() {
             self.standby.start();
         }
-        stopped
     }
 
     /// A power loss of the group's primary: killed, its unsynced writes lost, started again,
