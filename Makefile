@@ -5,9 +5,9 @@
 #   make PG_CONFIG=/usr/lib/postgresql/16/bin/pg_config
 #   sudo make install PG_CONFIG=/usr/lib/postgresql/16/bin/pg_config
 #
-# This is not PGXS: the extension is Rust, built in release mode by cargo-pgrx 0.18.1 (which
-# needs Rust and libclang, and `cargo pgrx init --pg<major> <pg_config>` once), for the major
-# pg_config names (15 to 18). `make install` puts the library into pg_config's --pkglibdir and,
+# This is not PGXS: the extension is Rust, built in release mode by cargo-pgrx 0.19.3 (which
+# needs Rust 1.96 or later and libclang, and `cargo pgrx init --pg<major> <pg_config>` once), for
+# the major pg_config names (15 to 19). `make install` puts the library into pg_config's --pkglibdir and,
 # into its --sharedir's extension folder, the control file, this version's install script and
 # the install and upgrade scripts of every earlier version (sql/README.md), as the Debian
 # package does. CARGO_TARGET_DIR is honoured, so a build already made is reused.

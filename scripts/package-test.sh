@@ -65,6 +65,22 @@ for soname in $(objdump -p "$DIR/unpacked/usr/lib/postgresql/$PG_MAJOR/lib/snowf
     fail "snowflake_id.so needs $soname, from $owner, which Depends ($depends) does not name"
 done
 
+# cargo_pgrx_bin VERSION: a folder holding cargo-pgrx VERSION: ~/.cargo/bin's when it is that
+# version, else PG_TREES/cargo-pgrx-VERSION, installed there the first time (minutes).
+cargo_pgrx_bin() {
+  local version=$1 home_bin=${CARGO_HOME:-$HOME/.cargo}/bin folder
+  if [ -x "$home_bin/cargo-pgrx" ] && [ "$("$home_bin/cargo-pgrx" pgrx --version 2>/dev/null)" = "cargo-pgrx $version" ]; then
+    echo "$home_bin"
+    return 0
+  fi
+  folder=$PG_TREES/cargo-pgrx-$version
+  if [ "$("$folder/bin/cargo-pgrx" pgrx --version 2>/dev/null)" != "cargo-pgrx $version" ]; then
+    echo "package-test: installing cargo-pgrx $version into $folder, for the previous release's build (once)" >&2
+    (cd / && as_root cargo install cargo-pgrx --version "$version" --locked --root "$folder" >&2)
+  fi
+  echo "$folder/bin"
+}
+
 # previous_release_deb: sets PREVIOUS_DEB to the previous release's package of this major. The
 # previous release is the newest whose install script sql/ keeps; its commit, the last before
 # the commit that moved Cargo.toml to this version. Built from that commit in a temporary
@@ -89,7 +105,14 @@ previous_release_deb() {
   git worktree add --detach "$BUILD" "$commit" >/dev/null 2>&1
   mkdir -p "$BUILD/target/pg$PG_MAJOR"
   cp -a "$CARGO_TARGET_DIR/release" "$BUILD/target/pg$PG_MAJOR/"
-  built=$(PG_MAJOR="$PG_MAJOR" "$BUILD/scripts/package.sh" | tail -n 1)
+  # The release is built as it was: with the cargo-pgrx of the pgrx its Cargo.toml pins (one
+  # cargo-pgrx builds only its own pgrx), first on PATH, and the Rust its checkout names
+  # (outside this checkout: none before 0.8.0's rust-toolchain.toml, so rustup's default).
+  local old_pgrx old_cargo_pgrx
+  old_pgrx=$(git show "$commit:Cargo.toml" | sed -n 's/^pgrx = "=\([0-9.]*\)"/\1/p')
+  [ -n "$old_pgrx" ] || fail "commit $commit's Cargo.toml pins no pgrx version"
+  old_cargo_pgrx=$(cargo_pgrx_bin "$old_pgrx")
+  built=$(PATH="$old_cargo_pgrx:$PATH" PG_MAJOR="$PG_MAJOR" "$BUILD/scripts/package.sh" | tail -n 1)
   mkdir -p "$(dirname "$PREVIOUS_DEB")"
   cp "$built" "$PREVIOUS_DEB"
   git worktree remove --force "$BUILD"

@@ -23,12 +23,13 @@
 #   libkrb5-dev for its build; skipped where Citus is installed already or its source is absent.
 #   LazyFS (the power-loss fault), built from its source tarball by scripts/lazyfs-install.sh,
 #   with Debian's fuse3, libfuse3-dev, cmake, libtoml11-dev and libspdlog-dev.
-#   cargo-pgrx 0.18.1, pointed at all four (no source download).
+#   Rust 1.97, PostgreSQL 19 and cargo-pgrx 0.19.3 (pgrx 0.19 builds every major, 19 included, and
+#   needs Rust 1.96 or later, which Debian 12 lacks): scripts/toolchain-19.sh, each in a folder of
+#   its own, each skipped when there; cargo-pgrx pointed at all five majors (no source download).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-PGRX_VERSION=0.18.1
 PACKAGES=(
   postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy postgresql-15-partman
   libclang-dev clang sudo faketime libfaketime procps strace patchelf
@@ -110,8 +111,8 @@ install_pg_tree() {
     *) echo "setup: $tree/bin/pg_config says '$got', not PostgreSQL $major" >&2; exit 1 ;;
   esac
 }
-for major in "${SUPPORTED_MAJORS[@]}"; do
-  [ "$major" = 15 ] || install_pg_tree "$major"
+for major in 16 17 18; do
+  install_pg_tree "$major"
 done
 
 # Patroni, in a venv made in its final folder (a venv does not move: its programs name their
@@ -138,10 +139,17 @@ install_patroni
 "$SNOWFLAKE_ROOT/scripts/citus-install.sh"
 "$SNOWFLAKE_ROOT/scripts/lazyfs-install.sh"
 
-if [[ "$(cargo pgrx --version 2>/dev/null || true)" != *"${PGRX_VERSION}"* ]]; then
-  echo "setup: installing cargo-pgrx ${PGRX_VERSION} (several minutes, once)"
-  cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked
+# Rust 1.97 (rustup's, else Debian's), PostgreSQL 19, cargo-pgrx $PGRX_VERSION (lib.sh puts its
+# folder first on PATH). Quiet when everything is there.
+if ! out=$(as_root "$SNOWFLAKE_ROOT/scripts/toolchain-19.sh" 2>&1); then
+  echo "$out" >&2
+  exit 1
 fi
+grep -v -e ': skipped, ' -e '^[A-Z_0-9]*=' <<<"$out" || true
+[[ "$(cargo pgrx --version 2>/dev/null || true)" == *"$PGRX_VERSION"* ]] || {
+  echo "setup: cargo pgrx answers '$(cargo pgrx --version 2>&1)', not $PGRX_VERSION" >&2
+  exit 1
+}
 
 # `cargo pgrx init` without a pg_config per major would try to download PostgreSQL sources.
 config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"

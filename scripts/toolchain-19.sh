@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Brings, on Debian 12 and run as root, the toolchain for trying snowflake_id on PostgreSQL 19,
-# each in a folder of its own beside the PostgreSQL trees of scripts/setup.sh, so nothing the
-# project uses today (Rust 1.95, cargo-pgrx 0.18.1 in ~/.cargo/bin, Debian's own packages)
-# changes. PostgreSQL 19 needs pgrx 0.19 or later, which needs Rust 1.96 or later; Debian 12
-# has neither.
+# Brings, on Debian 12 and run as root, the toolchain snowflake_id builds with since it supports
+# PostgreSQL 19 (scripts/setup.sh runs it), each in a folder of its own beside the PostgreSQL
+# trees of scripts/setup.sh, so nothing else of the machine (its Rust, a cargo-pgrx in
+# ~/.cargo/bin, Debian's own packages) changes. PostgreSQL 19 needs pgrx 0.19 or later, which
+# needs Rust 1.96 or later; Debian 12 has neither.
 #
 #   1. Rust 1.97: rustup's toolchain 1.97 when rustup can install it (tried with a timeout);
 #      otherwise Debian sid's rustc 1.97 packages, unpacked with the libraries they need. sid's
@@ -16,8 +16,8 @@
 #      system's libraries come after, for what the folder lacks). Checked: pg_config's paths
 #      (PostgreSQL finds them relative to its programs, so they name the folder), and a
 #      throwaway cluster run as the postgres user answering SELECT version().
-#   3. cargo-pgrx 0.19.3, built with that Rust (about 25 minutes on two cores) into a folder of
-#      its own, beside the cargo-pgrx 0.18.1 of ~/.cargo/bin.
+#   3. cargo-pgrx 0.19.3, built with that Rust (about 25 minutes on two cores beside other work)
+#      into a folder of its own, which scripts/lib.sh puts first on PATH.
 #
 # The Debian packages come through an apt state of its own (a temporary folder: sources, lists
 # and cache), from the Debian mirror the system's sources name, signatures checked against
@@ -269,7 +269,19 @@ pg_bin() { echo "$PG_ROOT/usr/lib/postgresql/$PG_MAJOR/bin"; }
 
 pg_ready() {
   [ -f "$PG_ROOT/$MARKER" ] && [ -x "$(pg_bin)/pg_config" ] &&
-    [[ "$("$(pg_bin)/pg_config" --version 2>/dev/null)" == "PostgreSQL $PG_MAJOR"* ]]
+    [[ "$("$(pg_bin)/pg_config" --version 2>/dev/null)" == "PostgreSQL $PG_MAJOR"* ]] &&
+    # pg_regress, below lib/pgxs, was left unpatched by an earlier version of this script.
+    "$(pg_regress)" --version >/dev/null 2>&1
+}
+pg_regress() { echo "$PG_ROOT/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/regress/pg_regress"; }
+
+# Every ELF file of the server's folder: programs, modules, and the test programs below
+# lib/pgxs (pg_regress, pg_isolation_regress).
+pg_elf_files() {
+  local file
+  while IFS= read -r -d '' file; do
+    if is_elf "$file"; then printf '%s\0' "$file"; fi
+  done < <(find "$PG_ROOT/usr/lib/postgresql/$PG_MAJOR" -type f -print0)
 }
 
 is_elf() { [ -f "$1" ] && [ ! -L "$1" ] && [ "$(od -An -c -N4 "$1" | tr -d ' ')" = '177ELF' ]; }
@@ -281,24 +293,22 @@ pg_patch() {
   local rpath=$PG_ROOT/$MULTIARCH:$lib/lib:/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu
   command -v patchelf >/dev/null ||
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patchelf >/dev/null
-  for file in "$lib"/bin/* "$lib"/lib/*; do
-    is_elf "$file" || continue
+  while IFS= read -r -d '' file; do
     if patchelf --print-interpreter "$file" >/dev/null 2>&1; then
       patchelf --set-interpreter "$PG_ROOT/$MULTIARCH/$LOADER" "$file"
     fi
     patchelf --force-rpath --set-rpath "$rpath" "$file"
     count=$((count + 1))
-  done
+  done < <(pg_elf_files)
   PG_PATCHED=$count
 }
 
 # No program or module may miss a library.
 pg_check_libraries() {
   local file missing=
-  for file in "$(pg_bin)"/* "$PG_ROOT/usr/lib/postgresql/$PG_MAJOR/lib"/*; do
-    is_elf "$file" || continue
+  while IFS= read -r -d '' file; do
     missing+=$("$PG_ROOT/$MULTIARCH/$LOADER" --list "$file" 2>&1 | sed -n "/not found/s|^|$file: |p")
-  done
+  done < <(pg_elf_files)
   [ -z "$missing" ] || die "postgresql: libraries not found: $missing"
 }
 

@@ -1,6 +1,8 @@
 //! Differences in PostgreSQL's C API between the majors this crate builds for, in one place.
 //! Each `cfg` sits at the major where the API changed, so that a build for a major in
-//! between (16, 17) takes the right side without anyone touching the callers.
+//! between (16, 17) takes the right side without anyone touching the callers. The newest side
+//! is written as "none of the older majors" (`not(any(...))`), so that a new major takes it and
+//! its build fails where its API differs, instead of compiling neither side.
 
 use pgrx::pg_sys;
 
@@ -19,11 +21,34 @@ pub unsafe fn form_minimal_tuple(
 ) -> pg_sys::MinimalTuple {
     // SAFETY: as the caller promises.
     unsafe {
-        #[cfg(not(feature = "pg18"))]
+        #[cfg(any(feature = "pg15", feature = "pg16", feature = "pg17"))]
         let tuple = pg_sys::heap_form_minimal_tuple(description, values.as_mut_ptr(), is_null.as_mut_ptr());
-        #[cfg(feature = "pg18")]
+        #[cfg(not(any(feature = "pg15", feature = "pg16", feature = "pg17")))]
         let tuple = pg_sys::heap_form_minimal_tuple(description, values.as_ptr(), is_null.as_ptr(), 0);
         tuple
+    }
+}
+
+/// A row description made of `columns` (name, type) of the default collation and no typmod,
+/// in the current memory context, ready for use.
+///
+/// PostgreSQL 19 requires `TupleDescFinalize()` on a description once its entries are filled in
+/// and before any use (its access/tupdesc.h: "Once a TupleDesc has been populated, before it is
+/// used for any purpose, TupleDescFinalize() must be called on it"); earlier majors have no
+/// such step.
+///
+/// # Safety
+/// Called inside a transaction, in the memory context the description must live in.
+pub unsafe fn row_description(columns: &[(&std::ffi::CStr, pg_sys::Oid)]) -> pg_sys::TupleDesc {
+    // SAFETY: a fresh description with one entry per column, each filled in once.
+    unsafe {
+        let description = pg_sys::CreateTemplateTupleDesc(columns.len() as i32);
+        for (number, (name, type_oid)) in (1..).zip(columns) {
+            pg_sys::TupleDescInitEntry(description, number, name.as_ptr(), *type_oid, -1, 0);
+        }
+        #[cfg(not(any(feature = "pg15", feature = "pg16", feature = "pg17", feature = "pg18")))]
+        pg_sys::TupleDescFinalize(description);
+        description
     }
 }
 
@@ -43,7 +68,7 @@ pub unsafe fn xlog_register_data(data: &mut [u8]) {
         pg_sys::XLogRegisterData(data.as_mut_ptr().cast::<std::ffi::c_char>(), data.len() as i32);
         #[cfg(any(feature = "pg16", feature = "pg17"))]
         pg_sys::XLogRegisterData(data.as_mut_ptr().cast::<std::ffi::c_char>(), data.len() as u32);
-        #[cfg(feature = "pg18")]
+        #[cfg(not(any(feature = "pg15", feature = "pg16", feature = "pg17")))]
         pg_sys::XLogRegisterData(data.as_ptr().cast::<std::ffi::c_void>(), data.len() as u32);
     }
 }
@@ -77,7 +102,7 @@ pub fn transaction_proc_number() -> Option<usize> {
             let leader = mine.lockGroupLeader.as_ref().filter(|_| in_parallel_worker);
             leader.unwrap_or(mine).pgprocno
         };
-        #[cfg(any(feature = "pg17", feature = "pg18"))]
+        #[cfg(not(any(feature = "pg15", feature = "pg16")))]
         let number = if in_parallel_worker { pg_sys::ParallelLeaderProcNumber } else { pg_sys::MyProcNumber };
         usize::try_from(number).ok()
     }
@@ -95,7 +120,7 @@ pub fn completed_and_next_xid() -> (pg_sys::TransactionId, pg_sys::TransactionId
         pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_SHARED);
         #[cfg(any(feature = "pg15", feature = "pg16"))]
         let variables = pg_sys::ShmemVariableCache;
-        #[cfg(any(feature = "pg17", feature = "pg18"))]
+        #[cfg(not(any(feature = "pg15", feature = "pg16")))]
         let variables = pg_sys::TransamVariables;
         let completed = (*variables).latestCompletedXid.value;
         let next = (*variables).nextXid.value;

@@ -55,7 +55,9 @@ pub fn fast_or_guarded(
 ///
 /// `pgrx_extern_c_guard` is the guard that `#[pg_extern]`'s generated wrapper calls; pgrx
 /// marks it `#[doc(hidden)]`, outside its documented API. That is why Cargo.toml pins pgrx
-/// to one version (`=0.18.1`): a new pgrx must be checked here before it is taken.
+/// to one version (`=0.19.3`): a new pgrx must be checked here before it is taken. Checked for
+/// 0.19.3: the same signature and contract; what changed is inside (a PostgreSQL error caught
+/// on the way is now rethrown unchanged with `pg_re_throw`, where 0.18 reported a copy of it).
 #[inline(always)]
 pub fn under_guard(body: impl FnOnce() -> pg_sys::Datum) -> pg_sys::Datum {
     // SAFETY: the guard turns Rust panics and PostgreSQL errors into a proper ereport.
@@ -92,8 +94,7 @@ pub unsafe fn return_ids_materialized(result: *mut pg_sys::ReturnSetInfo, ids: i
         let random_access =
             (*result).allowedModes & pg_sys::SetFunctionReturnMode::SFRM_Materialize_Random as i32 != 0;
         let (description, store) = pgrx::PgMemoryContexts::For(per_query).switch_to(|_| {
-            let description = pg_sys::CreateTemplateTupleDesc(1);
-            pg_sys::TupleDescInitEntry(description, 1, c"id".as_ptr(), pg_sys::INT8OID, -1, 0);
+            let description = super::compat::row_description(&[(c"id", pg_sys::INT8OID)]);
             (description, pg_sys::tuplestore_begin_heap(random_access, false, pg_sys::work_mem))
         });
         put_ids(store, description, ids);

