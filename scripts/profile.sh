@@ -8,6 +8,7 @@
 #
 #   ./scripts/profile.sh [N]     (default N = 100000; the server runs under valgrind, slowly)
 #   PG_MAJOR=18 ./scripts/profile.sh   on PostgreSQL 18, with uuidv7() beside the others
+#   PROFILE_LAYOUT=js53 ./scripts/profile.sh   the server in a named layout (snowflake_id.layout)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -26,7 +27,9 @@ trap stop_profile_server EXIT
 mkdir "$PROFILE_DIR/callgrind"
 [ "$(id -u)" -eq 0 ] && chown postgres: "$PROFILE_DIR/callgrind"
 # Enough work_mem that generate_series never spills: spilling would not grow in proportion.
-cluster_init "$PROFILE_DIR" "work_mem = '1GB'"
+LAYOUT_SETTING=()
+if [ -n "${PROFILE_LAYOUT:-}" ]; then LAYOUT_SETTING=("snowflake_id.layout = '$PROFILE_LAYOUT'"); fi
+cluster_init "$PROFILE_DIR" "work_mem = '1GB'" "${LAYOUT_SETTING[@]}"
 # Every server process runs under callgrind and writes its counts when it exits; counting
 # starts in each process at its start, so only differences between backends mean anything.
 as_pg_owner bash -c "valgrind --tool=callgrind --trace-children=yes --quiet \

@@ -16,8 +16,9 @@
 #                            deploy/monitoring/ and runs their unit tests (series that fire and
 #                            series that do not); each alert's runbook section exists; seconds
 #   then, for each major (every layer on 15 and 19, the oldest and the newest; on 16, 17 and 18
-#   all but the campaign and the benchmark smoke run, and of the integration tests those of
-#   INTEGRATION_EVERY_MAJOR, below):
+#   all but the backend tests, the campaign and the benchmark smoke run; of the integration
+#   tests, those of what differs by major on every major, the others on 19: see FULL_MAJORS
+#   below):
 #      clippy                cargo clippy --all-targets -D warnings for that major
 #   3. backend tests         cargo pgrx test: #[pg_test]s (shared memory, settings) in a live
 #                            backend, and the extension's own #[test]s
@@ -93,16 +94,22 @@ for major in $REQUESTED_MAJORS; do
   pg_config_of "$major" >/dev/null || exit 2
 done
 
-# Every layer runs on these majors, the oldest and the newest supported (15 and 19).
+# The majors' share of the layers, chosen so that the whole command stays under 45 minutes on 2
+# cores with five majors (docs/development.md, "What a run costs", has the figures):
+# - every major: clippy, the SQL surface, the install channels, and the integration tests of the
+#   code and behaviour that differ by major (INTEGRATION_EVERY_MAJOR): the start (shared memory,
+#   settings, the layout), the reservation's WAL records and their replay, standbys and
+#   failover, crashes;
+# - the oldest and the newest (FULL_MAJORS, 15 and 19) also: the backend tests, a standby
+#   restarted before its promotion, the mesh's logical replication (16 and later), the fault
+#   campaign and the benchmark's smoke run;
+# - the newest also the integration files of rules that PostgreSQL's major does not reach
+#   (INTEGRATION_NEWEST: every file not named above), and pg_upgrade to it from every earlier
+#   major of the run; 15 the tests of Debian's packages for it (PL/Proxy's fleet, Patroni).
 FULL_MAJORS=("${SUPPORTED_MAJORS[0]}" "${SUPPORTED_MAJORS[-1]}")
-# On the others: clippy, the backend tests, the SQL surface, the package, and the integration
-# tests of the code and behaviour that differ by major: the start (shared memory, settings,
-# the layout), the reservation's WAL records and their replay, standbys and failover, crashes,
-# and the mesh's logical replication. The other integration files test rules that PostgreSQL's
-# major does not reach, and the benchmark's smoke run and the clients test scripts and drivers;
-# leaving them out keeps the whole command under 45 minutes on 2 cores (docs/development.md,
-# "Test layers", has the figures).
-INTEGRATION_EVERY_MAJOR=(startup layout_memory wal_rmgr replay crash standby standby_restart failover mesh)
+NEWEST_MAJOR=${SUPPORTED_MAJORS[-1]}
+INTEGRATION_EVERY_MAJOR=(startup layout_memory wal_rmgr replay crash standby failover)
+INTEGRATION_FULL=(standby_restart mesh)
 full_major() { [[ " ${FULL_MAJORS[*]} " == *" $1 "* ]]; }
 
 # Citus is built only for the majors of this run.
@@ -167,9 +174,13 @@ for major in "${MAJORS[@]}"; do
   step "PostgreSQL $major: clippy"
   cargo clippy --all-targets "${CARGO_FEATURES[@]}" -- -D warnings
 
-  step "PostgreSQL $major: backend tests (cargo pgrx test)"
-  unlink_installed_library
-  cargo pgrx test "pg$major" "${CARGO_FEATURES[@]}" "${RUNAS[@]}" --pgdata "$WORK/pgrx-test-$major"
+  if full_major "$major"; then
+    step "PostgreSQL $major: backend tests (cargo pgrx test)"
+    unlink_installed_library
+    cargo pgrx test "pg$major" "${CARGO_FEATURES[@]}" "${RUNAS[@]}" --pgdata "$WORK/pgrx-test-$major"
+  else
+    skipped "the backend tests (cargo pgrx test; run on ${FULL_MAJORS[*]})"
+  fi
 
   step "PostgreSQL $major: SQL surface (pg_regress and the docs' examples; installs the release build into PostgreSQL $major)"
   ./scripts/regress.sh
@@ -208,14 +219,16 @@ for major in "${MAJORS[@]}"; do
       else
         skipped "integration test 'major_upgrade' (it moves clusters of the earlier majors of the run to ${SUPPORTED_MAJORS[-1]})"
       fi
-    elif ! full_major "$major" && [[ " ${INTEGRATION_EVERY_MAJOR[*]} " != *" $name "* ]]; then
-      left_out+=("$name")
-    else
+    elif [[ " ${INTEGRATION_EVERY_MAJOR[*]} " == *" $name "* ]] ||
+      { full_major "$major" && [[ " ${INTEGRATION_FULL[*]} " == *" $name "* ]]; } ||
+      [ "$major" = "$NEWEST_MAJOR" ]; then
       integration+=(--test "$name")
+    else
+      left_out+=("$name")
     fi
   done
   if [ ${#left_out[@]} -gt 0 ]; then
-    skipped "integration tests ${left_out[*]} (they run on ${FULL_MAJORS[*]}; on every major: ${INTEGRATION_EVERY_MAJOR[*]})"
+    skipped "integration tests ${left_out[*]} (on every major: ${INTEGRATION_EVERY_MAJOR[*]}; on ${FULL_MAJORS[*]} also ${INTEGRATION_FULL[*]}; the others on $NEWEST_MAJOR)"
   fi
   # The old majors of pg_upgrade: those of this run before this one.
   old_pg_configs=()

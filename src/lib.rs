@@ -16,7 +16,7 @@
 //!   its statistics), one per shard of the layout (`shmem::slot`).
 //! - **fence**: the shards this server may issue (`snowflake_id.shards`); every other shard
 //!   is refused (`postgres::fence`).
-//! - **layout**: the epoch and how an ID's 63 bits split into time, shard and sequence
+//! - **layout**: the epoch and how an ID's 63 (or, narrowed, 53 to 62) bits split into time, shard and sequence
 //!   (`snowflake_core::layout::Layout`). A *named layout* is a scheme in use elsewhere
 //!   (`snowflake_id.layout = 'instagram'`); the *fixed layout* is the one this server issues
 //!   in, frozen at start (`postgres::fixed_layout`); the *recorded layout* is its line in the

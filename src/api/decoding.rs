@@ -143,25 +143,36 @@ fn snowflake_max_id(ts: TimestampWithTimeZone) -> i64 {
     fixed_layout::get().max_id(time_part_of("snowflake_max_id", ts))
 }
 
-/// The JSON form of an ID. `id` is a string because JavaScript numbers lose precision
-/// above 2^53; `unix_ms` fits a JavaScript number exactly.
+/// The JSON form of an ID. `id` is a string where it may not fit a JavaScript number (above
+/// 2^53 - 1, which JSON parsers reading doubles round), a number under a layout of 53 bits or
+/// fewer (`js53`), whose every ID fits; `unix_ms` fits a JavaScript number exactly.
 #[derive(Serialize)]
 struct IdJson {
-    id: String,
+    id: serde_json::Value,
     ts: String,
     unix_ms: i64,
     shard: u32,
     seq: u32,
 }
 
-/// The decoded parts as `jsonb`, with the ID as text and the time in UTC:
+/// An ID in JSON: a number when every ID of its layout is one a double holds exactly (53 bits
+/// or fewer), else a string, so that no reader of the JSON changes a digit.
+pub(crate) fn json_id(layout: &Layout, id: i64) -> serde_json::Value {
+    if layout.ids_fit_a_double() {
+        serde_json::Value::from(id)
+    } else {
+        serde_json::Value::from(id.to_string())
+    }
+}
+
+/// The decoded parts as `jsonb`, with the ID as text (a number under `js53`) and the time in UTC:
 /// `{"id": "…", "ts": "2024-05-01T12:00:00.123Z", "unix_ms": …, "shard": 3, "seq": 0}`.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_json(id: i64) -> JsonB {
     let (layout, parts) = decode("snowflake_json", id);
     let unix_ms = layout.unix_ms(parts.time_part);
     let json = IdJson {
-        id: id.to_string(),
+        id: json_id(&layout, id),
         ts: utc::format_utc_ms(unix_ms),
         unix_ms,
         shard: parts.shard,

@@ -264,6 +264,18 @@ pub fn layout_error(function: &'static str, error: LayoutError) -> ! {
             "Snowflake IDs are never negative.".into(),
             "Pass an ID issued by snowflake_nextval() or built by snowflake_compose().".into(),
         ),
+        LayoutError::AboveLayout { id, max_id } => raise(
+            INVALID_PARAMETER,
+            function,
+            format!("{id} is not a snowflake ID of this layout"),
+            format!(
+                "The layout's IDs have {} bits: they are at most {max_id}.",
+                u64::BITS - (max_id as u64).leading_zeros()
+            ),
+            "Decode it under the layout it was issued in (snowflake_timestamp(id, 'twitter') ...), or pass an ID \
+             issued by snowflake_nextval() under this one."
+                .into(),
+        ),
         LayoutError::BeforeEpoch { unix_ms, .. } => raise(
             OUT_OF_RANGE,
             function,

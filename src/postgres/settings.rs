@@ -4,7 +4,7 @@
 //!
 //! | setting | context | why |
 //! |---|---|---|
-//! | `layout`, `epoch`, `shard_bits`, `seq_bits` | postmaster | see `fixed_layout` |
+//! | `layout`, `epoch`, `shard_bits`, `seq_bits`, `id_bits` | postmaster | see `fixed_layout` |
 //! | `shards` | reload (SIGHUP) | see `fence` |
 //! | `allowed_shards` | superuser | see `fence::role` |
 //! | `shard` | superuser | the default shard of `snowflake_nextval()`; per database or role with `ALTER ... SET`, never by an unprivileged role for others |

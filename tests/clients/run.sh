@@ -3,8 +3,10 @@
 # real client libraries against a throwaway server with the extension, asserting what the page
 # says: keys read back equal the stored ones, batch inserts return distinct increasing keys,
 # decoded parts agree with the server's decoders, the documented way to JSON keeps every digit,
-# a reader below the horizon skips no row, and each trap the page states is real. First it
-# checks that the pages show the code it runs, verbatim (tests/clients/regions.py).
+# a reader below the horizon skips no row, and each trap the page states is real; then, on a
+# second server in the js53 layout, each language's recipe reads IDs as plain numbers through
+# JSON, also as doubles, and fails if a digit changes. First it checks that the pages show the
+# code it runs, verbatim (tests/clients/regions.py).
 #
 #   ./tests/clients/run.sh                   every client
 #   ./tests/clients/run.sh pg sqlx ...       the clients named (names: CLIENTS below)
@@ -22,7 +24,8 @@ cd "$(dirname "$0")/../.."
 source scripts/lib.sh
 HERE=$PWD/tests/clients
 CLIENTS=(psycopg psycopg-reader asyncpg sqlalchemy sqlalchemy-auto django-5.2 django-6.1 django-auto-5.2
-  django-auto-6.1 pg knex tokio-postgres sqlx pgx jdbc activerecord activerecord-auto)
+  django-auto-6.1 pg knex tokio-postgres sqlx pgx jdbc activerecord activerecord-auto
+  psycopg-js53 pg-js53 tokio-postgres-js53 pgx-js53 jdbc-js53 activerecord-js53)
 PGX_SOURCE=/usr/share/gocode/src/github.com/jackc/pgx/v4
 JDBC_JAR=/usr/share/java/postgresql.jar
 
@@ -31,7 +34,10 @@ SELECTED=("$@")
 for name in "${SELECTED[@]}"; do
   [[ " ${CLIENTS[*]} " == *" $name "* ]] || { echo "clients: no client '$name' (${CLIENTS[*]})" >&2; exit 2; }
 done
-wants() { [[ " ${SELECTED[*]} " == *" $1 "* ]]; }
+# selected NAME: that client runs. wants NAME: it runs, or its recipe on the js53 server does
+# (NAME-js53), which needs the same toolchain and libraries.
+selected() { [[ " ${SELECTED[*]} " == *" $1 "* ]]; }
+wants() { selected "$1" || selected "$1-js53"; }
 STARTED=$SECONDS
 took() { echo "clients: $1 ($((SECONDS - STARTED)) s into the layer)"; }
 fail() { echo "clients: FAILED: $*" >&2; exit 1; }
@@ -107,14 +113,19 @@ mkdir -p "$HERE/.build"
 if wants pgx; then
   # GOPATH mode: the Debian packages' sources, no module download.
   (cd "$HERE/go" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$HERE/.build/go-cache" \
-    go build -o "$HERE/.build/pgx" main.go)
+    go build -o "$HERE/.build/pgx" main.go js53.go)
   took "built the Go recipes"
 fi
 
 # ---- One server for every client: a Unix socket, and 127.0.0.1 for JDBC -----------------------
 PG_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 DIR=$(cluster_temp_dir clients)
-trap 'cluster_stop "$DIR"; rm -rf "$DIR"' EXIT
+SERVERS=("$DIR")
+stop_servers() {
+  local server
+  for server in "${SERVERS[@]}"; do cluster_stop "$server"; rm -rf "$server"; done
+}
+trap stop_servers EXIT
 cluster_init "$DIR" "listen_addresses = '127.0.0.1'" "timezone = 'UTC'"
 cluster_start "$DIR" || { tail -n 20 "$DIR/server.log" >&2; fail "the server did not start"; }
 # Every database created below has the extension.
@@ -127,7 +138,7 @@ failed=()
 passed=0
 run_client() {
   local name=$1 start=$SECONDS output; shift
-  wants "$name" || return 0
+  selected "$name" || return 0
   cluster_psql "$DIR" -q -d postgres -c "CREATE DATABASE \"$name\""
   if output=$(PGDATABASE=$name "$@" 2>&1); then
     echo "clients: $name: ok ($((SECONDS - start)) s): $(tail -n 1 <<<"$output")"
@@ -157,6 +168,24 @@ run_client pgx "$HERE/.build/pgx"
 run_client jdbc java -cp "$JDBC_JAR" "$HERE/java/Jdbc.java" "jdbc:postgresql://127.0.0.1:$PG_PORT/jdbc?user=postgres"
 run_client activerecord ruby "$HERE/ruby/activerecord.rb"
 run_client activerecord-auto ruby "$HERE/ruby/activerecord_auto.rb"
+
+# ---- The js53 layout: a second server, its IDs read as plain numbers through JSON -------------
+if [[ " ${SELECTED[*]} " == *"-js53 "* ]]; then
+  cluster_stop "$DIR"
+  PG_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  DIR=$(cluster_temp_dir clients-js53)
+  SERVERS+=("$DIR")
+  cluster_init "$DIR" "listen_addresses = '127.0.0.1'" "timezone = 'UTC'" "snowflake_id.layout = 'js53'"
+  cluster_start "$DIR" || { tail -n 20 "$DIR/server.log" >&2; fail "the js53 server did not start"; }
+  cluster_psql "$DIR" -q -d template1 -c "CREATE EXTENSION snowflake_id"
+  export PGHOST=$DIR PGPORT=$PG_PORT
+  run_client psycopg-js53 "$PY" "$HERE/python/test_psycopg_js53.py"
+  run_client pg-js53 node "$HERE/node/js53.js"
+  run_client tokio-postgres-js53 "$HERE/rust/target/debug/snowflake_id_clients" tokio-postgres-js53
+  run_client pgx-js53 "$HERE/.build/pgx" js53
+  run_client jdbc-js53 java -cp "$JDBC_JAR" "$HERE/java/Jdbc.java" "jdbc:postgresql://127.0.0.1:$PG_PORT/jdbc-js53?user=postgres" js53
+  run_client activerecord-js53 ruby "$HERE/ruby/activerecord_js53.rb"
+fi
 
 [ ${#failed[@]} -eq 0 ] || fail "${failed[*]} (of ${#SELECTED[@]} clients)"
 echo "clients: $passed clients: ok ($((SECONDS - STARTED)) s)"

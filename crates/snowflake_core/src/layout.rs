@@ -1,13 +1,16 @@
 //! The bit layout of an ID: the one place that knows the widths, shifts and masks.
 //!
 //! ```text
-//!  63  62                       S+Q  S+Q-1         Q  Q-1          0
-//! [ 0 ][ T bits: ms since epoch ][ S bits: shard ][ Q bits: seq ]      T = 63 - S - Q
+//!  63 .. W   W-1                    S+Q  S+Q-1         Q  Q-1          0
+//! [ 0 .. 0 ][ T bits: ms since epoch ][ S bits: shard ][ Q bits: seq ]      T = W - S - Q
 //! ```
 //!
 //! The split is configured (`snowflake_id.shard_bits` S, `snowflake_id.seq_bits` Q); the time
-//! part gets what they leave of the 63 positive bits. The default, 10 and 12, leaves 41 bits
-//! of time: Twitter's layout. `NAMED_LAYOUTS` gives the splits and epochs of schemes in use.
+//! part gets what they leave of the ID's W bits: the 63 positive bits of a `bigint`, or fewer
+//! (`snowflake_id.id_bits`), so that every ID stays at or below 2^W - 1: with W = 53, a number
+//! JavaScript and JSON parsers that read doubles hold exactly. The default, 10 and 12 of 63,
+//! leaves 41 bits of time: Twitter's layout. `NAMED_LAYOUTS` gives the splits and epochs of
+//! schemes in use, and `js53`, this project's 53-bit layout.
 //!
 //! Pure Rust in a crate without pgrx, so every rule here is tested by plain `#[test]`s.
 //! Every method is `#[inline]`: they are a few instructions each, called on the extension's
@@ -19,8 +22,15 @@
 //! sequence is used up the carry moves into the time part, which is how the generator
 //! "borrows" the next millisecond without a branch.
 
-/// The bits of a positive `bigint`: time, shard and sequence share them.
+/// The bits of a positive `bigint`: time, shard and sequence share them, unless a layout
+/// narrows the ID (`MIN_ID_BITS..=ID_BITS`).
 pub const ID_BITS: u32 = 63;
+/// The narrowest ID a layout may have: 53 bits, the integers a double holds exactly
+/// (`MAX_SAFE_INTEGER`). Narrower would buy no client anything.
+pub const MIN_ID_BITS: u32 = 53;
+/// The largest integer up to which a double (a JavaScript number, what many JSON parsers read
+/// numbers into) holds every integer exactly: JavaScript's `Number.MAX_SAFE_INTEGER`, 2^53 - 1.
+pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 /// The fewest time bits a split may leave: 2^38 ms is 8.7 years after the epoch.
 pub const MIN_TIME_BITS: u32 = 38;
 /// The most: 2^47 ms is 4,459 years, Mastodon's layout (Unix ms, 16 low bits). More would
@@ -46,6 +56,8 @@ pub struct Layout {
     epoch_unix_ms: i64,
     shard_bits: u32,
     seq_bits: u32,
+    /// The ID's width: 63, or fewer for IDs that must stay below 2^id_bits.
+    id_bits: u32,
     /// Worked out once from the widths, so that composing an ID and checking its time part
     /// cost the hot path no more than with fixed widths.
     time_shift: u32,
@@ -55,6 +67,10 @@ pub struct Layout {
 /// Why a split of the 63 bits cannot be used. The extension turns each into a startup error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SplitError {
+    /// The ID's width is outside `MIN_ID_BITS..=ID_BITS`.
+    IdBits {
+        id_bits: u32,
+    },
     ShardBits {
         shard_bits: u32,
     },
@@ -75,8 +91,9 @@ pub struct NamedLayout {
     pub layout: Layout,
 }
 
-/// The schemes the extension can take over or decode, with their own epochs and splits.
-pub const NAMED_LAYOUTS: [NamedLayout; 4] = [
+/// The schemes the extension can take over or decode, with their own epochs and splits, and
+/// `js53`.
+pub const NAMED_LAYOUTS: [NamedLayout; 5] = [
     // Twitter's snowflake (IdWorker.scala: twepoch = 1288834974657L; 5 bits of datacenter and
     // 5 of worker, 12 of sequence).
     NamedLayout { name: "twitter", layout: Layout::new(1_288_834_974_657, 10, 12) },
@@ -88,6 +105,12 @@ pub const NAMED_LAYOUTS: [NamedLayout; 4] = [
     NamedLayout { name: "instagram", layout: Layout::new(1_314_220_021_721, 13, 10) },
     // Mastodon (lib/mastodon/snowflake.rb, timestamp_id: Unix ms << 16, 16 low bits).
     NamedLayout { name: "mastodon", layout: Layout::new(0, 0, 16) },
+    // This project's IDs for JavaScript and JSON: 53 bits, every ID at or below 2^53 - 1.
+    // 41 bits of milliseconds from 2024-01-01 last as long as the default layout's (69.7
+    // years, to 2093); the 12 left are split evenly: 64 shards (0 to 63), 64 IDs per
+    // millisecond per shard (64,000 a second, past which the clock policy borrows the next
+    // milliseconds). The split PgDog's JavaScript-safe mode chose too (41 + 6 + 6).
+    NamedLayout { name: "js53", layout: Layout::new_narrow(DEFAULT_EPOCH_UNIX_MS, 6, 6, 53) },
 ];
 
 /// A named layout; `None` for a name not in `NAMED_LAYOUTS` (names are lowercase).
@@ -95,7 +118,7 @@ pub fn named_layout(name: &str) -> Option<Layout> {
     NAMED_LAYOUTS.iter().find(|named| named.name == name).map(|named| named.layout)
 }
 
-/// The names of `NAMED_LAYOUTS`, for messages: `twitter, discord, instagram, mastodon`.
+/// The names of `NAMED_LAYOUTS`, for messages: `twitter, discord, instagram, mastodon, js53`.
 pub fn layout_names() -> String {
     NAMED_LAYOUTS.map(|named| named.name).join(", ")
 }
@@ -133,38 +156,64 @@ pub enum LayoutError {
         unix_ms: i64,
         last_unix_ms: i64,
     },
+    /// An ID wider than a narrow layout's IDs: above its largest, 2^id_bits - 1.
+    AboveLayout {
+        id: i64,
+        max_id: i64,
+    },
 }
 
 impl Layout {
-    /// A layout whose split is known to be valid (a constant, or checked by `try_new`).
+    /// A layout of 63-bit IDs whose split is known to be valid (a constant, or checked by
+    /// `try_new`).
     #[inline]
     pub const fn new(epoch_unix_ms: i64, shard_bits: u32, seq_bits: u32) -> Self {
-        match Layout::try_new(epoch_unix_ms, shard_bits, seq_bits) {
+        Layout::new_narrow(epoch_unix_ms, shard_bits, seq_bits, ID_BITS)
+    }
+
+    /// A layout of `id_bits`-bit IDs whose split is known to be valid.
+    #[inline]
+    pub const fn new_narrow(epoch_unix_ms: i64, shard_bits: u32, seq_bits: u32, id_bits: u32) -> Self {
+        match Layout::try_new_narrow(epoch_unix_ms, shard_bits, seq_bits, id_bits) {
             Ok(layout) => layout,
-            Err(_) => panic!("a split of the 63 bits outside the accepted ranges"),
+            Err(_) => panic!("a split of the ID's bits outside the accepted ranges"),
         }
     }
 
-    /// The layout with its derived fields worked out; the split was checked by `try_new`.
+    /// The layout with its derived fields worked out; the split was checked by `try_new_narrow`.
     #[inline]
-    const fn with_widths(epoch_unix_ms: i64, shard_bits: u32, seq_bits: u32) -> Self {
+    const fn with_widths(epoch_unix_ms: i64, shard_bits: u32, seq_bits: u32, id_bits: u32) -> Self {
         let time_shift = shard_bits + seq_bits;
-        let max_time_part = (1 << (ID_BITS - time_shift)) - 1;
-        Layout { epoch_unix_ms, shard_bits, seq_bits, time_shift, max_time_part }
+        let max_time_part = (1 << (id_bits - time_shift)) - 1;
+        Layout { epoch_unix_ms, shard_bits, seq_bits, id_bits, time_shift, max_time_part }
     }
 
-    /// A layout, or why its split cannot be used.
+    /// A layout of 63-bit IDs, or why its split cannot be used.
     #[inline]
     pub const fn try_new(epoch_unix_ms: i64, shard_bits: u32, seq_bits: u32) -> Result<Self, SplitError> {
-        let time_bits = ID_BITS as i64 - shard_bits as i64 - seq_bits as i64;
-        if shard_bits > MAX_SHARD_BITS {
+        Layout::try_new_narrow(epoch_unix_ms, shard_bits, seq_bits, ID_BITS)
+    }
+
+    /// A layout of `id_bits`-bit IDs, or why its split cannot be used: the time part gets
+    /// `id_bits - shard_bits - seq_bits`, which must lie in `MIN_TIME_BITS..=MAX_TIME_BITS`.
+    #[inline]
+    pub const fn try_new_narrow(
+        epoch_unix_ms: i64,
+        shard_bits: u32,
+        seq_bits: u32,
+        id_bits: u32,
+    ) -> Result<Self, SplitError> {
+        let time_bits = id_bits as i64 - shard_bits as i64 - seq_bits as i64;
+        if id_bits < MIN_ID_BITS || id_bits > ID_BITS {
+            Err(SplitError::IdBits { id_bits })
+        } else if shard_bits > MAX_SHARD_BITS {
             Err(SplitError::ShardBits { shard_bits })
         } else if seq_bits > MAX_SEQ_BITS {
             Err(SplitError::SeqBits { seq_bits })
         } else if time_bits < MIN_TIME_BITS as i64 || time_bits > MAX_TIME_BITS as i64 {
             Err(SplitError::TimeBits { time_bits })
         } else {
-            Ok(Layout::with_widths(epoch_unix_ms, shard_bits, seq_bits))
+            Ok(Layout::with_widths(epoch_unix_ms, shard_bits, seq_bits, id_bits))
         }
     }
 
@@ -180,9 +229,25 @@ impl Layout {
     pub const fn seq_bits(&self) -> u32 {
         self.seq_bits
     }
+    /// The ID's width: 63, or fewer for a narrow layout.
+    #[inline]
+    pub const fn id_bits(&self) -> u32 {
+        self.id_bits
+    }
     #[inline]
     pub const fn time_bits(&self) -> u32 {
-        ID_BITS - self.time_shift
+        self.id_bits - self.time_shift
+    }
+    /// The largest ID of the layout, 2^id_bits - 1 (`i64::MAX` for 63 bits).
+    #[inline]
+    pub const fn largest_id(&self) -> i64 {
+        ((1_u64 << self.id_bits) - 1) as i64
+    }
+    /// Whether every ID of the layout is a number a double holds exactly (`js53`), so that
+    /// JavaScript and JSON readers may take IDs as numbers.
+    #[inline]
+    pub const fn ids_fit_a_double(&self) -> bool {
+        self.largest_id() <= MAX_SAFE_INTEGER
     }
     /// Where the time part starts: the bits below it are the shard's and the sequence's.
     #[inline]
@@ -264,11 +329,14 @@ impl Layout {
             | parts.seq as u64) as i64
     }
 
-    /// Splits an ID into its fields. Every non-negative `bigint` is a valid ID.
+    /// Splits an ID into its fields. Every `bigint` from 0 to `largest_id()` is a valid ID.
     #[inline]
     pub fn decode(&self, id: i64) -> Result<Parts, LayoutError> {
         if id < 0 {
             return Err(LayoutError::NegativeId { id });
+        }
+        if id > self.largest_id() {
+            return Err(LayoutError::AboveLayout { id, max_id: self.largest_id() });
         }
         let id = id as u64;
         Ok(Parts {
@@ -368,7 +436,7 @@ mod tests {
     fn the_named_layouts_follow_their_formulas() {
         assert_eq!(named_layout("instagram"), Some(Layout::new(1_314_220_021_721, 13, 10)));
         assert_eq!(named_layout("Instagram"), None);
-        assert_eq!(layout_names(), "twitter, discord, instagram, mastodon");
+        assert_eq!(layout_names(), "twitter, discord, instagram, mastodon, js53");
         // Instagram: ((ms - epoch) << 23) | (shard << 10) | (seq % 1024).
         let instagram = named_layout("instagram").unwrap();
         let id = (1234_i64 << 23) | (5 << 10) | 1000;
@@ -385,8 +453,15 @@ mod tests {
 
     #[test]
     fn compose_and_decode_are_inverse_at_the_edges() {
-        for layout in [TWITTER, INSTAGRAM, MASTODON, Layout::new(0, 0, 22), Layout::new(0, MAX_SHARD_BITS, 6)]
-        {
+        for layout in [
+            TWITTER,
+            INSTAGRAM,
+            MASTODON,
+            Layout::new(0, 0, 22),
+            Layout::new(0, MAX_SHARD_BITS, 6),
+            named_layout("js53").unwrap(),
+            Layout::new_narrow(0, 0, 15, 53),
+        ] {
             for time_part in [0, 1, 12_345_678_901, layout.max_time_part()] {
                 for shard in [0, layout.max_shard() / 2, layout.max_shard()] {
                     for seq in [0, 1, layout.max_seq()] {
@@ -413,6 +488,39 @@ mod tests {
         // 1 ms after the epoch, shard 3, seq 5: (1 << 22) | (3 << 12) | 5.
         let id = TWITTER.compose(Parts { time_part: 1, shard: 3, seq: 5 });
         assert_eq!(id, 4_194_304 + 12_288 + 5);
+    }
+
+    #[test]
+    fn js53_keeps_every_id_a_double_holds_exactly() {
+        let js53 = named_layout("js53").unwrap();
+        assert_eq!((js53.id_bits(), js53.time_bits(), js53.shard_bits(), js53.seq_bits()), (53, 41, 6, 6));
+        assert_eq!((js53.max_shard(), js53.ids_per_ms()), (63, 64));
+        assert_eq!(js53.epoch_unix_ms(), DEFAULT_EPOCH_UNIX_MS);
+        // JavaScript's Number.MAX_SAFE_INTEGER, and every ID up to it survives a double.
+        assert_eq!(js53.largest_id(), 9_007_199_254_740_991);
+        assert_eq!(js53.largest_id(), MAX_SAFE_INTEGER);
+        assert!(js53.ids_fit_a_double());
+        assert!(!Layout::default().ids_fit_a_double());
+        assert!(!Layout::new_narrow(0, 6, 6, 54).ids_fit_a_double());
+        assert_eq!(js53.max_id(js53.max_time_part()), js53.largest_id());
+        let last = js53.max_id(js53.max_time_part());
+        assert_eq!(last as f64 as i64, last);
+        // It lasts as long as the default layout: 41 bits of ms from 2024, to 2093.
+        assert_eq!(js53.last_unix_ms(), Layout::default().last_unix_ms());
+        // An ID wider than the layout is refused, not decoded into a time past its end.
+        assert_eq!(js53.decode(last + 1), Err(LayoutError::AboveLayout { id: last + 1, max_id: last }));
+        assert_eq!(js53.decode(last), Ok(Parts { time_part: js53.max_time_part(), shard: 63, seq: 63 }));
+    }
+
+    #[test]
+    fn a_narrow_layout_must_keep_53_bits_and_8_years_of_time() {
+        assert_eq!(Layout::try_new_narrow(0, 6, 6, 53), Ok(Layout::new_narrow(0, 6, 6, 53)));
+        assert_eq!(Layout::try_new_narrow(0, 6, 6, 52), Err(SplitError::IdBits { id_bits: 52 }));
+        assert_eq!(Layout::try_new_narrow(0, 6, 6, 64), Err(SplitError::IdBits { id_bits: 64 }));
+        assert_eq!(Layout::try_new_narrow(0, 8, 8, 53), Err(SplitError::TimeBits { time_bits: 37 }));
+        assert_eq!(Layout::try_new_narrow(0, 10, 12, 63), Ok(Layout::new(0, 10, 12)));
+        // The 63-bit constructor is the narrow one at 63.
+        assert_eq!(Layout::new(0, 10, 12), Layout::new_narrow(0, 10, 12, ID_BITS));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The layout this server issues IDs in, recorded in its data directory (`snowflake_id.layout`).
 //!
-//! `snowflake_id.epoch`, `snowflake_id.shard_bits` and `snowflake_id.seq_bits` (set
-//! themselves or by `snowflake_id.layout`) decide what every ID means. Changed on
+//! `snowflake_id.epoch`, `snowflake_id.shard_bits`, `snowflake_id.seq_bits` and
+//! `snowflake_id.id_bits` (set themselves or by `snowflake_id.layout`) decide what every ID
+//! means. Changed on
 //! a server that has issued IDs, the next IDs would be lower than the last ones (a later
 //! epoch) and come again, or old IDs would decode to other shards. So the first start with
 //! the library preloaded records the layout in `snowflake_id.layout`, beside the reservation,
@@ -20,7 +21,7 @@
 use crate::postgres::{compat, durable_file};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
-use snowflake_core::layout::Layout;
+use snowflake_core::layout::{self, Layout};
 use snowflake_core::utc;
 
 /// The record file, relative to the data directory (the postmaster's working directory).
@@ -31,15 +32,21 @@ const PREFIX: &str = "snowflake_id layout";
 const UNCONFIRMED: &str = compat::UNCONFIRMED_BY_PG_UPGRADE;
 
 /// The file's one line, readable by people:
-/// `snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=12`.
+/// `snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=12`, and
+/// ` id_bits=53` after it for a narrow layout (a 63-bit layout's line is the one versions
+/// before id_bits wrote, so they read it still; a narrow one they refuse, as they should).
 fn format_record(layout: &Layout) -> String {
     format!("{PREFIX} {}\n", describe(layout))
 }
 
 /// A layout as the messages name it.
 fn describe(layout: &Layout) -> String {
+    let id_bits = match layout.id_bits() {
+        layout::ID_BITS => String::new(),
+        narrow => format!(" id_bits={narrow}"),
+    };
     format!(
-        "epoch={} shard_bits={} seq_bits={}",
+        "epoch={} shard_bits={} seq_bits={}{id_bits}",
         utc::format_utc_ms(layout.epoch_unix_ms()),
         layout.shard_bits(),
         layout.seq_bits()
@@ -59,12 +66,13 @@ fn parse_record(text: &str) -> Result<Layout, String> {
         .strip_suffix('\n')
         .and_then(|line| line.strip_prefix(PREFIX))
         .ok_or_else(|| format!("unexpected content {text:?}"))?;
-    let (mut epoch, mut shard_bits, mut seq_bits) = (None, None, None);
+    let (mut epoch, mut shard_bits, mut seq_bits, mut id_bits) = (None, None, None, Some(layout::ID_BITS));
     for field in fields.split_whitespace() {
         match field.split_once('=') {
             Some(("epoch", value)) => epoch = utc::parse_utc_ms(value).ok(),
             Some(("shard_bits", value)) => shard_bits = value.parse::<u32>().ok(),
             Some(("seq_bits", value)) => seq_bits = value.parse::<u32>().ok(),
+            Some(("id_bits", value)) => id_bits = value.parse::<u32>().ok(),
             // A field of a later version: this one cannot know what the IDs mean.
             _ => return Err(format!("unknown field {field:?}")),
         }
@@ -80,7 +88,9 @@ fn parse_record(text: &str) -> Result<Layout, String> {
             .checked_sub(shard_bits)
             .ok_or_else(|| format!("malformed shard_bits in {text:?}"))?,
     };
-    Layout::try_new(epoch, shard_bits, seq_bits).map_err(|error| format!("{error:?} in {text:?}"))
+    let id_bits = id_bits.ok_or_else(|| format!("malformed id_bits in {text:?}"))?;
+    Layout::try_new_narrow(epoch, shard_bits, seq_bits, id_bits)
+        .map_err(|error| format!("{error:?} in {text:?}"))
 }
 
 /// Before seq_bits existed, shard and sequence shared the 22 bits below 41 of time.
@@ -181,10 +191,10 @@ fn unreadable(reason: &str) -> ! {
         format!("could not read the snowflake_id layout file \"{FILE}\": {reason}"),
         "snowflake_id",
     )
-    .set_detail("The file records the epoch, shard_bits and seq_bits of the IDs this server issued.")
+    .set_detail("The file records the epoch, shard_bits, seq_bits and id_bits of the IDs this server issued.")
     .set_hint(format!(
-        "Restore the file from a backup, or write the line \"{}\" into it with this server's epoch, shard_bits \
-         and seq_bits.",
+        "Restore the file from a backup, or write the line \"{}\" into it with this server's epoch, shard_bits, \
+         seq_bits and id_bits (left out when 63).",
         format_record(&super::get()).trim_end()
     ))
     .report(PgLogLevel::ERROR);
@@ -202,9 +212,19 @@ mod tests {
             Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12),
             Layout::new(1_314_220_021_721, 13, 10),
             Layout::new(0, 0, 16),
+            Layout::new_narrow(DEFAULT_EPOCH_UNIX_MS, 6, 6, 53),
         ] {
             assert_eq!(parse_record(&format_record(&layout)), Ok(layout));
         }
+        // A 63-bit layout's line is the one earlier versions wrote and read; a narrow one says so.
+        assert_eq!(
+            format_record(&Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12)),
+            "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=12\n"
+        );
+        assert_eq!(
+            format_record(&Layout::new_narrow(DEFAULT_EPOCH_UNIX_MS, 6, 6, 53)),
+            "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=6 seq_bits=6 id_bits=53\n"
+        );
         // Recorded by 0.3.0: no seq_bits, the sequence had the 22 bits the shard left.
         let old = "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=13\n";
         assert_eq!(parse_record(old), Ok(Layout::new(DEFAULT_EPOCH_UNIX_MS, 13, 9)));
@@ -223,6 +243,8 @@ mod tests {
             "snowflake_id layout epoch=2024-01-01T00:00:00.000Z\n",
             "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=17\n",
             "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 sequence_bits=12\n",
+            "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=6 seq_bits=6 id_bits=52\n",
+            "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=12 id_bits=x\n",
         ] {
             assert!(parse_record(text).is_err(), "{text:?}");
         }

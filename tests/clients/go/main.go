@@ -38,6 +38,10 @@ func main() {
 	conn, err := pgx.Connect(ctx, "") // PGHOST, PGDATABASE, ... from the environment
 	must(err)
 	defer conn.Close(ctx)
+	if len(os.Args) > 1 && os.Args[1] == "js53" {
+		js53(ctx, conn)
+		return
+	}
 	customers := make([]string, 1000)
 	for i := range customers {
 		customers[i] = fmt.Sprintf("customer %d", i)

@@ -25,7 +25,11 @@ public class Jdbc {
         List<String> customers = new ArrayList<>();
         for (int i = 0; i < 1000; i++) customers.add("customer " + i);
         try (Connection conn = DriverManager.getConnection(args[0])) {
-            run(conn, customers);
+            if (args.length > 1 && args[1].equals("js53")) {
+                runJs53(conn, customers);
+            } else {
+                run(conn, customers);
+            }
         }
     }
 
@@ -170,5 +174,80 @@ public class Jdbc {
                 + " column; decoded shard " + shard + "; the unexpanded parts are a PGobject of type snowflake_parts;"
                 + " snowflake_json gives the ID as text; as doubles " + changed + " of " + ids.size()
                 + " IDs change; a key written after a token 150 ms ahead is above it");
+    }
+
+    /** The JSON number of the field "id" in a JSON object, read as a double, as JavaScript reads it. */
+    static double idAsDouble(String json) {
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("\"id\": ?(\\d+)").matcher(json);
+        check(m.find(), "no numeric id in " + json);
+        return Double.parseDouble(m.group(1));
+    }
+
+    /** On a server in the js53 layout (`Jdbc.java URL js53`): IDs as plain JSON numbers. */
+    static void runJs53(Connection conn, List<String> customers) throws Exception {
+        try (Statement st = conn.createStatement(); ResultSet rs = st.executeQuery("SHOW snowflake_id.id_bits")) {
+            rs.next();
+            check(rs.getString(1).equals("53"), "the server runs id_bits = " + rs.getString(1) + ", not js53");
+        }
+        try (Statement st = conn.createStatement()) {
+            st.execute("CREATE TABLE orders ("
+                    + " id bigint PRIMARY KEY DEFAULT snowflake_nextval(4),"
+                    + " customer text NOT NULL)");
+        }
+        // region: js53
+        // Where snowflake_id.layout = 'js53' every ID is at most 2^53 - 1: written into JSON as a
+        // number, it is kept exactly by readers that take numbers as doubles (JavaScript).
+        long id;
+        try (PreparedStatement ps = conn.prepareStatement(
+                "INSERT INTO orders (customer) VALUES (?)", new String[] {"id"})) {
+            ps.setString(1, "ada");
+            ps.executeUpdate();
+            try (ResultSet keys = ps.getGeneratedKeys()) {
+                keys.next();
+                id = keys.getLong("id");
+            }
+        }
+        String body = "{\"id\":" + id + ",\"customer\":\"ada\"}";
+        // endregion
+        String text;
+        try (PreparedStatement ps = conn.prepareStatement("SELECT id::text FROM orders WHERE id = ?")) {
+            ps.setLong(1, id);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                text = rs.getString(1);
+            }
+        }
+        check(body.equals("{\"id\":" + text + ",\"customer\":\"ada\"}"), "the body " + body + " vs " + text);
+        check(Long.toString((long) idAsDouble(body)).equals(text), "the body read as a double vs " + text);
+        String serverJson;
+        try (PreparedStatement ps = conn.prepareStatement("SELECT snowflake_json(?)::text")) {
+            ps.setLong(1, id);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                serverJson = rs.getString(1);
+            }
+        }
+        check((long) idAsDouble(serverJson) == id, "snowflake_json " + serverJson + " read as a double");
+        List<Long> ids = new ArrayList<>();
+        try (PreparedStatement ps = conn.prepareStatement(
+                "INSERT INTO orders (customer) SELECT unnest(?::text[]) RETURNING id")) {
+            ps.setArray(1, conn.createArrayOf("text", customers.toArray()));
+            try (ResultSet rs = ps.executeQuery()) {
+                while (rs.next()) ids.add(rs.getLong(1));
+            }
+        }
+        check(ids.size() == customers.size(), ids.size() + " batch keys");
+        List<String> stored = new ArrayList<>();
+        try (Statement st = conn.createStatement();
+                ResultSet rs = st.executeQuery("SELECT id::text FROM orders WHERE customer <> 'ada' ORDER BY id")) {
+            while (rs.next()) stored.add(rs.getString(1));
+        }
+        for (int i = 0; i < ids.size(); i++) {
+            if (i > 0) check(ids.get(i - 1) < ids.get(i), "batch keys not increasing at " + i);
+            String json = "{\"id\":" + ids.get(i) + "}";
+            check(Long.toString((long) idAsDouble(json)).equals(stored.get(i)), "batch key " + i + " through a double");
+        }
+        System.out.println("pgjdbc on js53: 1 key and " + ids.size() + " batch keys written into JSON as numbers, "
+                + "every digit the stored one read back as a double; snowflake_json read alike");
     }
 }

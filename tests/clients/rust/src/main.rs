@@ -1,10 +1,12 @@
 //! The Rust recipes of docs/clients/rust.md (tokio-postgres, sqlx), run against a server with the
-//! extension: `snowflake_id_clients tokio-postgres|sqlx`, connecting as PGHOST, PGPORT, PGUSER
+//! extension: `snowflake_id_clients tokio-postgres|sqlx|tokio-postgres-js53` (the last on a server
+//! in the js53 layout), connecting as PGHOST, PGPORT, PGUSER
 //! and PGDATABASE say (tests/clients/run.sh sets them). Fails (exit 1) on the first claim that
 //! does not hold; prints one line of what it checked.
 
 use std::error::Error;
 
+mod js53_recipes;
 mod sqlx_recipes;
 mod tokio_postgres_recipes;
 
@@ -44,7 +46,8 @@ fn main() {
         match which.as_str() {
             "tokio-postgres" => tokio_postgres_recipes::run().await,
             "sqlx" => sqlx_recipes::run().await,
-            _ => Err("usage: snowflake_id_clients tokio-postgres|sqlx".into()),
+            "tokio-postgres-js53" => js53_recipes::run().await,
+            _ => Err("usage: snowflake_id_clients tokio-postgres|sqlx|tokio-postgres-js53".into()),
         }
     });
     match result {

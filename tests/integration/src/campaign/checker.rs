@@ -337,7 +337,7 @@ fn lead(run: &Run, summary: &mut Summary) -> Failures {
         let during =
             changes.iter().filter(|(at, _)| *at + 50 > op.start_ms && *at <= op.end_ms).map(|(_, ms)| *ms);
         let offset = during.fold(before, i64::max);
-        let clock = op.end_unix_ms + offset;
+        let clock = op.end_unix_ms + offset + run.shared.skew_of(&op.server);
         for id in op.ids() {
             let ahead = unix_ms_of(id) - clock;
             summary.largest_lead_ms = summary.largest_lead_ms.max(ahead);

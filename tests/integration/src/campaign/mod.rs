@@ -53,7 +53,8 @@ pub fn run(options: &Options) -> report::Summary {
     std::fs::write(dir.join("schedule.txt"), &text).unwrap();
 
     let lead = |larger: bool| if larger { schedule::LARGER_LEAD_MS } else { schedule::DEFAULT_LEAD_MS };
-    let shared = Arc::new(Shared::new([lead(schedule.larger_lead_on_standby), lead(false)]));
+    let shared =
+        Arc::new(Shared::new([lead(schedule.larger_lead_on_standby), lead(false)], schedule.pair_skew_ms));
     let system = system::System::start(shared.clone(), &schedule, options.upgrade_bin.clone());
     let mut clients = clients::Clients::start(shared.clone(), options.seed);
     let mut outcome = nemesis::run(shared.clone(), system, &schedule);

@@ -271,7 +271,15 @@ pub struct Schedule {
     /// = 0`, as a server without standbys may): its crash recovery rests on the reservation
     /// file alone, whose fsync a power loss tests.
     pub second_without_wal_records: bool,
+    /// How far the pair's standby's clock is from its primary's, in ms (positive: ahead), as
+    /// two machines' clocks disagree; within `snowflake_id.max_clock_skew_ms` (the default,
+    /// `MAX_CLOCK_SKEW_MS`), the disagreement the promotion is documented to absorb. 0 in half
+    /// the seeds.
+    pub pair_skew_ms: i64,
 }
+
+/// The extension's default `snowflake_id.max_clock_skew_ms`, which the campaign keeps.
+pub const MAX_CLOCK_SKEW_MS: u64 = 250;
 
 /// How long a server's clock stays behind after a power loss, before it is set right.
 pub const POWER_LOSS_CLOCK_HOLD: Duration = Duration::from_secs(4);
@@ -306,6 +314,7 @@ impl Schedule {
             environment,
             upgrade_to,
             second_without_wal_records: false,
+            pair_skew_ms: 0,
         };
         // Drawn last, so that the rest of the schedule is the seed's with or without it.
         let forgotten = pick.chance(50);
@@ -361,6 +370,12 @@ impl Schedule {
                 step.fault = Fault::MoveShardTargetLostPower;
             }
         }
+        // Half the seeds skew the pair's two clocks apart, by up to the skew the promotion
+        // allows, one way or the other.
+        if pick.chance(50) {
+            let ms = between(&mut pick, 20, MAX_CLOCK_SKEW_MS) as i64;
+            schedule.pair_skew_ms = if pick.chance(50) { ms } else { -ms };
+        }
         let middle = schedule.faults_until / 2;
         if let Some(step) =
             upgrade_to.and_then(|_| schedule.process.iter_mut().min_by_key(|step| step.at.abs_diff(middle)))
@@ -391,7 +406,7 @@ impl Schedule {
     /// The schedule as printed and saved.
     pub fn text(&self) -> String {
         let mut out = format!(
-            "seed {} for {} s, faults until {} s; replication {}; max_lead_ms {}{}{}\n",
+            "seed {} for {} s, faults until {} s; replication {}; max_lead_ms {}{}{}{}\n",
             self.seed,
             self.duration.as_secs(),
             self.faults_until.as_secs(),
@@ -408,6 +423,10 @@ impl Schedule {
                 "; the second server without WAL records (wal_rmgr_id = 0)"
             } else {
                 ""
+            },
+            match self.pair_skew_ms {
+                0 => String::new(),
+                ms => format!("; the pair's standby's clock {ms:+} ms from its primary's"),
             }
         );
         let mut steps: Vec<(&str, &Step)> = self.process.iter().map(|step| ("process", step)).collect();

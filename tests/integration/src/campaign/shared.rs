@@ -57,8 +57,15 @@ pub struct Shared {
     /// The offset of each group's clock from the real time, in ms, with when it was set (ms
     /// since the start): the lead check reads the clock a server had.
     pub offsets: Mutex<[Vec<(u64, i64)>; 2]>,
-    /// The files libfaketime reads each group's offset from, one per running server.
-    pub clock_files: Mutex<[Vec<PathBuf>; 2]>,
+    /// The files libfaketime reads each group's offset from, one per running server, each with
+    /// that server's own skew from its group's clock (ms; see `pair_skew_ms`).
+    pub clock_files: Mutex<[Vec<(PathBuf, i64)>; 2]>,
+    /// The skew of the pair's standbys' clocks from their primary's, in ms (the schedule's
+    /// `pair_skew_ms`): every standby is built with the skew its primary lacks, so the two
+    /// servers of the pair always disagree by it. 0 in seeds without skew.
+    pub pair_skew_ms: i64,
+    /// Each server's skew from its group's clock, by name (0 for a name not here).
+    pub skews: Mutex<BTreeMap<String, i64>>,
     /// The lead bound of each group (the larger of its servers'), in ms.
     pub lead_ms: [i64; 2],
     /// Things that went wrong outside the checks (a fault whose server did not come back).
@@ -101,7 +108,7 @@ pub struct Move {
 pub const FENCE_REACTION: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Shared {
-    pub fn new(lead_ms: [i64; 2]) -> Shared {
+    pub fn new(lead_ms: [i64; 2], pair_skew_ms: i64) -> Shared {
         let freezes = all_shards().into_iter().map(|shard| (shard, RwLock::new(()))).collect();
         Shared {
             started: Instant::now(),
@@ -111,6 +118,8 @@ impl Shared {
             freezes,
             offsets: Mutex::new([vec![(0, 0)], vec![(0, 0)]]),
             clock_files: Mutex::new([Vec::new(), Vec::new()]),
+            pair_skew_ms,
+            skews: Mutex::new(BTreeMap::new()),
             lead_ms,
             findings: Mutex::new(Vec::new()),
             successes: Mutex::new(BTreeMap::new()),
@@ -154,12 +163,13 @@ impl Shared {
         (group, directory.primary[group.index()].clone(), directory.epoch[group.index()])
     }
 
-    /// Sets the clock of every server of `group` `ms` off the real time, at once.
+    /// Sets the clock of every server of `group` `ms` off the real time (each with its skew),
+    /// at once.
     pub fn set_offset(&self, group: Group, ms: i64) {
         let _steady = clocks_steady();
         let files = self.clock_files.lock().unwrap();
-        for file in &files[group.index()] {
-            write_offset(file, ms);
+        for (file, skew_ms) in &files[group.index()] {
+            write_offset(file, ms + skew_ms);
         }
         self.offsets.lock().unwrap()[group.index()].push((self.now_ms(), ms));
     }
@@ -169,14 +179,21 @@ impl Shared {
         self.offsets.lock().unwrap()[group.index()].last().map_or(0, |(_, ms)| *ms)
     }
 
-    /// A new server of `group` reads its clock from `file`: it starts at the group's offset.
-    pub fn add_clock(&self, group: Group, file: PathBuf) {
-        write_offset(&file, self.offset(group));
-        self.clock_files.lock().unwrap()[group.index()].push(file);
+    /// A new server `name` of `group` reads its clock from `file`: it starts at the group's
+    /// offset, `skew_ms` off it for as long as it runs.
+    pub fn add_clock(&self, group: Group, name: &str, file: PathBuf, skew_ms: i64) {
+        write_offset(&file, self.offset(group) + skew_ms);
+        self.skews.lock().unwrap().insert(name.to_string(), skew_ms);
+        self.clock_files.lock().unwrap()[group.index()].push((file, skew_ms));
     }
 
     pub fn remove_clock(&self, group: Group, file: &std::path::Path) {
-        self.clock_files.lock().unwrap()[group.index()].retain(|known| known != file);
+        self.clock_files.lock().unwrap()[group.index()].retain(|(known, _)| known != file);
+    }
+
+    /// The skew of the server `name`'s clock from its group's, in ms.
+    pub fn skew_of(&self, name: &str) -> i64 {
+        self.skews.lock().unwrap().get(name).copied().unwrap_or(0)
     }
 }
 

@@ -375,7 +375,8 @@ impl System {
         let _freeze = shared.freezes[&shard].write().unwrap();
         self.shards[from.index()].retain(|&s| s != shard);
         self.apply_fence(from);
-        let (fenced_at_ms, fenced_clock_unix_ms) = (shared.now_ms(), super::unix_ms() + shared.offset(from));
+        let source_clock_ms = shared.offset(from) + shared.skew_of(&self.server(from).name);
+        let (fenced_at_ms, fenced_clock_unix_ms) = (shared.now_ms(), super::unix_ms() + source_clock_ms);
         std::thread::sleep(super::FENCE_REACTION);
         let mut source = self.server(from).cluster.connect();
         let last_id_at_fence: Option<i64> = source
@@ -565,7 +566,7 @@ impl System {
         let cluster = Cluster::create_on(disk(), &bin, "campaign-second-upgraded", &settings);
         crate::pg_upgrade(&self.second.cluster, &cluster, &[]);
         let clock = FakeClock::of(&cluster);
-        self.shared.add_clock(Group::Second, clock.offset_file().to_path_buf());
+        self.shared.add_clock(Group::Second, "second-upgraded", clock.offset_file().to_path_buf(), 0);
         let mut upgraded = Server { name: "second-upgraded".to_string(), cluster, clock, ha: None };
         let from = self.second.cluster.data_dir().to_path_buf();
         let copy = |upgraded: &Server, file: &str| {
@@ -685,12 +686,14 @@ fn new_server(shared: &Shared, group: Group, name: &str, settings: &[String]) ->
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
     let cluster = Cluster::create_on(disk(), crate::pg_bin_dir(), &format!("campaign-{name}"), &settings);
     let clock = FakeClock::of(&cluster);
-    shared.add_clock(group, clock.offset_file().to_path_buf());
+    shared.add_clock(group, name, clock.offset_file().to_path_buf(), 0);
     Server { name: name.to_string(), cluster, clock, ha }
 }
 
-/// A standby of `primary` from a base backup, started on the pair's clock. Its copied
-/// configuration is the primary's; it asks for no synchronous standby of its own.
+/// A standby of `primary` from a base backup, started on the pair's clock, skewed from the
+/// primary's by the seed's `pair_skew_ms` (the skew the primary lacks, so that the two always
+/// disagree by it). Its copied configuration is the primary's; it asks for no synchronous
+/// standby of its own.
 fn new_standby(shared: &Shared, primary: &Server, name: &str) -> Server {
     // Its own stand-in: the copied lease_url is the primary's.
     let ha = HaStandIn::start();
@@ -701,7 +704,8 @@ fn new_standby(shared: &Shared, primary: &Server, name: &str) -> Server {
         &["synchronous_standby_names = ''", &ha.lease_url_setting()],
     );
     let clock = FakeClock::of(&cluster);
-    shared.add_clock(Group::Pair, clock.offset_file().to_path_buf());
+    let skew_ms = if shared.skew_of(&primary.name) == 0 { shared.pair_skew_ms } else { 0 };
+    shared.add_clock(Group::Pair, name, clock.offset_file().to_path_buf(), skew_ms);
     let mut server = Server { name: name.to_string(), cluster, clock, ha: Some(ha) };
     server.start();
     server

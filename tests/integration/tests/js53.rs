@@ -1,0 +1,256 @@
+//! The `js53` layout: IDs of 53 bits (41 of milliseconds, 6 of shard, 6 of sequence), every one
+//! at or below 2^53 - 1, a number JavaScript and JSON parsers that read doubles hold exactly.
+//! Its settings, its record, its limits (the 64 IDs a millisecond of one shard, shard 64, the end
+//! of its time) and the functions that read or take IDs under it.
+
+use snowflake_id_integration::{db_error, Cluster};
+use std::collections::HashSet;
+
+/// JavaScript's `Number.MAX_SAFE_INTEGER`.
+const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+fn js53_server(name: &str, settings: &[&str]) -> Cluster {
+    let mut all = vec!["snowflake_id.layout = 'js53'"];
+    all.extend_from_slice(settings);
+    let cluster = Cluster::start(name, &all);
+    cluster.connect().batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    cluster
+}
+
+#[test]
+fn js53_issues_ids_a_double_holds_and_records_its_width() {
+    let cluster = js53_server("js53", &[]);
+    let mut client = cluster.connect();
+    client.batch_execute("SET TimeZone = 'UTC'").unwrap();
+    let row = client
+        .query_one(
+            "SELECT time_bits, shard_bits, seq_bits, max_shard, ids_per_ms, epoch::text, runs_out::text, \
+             current_setting('snowflake_id.id_bits') FROM snowflake_layout()",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(
+        (
+            row.get::<_, i32>(0),
+            row.get::<_, i32>(1),
+            row.get::<_, i32>(2),
+            row.get::<_, i32>(3),
+            row.get::<_, i32>(4)
+        ),
+        (41, 6, 6, 63, 64)
+    );
+    assert_eq!(row.get::<_, String>(5), "2024-01-01 00:00:00+00");
+    assert_eq!(row.get::<_, String>(6), "2093-09-06 15:47:35.552+00", "41 bits of ms after 2024");
+    assert_eq!(row.get::<_, String>(7), "53", "SHOW gives the width the layout set");
+    let record = std::fs::read_to_string(cluster.data_dir().join("snowflake_id.layout")).unwrap();
+    assert_eq!(
+        record,
+        "snowflake_id layout epoch=2024-01-01T00:00:00.000Z shard_bits=6 seq_bits=6 id_bits=53\n"
+    );
+
+    // Every shard, batches and single calls: at or below 2^53 - 1, exact as doubles, distinct,
+    // increasing per shard, decoding to their shard.
+    let mut seen = HashSet::new();
+    for shard in [0, 1, 31, 63] {
+        let ids: Vec<i64> = client
+            .query("SELECT snowflake_nextvals($1, 5000)", &[&shard])
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .chain(
+                (0..50).map(|_| client.query_one("SELECT snowflake_nextval($1)", &[&shard]).unwrap().get(0)),
+            )
+            .collect();
+        assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "shard {shard}: not increasing");
+        for &id in &ids {
+            assert!((0..=MAX_SAFE_INTEGER).contains(&id), "{id} is above 2^53 - 1");
+            assert_eq!(id as f64 as i64, id, "{id} does not survive a double");
+            assert!(seen.insert(id), "{id} issued twice");
+        }
+        let decoded: i32 = client.query_one("SELECT snowflake_shard($1)", &[&ids[0]]).unwrap().get(0);
+        assert_eq!(decoded, shard);
+    }
+
+    // The JSON form gives the ID as a number, which a double-reading parser keeps exactly.
+    let row = client
+        .query_one(
+            "SELECT id, snowflake_json(id)::text, jsonb_typeof(snowflake_json(id)->'id'), \
+             (snowflake_json(id)->'id')::float8::int8, (snowflake_json(id)->>'shard')::int \
+             FROM snowflake_nextval(9) id",
+            &[],
+        )
+        .unwrap();
+    let (id, json): (i64, String) = (row.get(0), row.get(1));
+    assert_eq!(row.get::<_, String>(2), "number", "{json}");
+    assert_eq!(row.get::<_, i64>(3), id, "{json}: not the ID once read as a double");
+    assert_eq!(row.get::<_, i32>(4), 9, "{json}");
+    assert!(json.starts_with(&format!("{{\"id\": {id}, ")), "{json}");
+
+    // Composing and the bounds of a millisecond stay in the layout, up to its last ID.
+    let row = client
+        .query_one(
+            "SELECT snowflake_compose(snowflake_timestamp($1), 63, 63), snowflake_min_id(snowflake_timestamp($1)), \
+             snowflake_max_id(snowflake_timestamp($1)), snowflake_max_id((SELECT runs_out FROM snowflake_layout()) - \
+             interval '1 millisecond'), snowflake_horizon()",
+            &[&id],
+        )
+        .unwrap();
+    let (composed, min_id, max_id, last, horizon): (i64, i64, i64, i64, i64) =
+        (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+    assert!(min_id <= id && id <= max_id && max_id == composed, "{min_id} {id} {max_id} {composed}");
+    assert_eq!(last, MAX_SAFE_INTEGER, "the last millisecond's largest ID");
+    // The horizon is an ID of the layout too, near the clock (below IDs still in doubt).
+    assert!(horizon > 0 && horizon <= MAX_SAFE_INTEGER, "horizon {horizon}");
+    let horizon_age_ms: i64 = client
+        .query_one(
+            "SELECT (extract(epoch FROM clock_timestamp() - snowflake_timestamp($1)) * 1000)::int8",
+            &[&horizon],
+        )
+        .unwrap()
+        .get(0);
+    assert!(horizon_age_ms.abs() < 60_000, "horizon {horizon} is {horizon_age_ms} ms from the clock");
+
+    // Decoded under its name on any server, the same parts.
+    let named: (i32, i32) = {
+        let row = client
+            .query_one("SELECT snowflake_shard($1, 'js53'), snowflake_seq($1, 'js53')", &[&id])
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    let own: (i32, i32) = {
+        let row = client.query_one("SELECT snowflake_shard($1), snowflake_seq($1)", &[&id]).unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(named, own);
+
+    // An ID wider than the layout (a 63-bit one) is refused, not decoded past the layout's end,
+    // and so is a shard above its 6 bits; nothing is issued by the refusals.
+    let wide = MAX_SAFE_INTEGER + 1;
+    for statement in [
+        format!("SELECT snowflake_timestamp({wide})"),
+        format!("SELECT snowflake_json({wide})"),
+        format!("SELECT snowflake_advance(3, {wide})"),
+        format!("SELECT snowflake_observe({wide})"),
+    ] {
+        let error = db_error(&mut client, &statement);
+        assert_eq!(error.code().code(), "22023", "{statement}: {error:?}");
+        assert!(error.message().contains("is not a snowflake ID of this layout"), "{statement}: {error:?}");
+        assert!(
+            error
+                .detail()
+                .is_some_and(|detail| detail.contains("53 bits: they are at most 9007199254740991")),
+            "{statement}: {error:?}"
+        );
+    }
+    let error = db_error(&mut client, "SELECT snowflake_nextval(64)");
+    assert_eq!(error.code().code(), "22023");
+    assert!(error.detail().is_some_and(|detail| detail.contains("allows shards 0 to 63")), "{error:?}");
+
+    // Advancing to an ID of the layout and observing one work as on any layout.
+    let ahead: i64 = client
+        .query_one("SELECT snowflake_compose(clock_timestamp() + interval '500 ms', 12, 5)", &[])
+        .unwrap()
+        .get(0);
+    client.query_one("SELECT snowflake_advance(3, $1)", &[&ahead]).unwrap();
+    let next: i64 = client.query_one("SELECT snowflake_nextval(3)", &[]).unwrap().get(0);
+    assert!(next > ahead && next <= MAX_SAFE_INTEGER, "{next} after advancing to {ahead}");
+    client.query_one("SELECT snowflake_observe($1)", &[&(ahead + 64)]).unwrap();
+    let after: i64 = client.query_one("SELECT snowflake_nextval(4)", &[]).unwrap().get(0);
+    assert!(after > ahead + 64, "{after} after observing {}", ahead + 64);
+}
+
+#[test]
+fn a_shard_asked_for_more_than_64_ids_a_millisecond_borrows_then_refuses_never_repeats() {
+    // 64 IDs a millisecond: one call may take 64 for each millisecond of the lead bound (2 s)
+    // and the current one, 128,064; a second such batch at once would lead the clock by 4 s,
+    // and with no wait allowed it is refused whole (55000).
+    let cluster = js53_server("js53-rate", &["snowflake_id.max_wait_ms = 0"]);
+    let mut client = cluster.connect();
+    let ids: Vec<i64> = client
+        .query("SELECT snowflake_nextvals(7, 128000)", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(ids.len(), 128_000);
+    assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "not increasing");
+    let last = *ids.last().unwrap();
+    assert!(last <= MAX_SAFE_INTEGER);
+    let lead_ms: i64 = client
+        .query_one(
+            "SELECT (extract(epoch FROM snowflake_timestamp($1) - clock_timestamp()) * 1000)::int8",
+            &[&last],
+        )
+        .unwrap()
+        .get(0);
+    assert!(lead_ms <= 2000, "the batch's last ID leads the clock by {lead_ms} ms, past the bound");
+
+    let error = db_error(&mut client, "SELECT count(*) FROM snowflake_nextvals(7, 200000)");
+    assert_eq!(error.code().code(), "22023", "{error:?}");
+    assert!(
+        error.detail().is_some_and(|detail| detail.contains("at most 128064 IDs: 64 per millisecond")),
+        "{error:?}"
+    );
+    // Two full batches in one statement, milliseconds apart: the second is refused.
+    let error = db_error(
+        &mut client,
+        "SELECT count(*) FROM snowflake_nextvals(8, 128000) UNION ALL SELECT count(*) FROM snowflake_nextvals(8, 128000)",
+    );
+    assert_eq!(error.code().code(), "55000", "{error:?}");
+    // After the refusals each shard goes on above everything it gave out.
+    let next: i64 = client.query_one("SELECT snowflake_nextval(7)", &[]).unwrap().get(0);
+    assert!(next > last, "{next} is not above {last}");
+}
+
+#[test]
+fn a_server_recorded_in_js53_refuses_another_width_and_js53_past_its_end_refuses_to_start() {
+    let mut cluster = js53_server("js53-memory", &[]);
+    cluster.connect().query_one("SELECT snowflake_nextval(1)", &[]).unwrap();
+    cluster.stop("fast");
+    // The layout line dropped from the configuration: the default 63-bit layout is refused,
+    // naming both (old IDs would decode to other times and shards).
+    cluster.configure(&["snowflake_id.layout = ''"]);
+    let log = match cluster.try_start_with(&[]) {
+        Ok(()) => panic!("the server started in 63 bits after issuing IDs in 53"),
+        Err(log) => log,
+    };
+    assert!(
+        log.contains(
+            "configured epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=12, recorded \
+             epoch=2024-01-01T00:00:00.000Z shard_bits=6 seq_bits=6 id_bits=53"
+        ),
+        "{log}"
+    );
+    // 6 + 6 bits in 63 would leave 51 bits of time: refused before the record is read.
+    cluster.configure(&["snowflake_id.layout = 'js53'", "snowflake_id.id_bits = 63"]);
+    let log = match cluster.try_start_with(&[]) {
+        Ok(()) => panic!("the server started with 51 bits of time"),
+        Err(log) => log,
+    };
+    assert!(log.contains("leave of snowflake_id.id_bits = 63: here 51"), "{log}");
+    // Put back, it starts.
+    cluster.configure(&["snowflake_id.id_bits = 53"]);
+    cluster.start_with(&[]);
+    cluster.connect().query_one("SELECT snowflake_nextval(1)", &[]).unwrap();
+
+    // 41 bits of milliseconds after 1950 ended in 2019.
+    let mut old = Cluster::create(
+        "js53-old-epoch",
+        &["snowflake_id.layout = 'js53'", "snowflake_id.epoch = '1950-01-01'"],
+    );
+    let log = match old.try_start_with(&[]) {
+        Ok(()) => panic!("a js53 server started with its IDs run out"),
+        Err(log) => log,
+    };
+    assert!(log.contains("and 41 bits of time ran out on 2019-09-07"), "{log}");
+
+    // A split that leaves less than 8 years of time in 53 bits is refused with the widths.
+    let mut short = Cluster::create("js53-short", &["snowflake_id.id_bits = 53"]);
+    let log = match short.try_start_with(&[]) {
+        Ok(()) => panic!("a 53-bit server started with the 10 + 12 split"),
+        Err(log) => log,
+    };
+    assert!(log.contains("leave 31 bits of time, less than 8 years of IDs"), "{log}");
+    assert!(log.contains("leave of snowflake_id.id_bits = 53: here 31"), "{log}");
+    assert!(log.contains("so that together they are at most 15"), "{log}");
+}
