@@ -172,17 +172,34 @@ fn refuse_other_layout(recorded: &Layout, configured: &Layout) -> ! {
          already issued decode to other times and shards, and new IDs can repeat them."
     ))
     .set_hint(format!(
-        "Set snowflake_id.epoch = '{}', snowflake_id.shard_bits = {} and snowflake_id.seq_bits = {} in \
-         postgresql.conf again (snowflake_id.layout sets all three), or where an HA manager writes it, in \
+        "Set {} in postgresql.conf again ({}), or where an HA manager writes it, in \
          its configuration (Patroni: patronictl edit-config, postgresql.parameters). Only if \
          this server will never meet its old IDs again (no rows, no replicas, no other server with its \
          IDs), remove \"{FILE}\" from the data directory: the next start records the configured layout.",
-        utc::format_utc_ms(recorded.epoch_unix_ms()),
-        recorded.shard_bits(),
-        recorded.seq_bits()
+        recorded_settings(recorded),
+        match recorded.id_bits() {
+            layout::ID_BITS => "snowflake_id.layout sets all three",
+            _ => "snowflake_id.layout sets all four",
+        }
     ))
     .report(PgLogLevel::ERROR);
     unreachable!("an ERROR report returns control to PostgreSQL")
+}
+
+/// The settings that give a recorded layout, as a hint names them: the width too when it is
+/// not 63 (an operator who set back only the other three would be refused again).
+fn recorded_settings(recorded: &Layout) -> String {
+    let epoch = utc::format_utc_ms(recorded.epoch_unix_ms());
+    let (shard_bits, seq_bits) = (recorded.shard_bits(), recorded.seq_bits());
+    match recorded.id_bits() {
+        layout::ID_BITS => format!(
+            "snowflake_id.epoch = '{epoch}', snowflake_id.shard_bits = {shard_bits} and snowflake_id.seq_bits = {seq_bits}"
+        ),
+        id_bits => format!(
+            "snowflake_id.epoch = '{epoch}', snowflake_id.shard_bits = {shard_bits}, snowflake_id.seq_bits = {seq_bits} \
+             and snowflake_id.id_bits = {id_bits}"
+        ),
+    }
 }
 
 fn unreadable(reason: &str) -> ! {

@@ -221,6 +221,14 @@ fn a_server_recorded_in_js53_refuses_another_width_and_js53_past_its_end_refuses
         ),
         "{log}"
     );
+    assert!(
+        log.contains(
+            "HINT:  Set snowflake_id.epoch = '2024-01-01T00:00:00.000Z', snowflake_id.shard_bits = 6, \
+             snowflake_id.seq_bits = 6 and snowflake_id.id_bits = 53 in postgresql.conf again \
+             (snowflake_id.layout sets all four)"
+        ),
+        "{log}"
+    );
     // 6 + 6 bits in 63 would leave 51 bits of time: refused before the record is read.
     cluster.configure(&["snowflake_id.layout = 'js53'", "snowflake_id.id_bits = 63"]);
     let log = match cluster.try_start_with(&[]) {
