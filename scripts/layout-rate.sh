@@ -29,7 +29,7 @@ settings=()
 cluster_init "$DIR" "${settings[@]}"
 cluster_start "$DIR"
 cluster_psql "$DIR" -q -d postgres -c "CREATE EXTENSION snowflake_id"
-"$PG_BIN/psql" -h "$DIR" -p "$PG_PORT" -U postgres -d postgres -tA \
+cluster_psql "$DIR" -d postgres -tA \
   -c "SELECT format('layout %s: %s bits of time, %s of shard, %s of sequence (%s IDs per ms and shard)', '$LAYOUT', time_bits, shard_bits, seq_bits, ids_per_ms) FROM snowflake_layout()"
 
 SCRIPTS=$DIR/scripts

@@ -106,8 +106,8 @@ done
 # - the newest also the integration files of rules that PostgreSQL's major does not reach
 #   (INTEGRATION_NEWEST: every file not named above), and pg_upgrade to it from every earlier
 #   major of the run; 15 the tests of Debian's packages for it (PL/Proxy's fleet, Patroni).
-FULL_MAJORS=("${SUPPORTED_MAJORS[0]}" "${SUPPORTED_MAJORS[-1]}")
 NEWEST_MAJOR=${SUPPORTED_MAJORS[-1]}
+FULL_MAJORS=("${SUPPORTED_MAJORS[0]}" "$NEWEST_MAJOR")
 INTEGRATION_EVERY_MAJOR=(startup layout_memory wal_rmgr replay crash standby failover)
 INTEGRATION_FULL=(standby_restart mesh)
 full_major() { [[ " ${FULL_MAJORS[*]} " == *" $1 "* ]]; }
@@ -214,10 +214,10 @@ for major in "${MAJORS[@]}"; do
     elif [ "$name" = major_upgrade ]; then
       # On the newest major, from every earlier one of this run (each installed by its own
       # layers before this one).
-      if [ "$major" = "${SUPPORTED_MAJORS[-1]}" ] && [ "${MAJORS[0]}" != "$major" ]; then
+      if [ "$major" = "$NEWEST_MAJOR" ] && [ "${MAJORS[0]}" != "$major" ]; then
         integration+=(--test "$name")
       else
-        skipped "integration test 'major_upgrade' (it moves clusters of the earlier majors of the run to ${SUPPORTED_MAJORS[-1]})"
+        skipped "integration test 'major_upgrade' (it moves clusters of the earlier majors of the run to $NEWEST_MAJOR)"
       fi
     elif [[ " ${INTEGRATION_EVERY_MAJOR[*]} " == *" $name "* ]] ||
       { full_major "$major" && [[ " ${INTEGRATION_FULL[*]} " == *" $name "* ]]; } ||

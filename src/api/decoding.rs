@@ -157,7 +157,7 @@ struct IdJson {
 
 /// An ID in JSON: a number when every ID of its layout is one a double holds exactly (53 bits
 /// or fewer), else a string, so that no reader of the JSON changes a digit.
-pub(crate) fn json_id(layout: &Layout, id: i64) -> serde_json::Value {
+fn json_id(layout: &Layout, id: i64) -> serde_json::Value {
     if layout.ids_fit_a_double() {
         serde_json::Value::from(id)
     } else {
