@@ -82,14 +82,14 @@ cargo_pgrx_bin() {
 }
 
 # previous_release_deb: sets PREVIOUS_DEB to the previous release's package of this major. The
-# previous release is the newest whose install script sql/ keeps; its commit, the last before
-# the commit that moved Cargo.toml to this version. Built from that commit in a temporary
+# previous release is the newest whose install script sql/ keeps; its commit, the one
+# sql/release-commits names for it. Built from that commit in a temporary
 # worktree by its own scripts/package.sh (seeded with this major's release build, so that only
 # what changed is compiled), once: kept in target/debian/previous/, as a released package
 # never changes. Fails when the history does not hold the commit (a shallow clone whose origin
 # cannot be fetched from).
 previous_release_deb() {
-  local previous bump commit built
+  local previous release commit built
   previous=$(full_script_versions sql | tail -n 1)
   PREVIOUS_DEB="$SNOWFLAKE_ROOT/target/debian/previous/${NAME}_${previous}_$(dpkg --print-architecture).deb"
   [ -f "$PREVIOUS_DEB" ] && return 0
@@ -98,8 +98,9 @@ previous_release_deb() {
   if [ "$(git rev-parse --is-shallow-repository)" = true ]; then
     git fetch -q --unshallow || true
   fi
-  bump=$(git log --reverse --format=%H -G"^version = \"$VERSION\"" -- Cargo.toml | sed -n 1p)
-  commit=$(git rev-parse --verify -q "${bump:-none}^") || fail "no commit of the release before $VERSION in this history (a shallow clone? git fetch --unshallow)"
+  release=$(awk -v version="$previous" '$1 == version { print $2 }' sql/release-commits)
+  [ -n "$release" ] || fail "sql/release-commits names no commit for release $previous"
+  commit=$(git rev-parse --verify -q "$release^{commit}") || fail "no commit $release of release $previous in this history (a shallow clone? git fetch --unshallow)"
   grep -qx "version = \"$previous\"" <<<"$(git show "$commit:Cargo.toml")" || fail "commit $commit is not release $previous"
   BUILD=$(mktemp -d)
   git worktree add --detach "$BUILD" "$commit" >/dev/null 2>&1

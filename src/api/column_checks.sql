@@ -4,9 +4,11 @@
    A snowflake ID is a 64-bit integer above 2^41 from the first millisecond after the epoch:
    it fits bigint, numeric of 19 or more digits before the point, and text; it overflows
    smallint and integer at the first INSERT (22003), and real and double precision round it
-   to a neighbour, silently (an ID above 2^53 has no exact double). PostgreSQL accepts such a
-   column as the target of snowflake_nextval(), and a foreign key from an integer column to a
-   bigint key: nothing fails until an ID flows. So:
+   to a neighbour, silently (an ID above 2^53 has no exact double). Under a layout of fewer
+   bits (snowflake_id.id_bits, 53 for js53) the IDs stop lower: at 53 bits a double holds every
+   one, and numeric and character varying need only the digits of the layout's largest ID (16).
+   PostgreSQL accepts such a column as the target of snowflake_nextval(), and a foreign key
+   from an integer column to a bigint key: nothing fails until an ID flows. So:
    - 'default too narrow': a column whose default gives it the ID of snowflake_nextval() (the
      call, or the call cast to the column's type) and whose type cannot hold every ID exactly;
      of a domain, its base type, through domains over domains; of an array, its elements';
@@ -45,6 +47,11 @@ DECLARE
     -- point at: as oid arrays, so that every query below reads the catalogs by index.
     checked oid[];
     referenced oid[];
+    -- The layout's width, as the server started with it (the setting is fixed at start, and a
+    -- named layout sets it); 63 where the library is not loaded, the widest, so that nothing
+    -- too narrow passes. Its largest ID's digits: 19 at 63 bits, 16 at 53.
+    id_bits integer := coalesce(current_setting('snowflake_id.id_bits', true)::integer, 63);
+    id_digits integer := length((((1::bigint << (id_bits - 1)) - 1) * 2 + 1)::text);
 BEGIN
     IF tables IS NULL THEN
         checked := ARRAY(
@@ -75,14 +82,17 @@ BEGIN
     ),
     columns AS (
         -- The checked columns with their base type (through domains, and arrays' elements), and
-        -- whether that type holds every ID exactly: bigint; numeric with 19 or more digits
-        -- before the point (or unconstrained); text and character varying of 19 characters or more.
+        -- whether that type holds every ID exactly: bigint; numeric with the largest ID's digits
+        -- before the point (or unconstrained); text, and character varying of that many
+        -- characters or more; double precision when the layout has 53 bits or fewer (its 53-bit
+        -- significand: 2^53 - 1 and below are exact).
         SELECT a.attrelid, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod) AS type_name,
                CASE base.oid
                    WHEN 'bigint'::regtype THEN true
-                   WHEN 'numeric'::regtype THEN base.typmod < 0 OR ((base.typmod - 4) >> 16) - ((base.typmod - 4) & 65535) >= 19
+                   WHEN 'numeric'::regtype THEN base.typmod < 0 OR ((base.typmod - 4) >> 16) - ((base.typmod - 4) & 65535) >= id_digits
                    WHEN 'text'::regtype THEN true
-                   WHEN 'character varying'::regtype THEN base.typmod < 0 OR base.typmod - 4 >= 19
+                   WHEN 'character varying'::regtype THEN base.typmod < 0 OR base.typmod - 4 >= id_digits
+                   WHEN 'double precision'::regtype THEN id_bits <= 53
                    ELSE false
                END AS holds_ids,
                base.oid IN ('smallint'::regtype, 'integer'::regtype) AND NOT base.in_array AS is_small_integer
@@ -207,6 +217,10 @@ DECLARE
     touched regclass[];
     generators oid[];
     found record;
+    -- How the messages name the IDs' width (snowflake_check_columns reads the same setting).
+    id_width text := CASE WHEN coalesce(current_setting('snowflake_id.id_bits', true)::integer, 63) < 63
+                          THEN format('%s-bit', current_setting('snowflake_id.id_bits'))
+                          ELSE '64-bit' END;
 BEGIN
     touched := ARRAY(
         SELECT DISTINCT cmd.objid::regclass FROM pg_event_trigger_ddl_commands() AS cmd
@@ -249,11 +263,11 @@ BEGIN
         IF found.finding = 'default too narrow' THEN
             RAISE EXCEPTION 'column "%" of relation % is too narrow for snowflake IDs', found.col, found.tbl
                 USING ERRCODE = 'datatype_mismatch',
-                      DETAIL = format('Its default calls snowflake_nextval(), whose IDs are 64-bit; %s cannot hold them, and the first INSERT would fail.', found.type),
+                      DETAIL = format('Its default calls snowflake_nextval(), whose IDs are %s; %s cannot hold them, and the first INSERT would fail.', id_width, found.type),
                       HINT = found.fix;
         END IF;
         RAISE WARNING 'column "%" of relation % is too narrow for the snowflake IDs it references', found.col, found.tbl
-            USING DETAIL = format('It is %s; the IDs are 64-bit. Old keys fit; the first reference to a new row fails with 22003.', found.type),
+            USING DETAIL = format('It is %s; the IDs are %s. Old keys fit; the first reference to a new row fails with 22003.', found.type, id_width),
                   HINT = found.fix;
     END LOOP;
 END

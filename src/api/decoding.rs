@@ -232,7 +232,7 @@ CREATE FUNCTION snowflake_decode(id bigint, layout text)
 RETURNS snowflake_parts
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$ SELECT @extschema@.snowflake_timestamp(id, layout), @extschema@.snowflake_shard(id, layout), @extschema@.snowflake_seq(id, layout) $$;
-COMMENT ON FUNCTION snowflake_decode(bigint, text) IS 'The timestamp, shard and sequence number of an ID made under a named layout (twitter, discord, instagram, mastodon)';
+COMMENT ON FUNCTION snowflake_decode(bigint, text) IS 'The timestamp, shard and sequence number of an ID made under a named layout (twitter, discord, instagram, mastodon, js53)';
 "#,
     name = "snowflake_decode_named",
     requires = ["snowflake_decode", snowflake_timestamp_named, snowflake_shard_named, snowflake_seq_named]

@@ -90,7 +90,13 @@ struct Node {
 impl Node {
     /// A new node with Citus created in it, not yet in any cluster.
     fn start(label: &str) -> Node {
-        let mut cluster = Cluster::create(&format!("citus-{label}"), NODE_SETTINGS);
+        Node::start_with(label, &[])
+    }
+
+    /// The same with more settings (a layout).
+    fn start_with(label: &str, settings: &[&str]) -> Node {
+        let all: Vec<&str> = NODE_SETTINGS.iter().chain(settings).copied().collect();
+        let mut cluster = Cluster::create(&format!("citus-{label}"), &all);
         let name = cluster.socket_dir().display().to_string();
         // Citus connects to the node itself (the rebalancer's background tasks) by this name.
         cluster.configure(&[&format!("citus.local_hostname = '{name}'")]);
@@ -197,6 +203,59 @@ impl Acknowledged {
 /// The server's message in a writer's error (as `Writers` records it, `{error:?}`).
 fn message_of(error: &str) -> &str {
     error.split_once("message: \"").map_or(error, |(_, rest)| rest.split('"').next().unwrap_or(rest))
+}
+
+/// Under the js53 layout each node issues its group's shard in 53 bits: a coordinator and a
+/// worker, rows inserted through both into a table distributed by its key, every ID at or below
+/// 2^53 - 1, of the node its statement was sent to, none twice; shard 64, which a node of a
+/// later group would ask for, refused.
+#[test]
+fn citus_nodes_in_the_js53_layout_issue_their_group_in_53_bits() {
+    if !citus_installed() {
+        println!("skipped: Citus is not installed for PostgreSQL {}", major_of(pg_bin_dir()));
+        return;
+    }
+    const JS53: &[&str] = &["snowflake_id.layout = 'js53'"];
+    let coordinator = Node::start_with("js53-coordinator", JS53);
+    let worker = Node::start_with("js53-worker", JS53);
+    let mut c = coordinator.connect();
+    c.execute("SELECT citus_set_coordinator_host($1, 5432)", &[&coordinator.name]).unwrap();
+    c.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    c.batch_execute(include_str!("../../../deploy/sql/citus.sql")).unwrap();
+    add_node(&mut c, &worker);
+    coordinator.wait_for_own_fence();
+    c.batch_execute(
+        "CREATE TABLE items (id bigint NOT NULL DEFAULT snowflake_nextval(snowflake_node_shard()) PRIMARY KEY,
+                             via int NOT NULL);
+         SELECT create_distributed_table('items', 'id');",
+    )
+    .unwrap();
+    for node in [&coordinator, &worker] {
+        let via = node.group();
+        let mut client = node.connect();
+        for _ in 0..20 {
+            client
+                .execute("INSERT INTO items (via) SELECT $1 FROM generate_series(1, 100)", &[&via])
+                .unwrap();
+        }
+    }
+    let row = c
+        .query_one(
+            "SELECT count(*), count(DISTINCT id), max(id), count(*) FILTER (WHERE snowflake_shard(id) <> via)
+             FROM items",
+            &[],
+        )
+        .unwrap();
+    let (rows, distinct, max, foreign) =
+        (row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, i64>(2), row.get::<_, i64>(3));
+    assert_eq!((rows, distinct, foreign), (4000, 4000, 0), "4,000 rows, distinct, each of its node's group");
+    const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+    assert!(max <= MAX_SAFE_INTEGER, "{max} is above 2^53 - 1");
+
+    // Shard 64, above the layout's 63 (a node of group 64 would ask for it): refused.
+    let error = db_error(&mut c, "SELECT snowflake_nextval(64)");
+    assert_eq!(error.code().code(), "22023");
+    println!("js53: a coordinator and a worker issued 4,000 IDs, the largest {max}");
 }
 
 fn citus_installed() -> bool {

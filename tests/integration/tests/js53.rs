@@ -262,3 +262,64 @@ fn a_server_recorded_in_js53_refuses_another_width_and_js53_past_its_end_refuses
     assert!(log.contains("leave of snowflake_id.id_bits = 53: here 31"), "{log}");
     assert!(log.contains("so that together they are at most 15"), "{log}");
 }
+
+/// The column checks judge a column by the layout's width: under js53 a `double precision`
+/// key holds every ID (its 53-bit significand), and numeric or character varying need the 16
+/// digits of 2^53 - 1; `real` and 15 digits still cannot hold them. The default layout's
+/// refusal of the same double column is in tests/pg_regress/sql/narrow_columns.sql.
+#[test]
+fn js53_columns_of_double_precision_and_16_digits_hold_its_ids() {
+    let cluster = js53_server("js53-columns", &[]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE TABLE doubles (id double precision PRIMARY KEY DEFAULT snowflake_nextval(1));
+             CREATE TABLE digits (id numeric(16, 0) PRIMARY KEY DEFAULT snowflake_nextval(2),
+                                  label varchar(16) DEFAULT snowflake_nextval(2)::text);
+             CREATE TABLE double_refs (parent double precision REFERENCES doubles);
+             CREATE TABLE real_refs (parent real REFERENCES doubles);
+             INSERT INTO doubles SELECT FROM generate_series(1, 2000);
+             INSERT INTO digits SELECT FROM generate_series(1, 2000);",
+        )
+        .unwrap();
+    // Every ID kept exactly by the double: distinct, decoding to its shard, equal to its
+    // integer read back.
+    let row = client
+        .query_one(
+            "SELECT count(DISTINCT id), count(*) FILTER (WHERE snowflake_shard(id::bigint) = 1),
+                    count(*) FILTER (WHERE id::bigint::float8 = id AND id <= 9007199254740991)
+             FROM doubles",
+            &[],
+        )
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, i64>(2)), (2000, 2000, 2000));
+
+    // Only the real reference is too narrow.
+    let findings: Vec<String> = client
+        .query("SELECT tbl::text || '.' || col || ': ' || type || ': ' || finding FROM snowflake_check_columns()", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(findings, ["real_refs.parent: real: reference too narrow"]);
+
+    // Narrower than the layout's IDs: refused in the statement, the width named.
+    for (column, type_name) in
+        [("real", "real"), ("numeric(15, 0)", "numeric(15,0)"), ("varchar(15)", "character varying(15)")]
+    {
+        let error =
+            db_error(&mut client, &format!("CREATE TABLE narrow (id {column} DEFAULT snowflake_nextval(3))"));
+        assert_eq!(error.code().code(), "42804", "{column}");
+        assert_eq!(
+            error.detail(),
+            Some(
+                format!(
+                    "Its default calls snowflake_nextval(), whose IDs are 53-bit; {type_name} cannot hold \
+                     them, and the first INSERT would fail."
+                )
+                .as_str()
+            ),
+            "{column}"
+        );
+    }
+}

@@ -9,7 +9,8 @@
 //! in binary-upgrade mode raising the record as far ahead as the old server could have issued
 //! with this server's settings and clock) until the operator confirms the estimate; and
 //! `pg_upgrade --check` run against the old server while it keeps issuing ahead of its clock,
-//! long before the upgrade.
+//! long before the upgrade. The first case runs again with both servers in the js53 layout,
+//! whose record names its width (`id_bits=53`): the new IDs stay at or below 2^53 - 1.
 //!
 //! Each of these runs from every older major named in `SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS`
 //! (pg_config paths separated by `:`, each PostgreSQL with the extension installed) to the
@@ -71,7 +72,14 @@ macro_rules! from_major {
             #[test]
             fn pg_upgrade_to_a_newer_major_issues_only_ids_above_the_old_ones() {
                 if let Some(old_bin) = super::old_bin_dir($major) {
-                    super::pg_upgrade_issues_only_ids_above_the_old_ones(&old_bin);
+                    super::pg_upgrade_issues_only_ids_above_the_old_ones_in(&old_bin, &super::DEFAULT_LAYOUT);
+                }
+            }
+
+            #[test]
+            fn pg_upgrade_of_a_js53_server_keeps_its_53_bits() {
+                if let Some(old_bin) = super::old_bin_dir($major) {
+                    super::pg_upgrade_issues_only_ids_above_the_old_ones_in(&old_bin, &super::JS53);
                 }
             }
 
@@ -95,18 +103,32 @@ const LEAD: &str = "snowflake_id.max_lead_ms = 1min";
 const RESERVATION_FILE: &str = "snowflake_id.reservation";
 const LAYOUT_FILE: &str = "snowflake_id.layout";
 
+/// A layout both servers are configured with: its settings, a name for its clusters, and its
+/// largest ID.
+struct TestLayout {
+    settings: &'static [&'static str],
+    name: &'static str,
+    largest_id: i64,
+}
+const DEFAULT_LAYOUT: TestLayout = TestLayout { settings: &[], name: "", largest_id: i64::MAX };
+/// The 53-bit layout: its record (with `id_bits=53`) is what the documented step copies.
+const JS53: TestLayout =
+    TestLayout { settings: &["snowflake_id.layout = 'js53'"], name: "js53-", largest_id: (1 << 53) - 1 };
+
 /// Every old ID with its decoded parts, hashed: the same on both majors or the decoders differ.
 const DECODED: &str = "SELECT count(*), md5(string_agg(format('%s %s %s %s', id, (d).ts AT TIME ZONE 'UTC', \
                        (d).shard, (d).seq), ',' ORDER BY id)) FROM (SELECT id, snowflake_decode(id) AS d FROM orders) o";
 
 /// The documented procedure, the reservation guard alone, and the refused start without the
-/// old layout, from one old cluster whose last IDs lead its clock by 20 s.
-fn pg_upgrade_issues_only_ids_above_the_old_ones(old_bin: &Path) {
+/// old layout, from one old cluster in `layout` whose last IDs lead its clock by 20 s.
+fn pg_upgrade_issues_only_ids_above_the_old_ones_in(old_bin: &Path, layout: &TestLayout) {
     let new_bin = pg_bin_dir().to_path_buf();
     let old_major = major_of(old_bin);
     assert!(old_major < major_of(&new_bin), "{old_bin:?} is not an older major than {new_bin:?}");
 
-    let mut old = Cluster::create_with(old_bin, &format!("upgrade-old-{old_major}"), &[LEAD]);
+    let settings: Vec<&str> = [LEAD].iter().chain(layout.settings).copied().collect();
+    let prefix = layout.name;
+    let mut old = Cluster::create_with(old_bin, &format!("upgrade-{prefix}old-{old_major}"), &settings);
     old.start_with(&[]);
     let mut client = old.connect();
     client
@@ -132,12 +154,12 @@ fn pg_upgrade_issues_only_ids_above_the_old_ones(old_bin: &Path) {
 
     // The documented step: pg_upgrade, then the old server's reservation and layout files
     // copied into the new data directory before the new server first starts.
-    let mut copied = upgraded(&old, &new_bin, &format!("upgrade-copied-{old_major}"));
+    let mut copied = upgraded(&old, &new_bin, &format!("upgrade-{prefix}copied-{old_major}"), &settings);
     for name in [RESERVATION_FILE, LAYOUT_FILE] {
         let file = std::fs::read(old.data_dir().join(name)).expect("the old server's file");
         std::fs::write(copied.data_dir().join(name), file).unwrap();
     }
-    check_upgraded(&mut copied, old_max, &decoded_before);
+    check_upgraded(&mut copied, old_max, &decoded_before, layout.largest_id);
     assert_eq!(
         std::fs::read_to_string(copied.data_dir().join(LAYOUT_FILE)).unwrap(),
         std::fs::read_to_string(old.data_dir().join(LAYOUT_FILE)).unwrap()
@@ -148,7 +170,7 @@ fn pg_upgrade_issues_only_ids_above_the_old_ones(old_bin: &Path) {
     // configured layout is the old server's. Then the layout alone is copied, and it does not
     // start either: its reservation is only pg_upgrade's estimate. Confirmed by the operator,
     // the estimate holds here: pg_upgrade's starts recorded a ceiling a full lead ahead.
-    let mut guarded = upgraded(&old, &new_bin, &format!("upgrade-guarded-{old_major}"));
+    let mut guarded = upgraded(&old, &new_bin, &format!("upgrade-{prefix}guarded-{old_major}"), &settings);
     let log = guarded
         .try_start_with(&[])
         .expect_err("a cluster made by pg_upgrade started on an unconfirmed layout");
@@ -157,7 +179,7 @@ fn pg_upgrade_issues_only_ids_above_the_old_ones(old_bin: &Path) {
     copy_layout(&old, &guarded);
     refused_on_the_estimate(&mut guarded);
     confirm_the_estimate(&guarded);
-    check_upgraded(&mut guarded, old_max, &decoded_before);
+    check_upgraded(&mut guarded, old_max, &decoded_before, layout.largest_id);
 }
 
 /// The first real start of a cluster made by pg_upgrade without the old reservation record
@@ -225,7 +247,7 @@ fn pg_upgrade_check_does_not_spend_the_guard(old_bin: &Path) {
     copy_layout(&old, &new);
     refused_on_the_estimate(&mut new);
     confirm_the_estimate(&new);
-    check_upgraded(&mut new, old_max, &decoded_before);
+    check_upgraded(&mut new, old_max, &decoded_before, DEFAULT_LAYOUT.largest_id);
 }
 
 /// Debian's PostgreSQL 15 packages (15.20) write a column option on user tables that
@@ -245,8 +267,8 @@ fn clear_column_options_of_debian_15(client: &mut postgres::Client, old_major: u
 /// Runs pg_upgrade from the stopped `old` cluster into a new one of the PostgreSQL in
 /// `new_bin` (copy mode: `old` stays usable). Checks what the extension did meanwhile: no
 /// reservation worker in binary-upgrade mode, and a guard ceiling recorded.
-fn upgraded(old: &Cluster, new_bin: &Path, name: &str) -> Cluster {
-    let new = Cluster::create_with(new_bin, name, &[LEAD]);
+fn upgraded(old: &Cluster, new_bin: &Path, name: &str, settings: &[&str]) -> Cluster {
+    let new = Cluster::create_with(new_bin, name, settings);
     pg_upgrade(old, &new, &[]);
 
     let logs = server_logs_of_upgrade(new.data_dir());
@@ -298,8 +320,8 @@ fn server_logs_of_upgrade(data_dir: &Path) -> Vec<(PathBuf, String)> {
 }
 
 /// Starts an upgraded cluster and checks that the old IDs decode as before and that the
-/// column default issues IDs above every old one.
-fn check_upgraded(new: &mut Cluster, old_max: i64, decoded_before: &(i64, String)) {
+/// column default issues IDs above every old one and at or below the layout's largest.
+fn check_upgraded(new: &mut Cluster, old_max: i64, decoded_before: &(i64, String), largest_id: i64) {
     new.start_with(&[]);
     let mut client = new.connect();
     let decoded_after = client.query_one(DECODED, &[]).unwrap();
@@ -315,6 +337,8 @@ fn check_upgraded(new: &mut Cluster, old_max: i64, decoded_before: &(i64, String
     let new_min: i64 =
         client.query_one("SELECT min(id) FROM orders WHERE note LIKE 'new %'", &[]).unwrap().get(0);
     assert!(new_min > old_max, "new ID {new_min} is not above the old server's highest, {old_max}");
+    let new_max: i64 = client.query_one("SELECT max(id) FROM orders", &[]).unwrap().get(0);
+    assert!(new_max <= largest_id, "new ID {new_max} is above the layout's largest, {largest_id}");
     let shards: Vec<i32> = client
         .query("SELECT DISTINCT snowflake_shard(id) FROM orders WHERE note LIKE 'new %'", &[])
         .unwrap()
