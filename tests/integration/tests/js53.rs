@@ -323,3 +323,63 @@ fn js53_columns_of_double_precision_and_16_digits_hold_its_ids() {
         );
     }
 }
+
+/// The shard fence reads shards against the layout's 64: a fence of the top shards issues them
+/// and refuses the rest; shard 64 in a fence is outside the layout, refused as a setting.
+#[test]
+fn js53_fences_name_shards_0_to_63() {
+    let cluster = js53_server("js53-fence", &["snowflake_id.shards = '60-63'"]);
+    let mut client = cluster.connect();
+    let id: i64 = client.query_one("SELECT snowflake_nextval(63)", &[]).unwrap().get(0);
+    assert!(id <= MAX_SAFE_INTEGER, "{id} is above 2^53 - 1");
+    assert_eq!(db_error(&mut client, "SELECT snowflake_nextval(1)").code().code(), "55000");
+    let error = db_error(&mut client, "ALTER SYSTEM SET snowflake_id.shards = '60-64'");
+    assert_eq!(error.code().code(), "22023", "{error:?}");
+    assert_eq!(error.detail(), Some("Shard 64 is outside the layout, whose shards are 0 to 63."));
+}
+
+/// Adopting existing keys: a bigserial key converted under js53 goes on above its old keys, in
+/// 53 bits; a table whose keys are above 2^53 - 1 (a 63-bit generator's) cannot be adopted
+/// into js53, and the conversion says so, changing nothing.
+#[test]
+fn js53_adopts_keys_below_its_width_and_refuses_keys_above() {
+    let cluster = js53_server("js53-adopt", &[]);
+    let mut client = cluster.connect();
+    client
+        .batch_execute(
+            "CREATE TABLE small (id bigserial PRIMARY KEY, note text);
+             INSERT INTO small (note) SELECT 'old' FROM generate_series(1, 1000);
+             SELECT snowflake_convert_column('small', 'id', 3);
+             INSERT INTO small (note) SELECT 'new' FROM generate_series(1, 1000);",
+        )
+        .unwrap();
+    let row = client
+        .query_one(
+            "SELECT min(id) FILTER (WHERE note = 'new') > max(id) FILTER (WHERE note = 'old'),
+                    max(id) <= 9007199254740991,
+                    count(*) FILTER (WHERE note = 'new' AND snowflake_shard(id) = 3)
+             FROM small",
+            &[],
+        )
+        .unwrap();
+    assert_eq!((row.get::<_, bool>(0), row.get::<_, bool>(1), row.get::<_, i64>(2)), (true, true, 1000));
+
+    client
+        .batch_execute(
+            "CREATE TABLE wide (id bigint PRIMARY KEY);
+             INSERT INTO wide VALUES (1), (9007199254740992);",
+        )
+        .unwrap();
+    let error = db_error(&mut client, "SELECT snowflake_convert_column('wide', 'id', 4)");
+    assert_eq!(error.code().code(), "55000", "{error:?}");
+    assert_eq!(
+        error.message(),
+        "existing values of column \"id\" of relation public.wide are too large to convert"
+    );
+    assert!(error.detail().unwrap_or_default().starts_with("The largest is 9007199254740992,"), "{error:?}");
+    let default: Option<String> = client
+        .query_one("SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'wide'::regclass", &[])
+        .ok()
+        .map(|row| row.get(0));
+    assert_eq!(default, None, "the conversion left a default");
+}
