@@ -64,6 +64,24 @@ pub enum BeforePromotion {
         ms: i64,
         hold: Duration,
     },
+    /// The pair's clock runs `ms` ahead for `hold` while the primary issues, and is set back;
+    /// at once the primary dies and the standby is promoted, its clock behind the last IDs:
+    /// it must resume above them, from the ceilings it replayed (their WAL records, the
+    /// clock readings of F1) and the promotion's bound. The moment the promotion guard
+    /// exists for, which plain failovers meet only when a clock fault happens to precede them.
+    AheadThenSetBack {
+        ms: i64,
+        hold: Duration,
+    },
+    /// A partition of the pair: the standby's WAL receiver cut off (`primary_conninfo`
+    /// emptied, reloaded) for `hold` while it keeps running and the primary goes on issuing
+    /// (committing, when replication is asynchronous; waiting for the standby, when
+    /// synchronous); then the primary dies and the standby is promoted with the WAL it had.
+    /// Its last replayed floor is `hold` old: only the promotion's own bound, read at the
+    /// promotion, covers the IDs of the WAL it never received.
+    StandbyCutOff {
+        hold: Duration,
+    },
 }
 
 /// A start that must be refused, and is undone afterwards.
@@ -173,6 +191,10 @@ impl Fault {
             Fault::Failover(BeforePromotion::AheadThenStandbyRestarted { .. }) => {
                 "failover, clock ahead and set back, standby restarted first"
             }
+            Fault::Failover(BeforePromotion::AheadThenSetBack { .. }) => {
+                "failover, clock ahead and set back first"
+            }
+            Fault::Failover(BeforePromotion::StandbyCutOff { .. }) => "failover, standby cut off first",
             Fault::Failover(BeforePromotion::ManagerDied) => {
                 "failover, the old primary left running (HA manager died)"
             }
@@ -236,8 +258,12 @@ impl fmt::Display for Fault {
                 }
                 Ok(())
             }
-            Fault::Failover(BeforePromotion::AheadThenStandbyRestarted { ms, hold }) => {
-                write!(f, "{} (clock {ms:+} ms for {} ms)", self.kind(), hold.as_millis())
+            Fault::Failover(
+                BeforePromotion::AheadThenStandbyRestarted { ms, hold }
+                | BeforePromotion::AheadThenSetBack { ms, hold },
+            ) => write!(f, "{} (clock {ms:+} ms for {} ms)", self.kind(), hold.as_millis()),
+            Fault::Failover(BeforePromotion::StandbyCutOff { hold }) => {
+                write!(f, "{} (for {} ms)", self.kind(), hold.as_millis())
             }
             _ => f.write_str(self.kind()),
         }
@@ -376,6 +402,30 @@ impl Schedule {
             let ms = between(&mut pick, 20, MAX_CLOCK_SKEW_MS) as i64;
             schedule.pair_skew_ms = if pick.chance(50) { ms } else { -ms };
         }
+        // Weighted by the guard table's rates (docs/reliability.md): the guards of a promotion
+        // (its bound, the renewed ceilings' WAL records) were caught by 1 or 2 of 5 drawn
+        // seeds, only where a clock fault happened to come just before a failover, or the
+        // standby happened to lag. So of the plain failovers left, and those that kill a
+        // standby's backend first, a third run the pair's clock ahead and set it back just
+        // before, and a third cut the standby off first.
+        for step in schedule.process.iter_mut() {
+            if let Fault::Failover(BeforePromotion::Nothing | BeforePromotion::KillStandbyBackend) =
+                step.fault
+            {
+                match pick.below(3) {
+                    0 => {}
+                    1 => {
+                        let ms = between(&mut pick, 3_000, 12_000) as i64;
+                        let hold = Duration::from_millis(between(&mut pick, 1_500, 4_000));
+                        step.fault = Fault::Failover(BeforePromotion::AheadThenSetBack { ms, hold });
+                    }
+                    _ => {
+                        let hold = Duration::from_millis(between(&mut pick, 3_000, 6_000));
+                        step.fault = Fault::Failover(BeforePromotion::StandbyCutOff { hold });
+                    }
+                }
+            }
+        }
         let middle = schedule.faults_until / 2;
         if let Some(step) =
             upgrade_to.and_then(|_| schedule.process.iter_mut().min_by_key(|step| step.at.abs_diff(middle)))
@@ -396,7 +446,10 @@ impl Schedule {
                 | Fault::ClockStrobe { ms, .. }
                 | Fault::StepBackAfterAhead { ms, .. }
                 | Fault::PowerLoss { clock_behind_ms: ms, .. }
-                | Fault::Failover(BeforePromotion::AheadThenStandbyRestarted { ms, .. }) => ms.abs(),
+                | Fault::Failover(
+                    BeforePromotion::AheadThenStandbyRestarted { ms, .. }
+                    | BeforePromotion::AheadThenSetBack { ms, .. },
+                ) => ms.abs(),
                 _ => 0,
             })
             .max()

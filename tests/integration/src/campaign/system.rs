@@ -306,6 +306,23 @@ impl System {
                 self.kill_primary();
                 self.standby.start();
             }
+            BeforePromotion::AheadThenSetBack { ms, hold } => {
+                // The primary issues ahead, the standby replaying its ceilings; the clock set
+                // back, the primary dies at once, its last IDs ahead of both clocks.
+                self.shared.set_offset(Group::Pair, ms);
+                std::thread::sleep(hold);
+                self.shared.set_offset(Group::Pair, 0);
+                self.kill_primary();
+            }
+            BeforePromotion::StandbyCutOff { hold } => {
+                // The standby keeps running and serving, its WAL receiver gone: it replays
+                // nothing the primary writes meanwhile. The primary dies at the end of it.
+                let mut client = self.standby.cluster.wait_until_accepting();
+                apply_settings(&mut client, &[("primary_conninfo", "")]);
+                drop(client);
+                std::thread::sleep(hold);
+                self.kill_primary();
+            }
             BeforePromotion::KillStandbyBackend => {
                 let mut client = self.standby.cluster.wait_until_accepting();
                 let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
@@ -319,6 +336,12 @@ impl System {
         self.shared.switchpoints.lock().unwrap().insert(ended, switchpoint(&mut client));
         // Its copied settings name itself as a synchronous standby: none until it has one.
         apply_settings(&mut client, &[("synchronous_standby_names", "")]);
+        if let BeforePromotion::StandbyCutOff { .. } = before {
+            // Its emptied primary_conninfo would be copied into the next standby.
+            // One statement each: ALTER SYSTEM refuses to run inside a transaction block.
+            client.batch_execute("ALTER SYSTEM RESET primary_conninfo").unwrap();
+            client.batch_execute("SELECT pg_reload_conf()").unwrap();
+        }
         drop(client);
         std::mem::swap(&mut self.primary, &mut self.standby);
         // The old primary's prepared transactions came over without their hold on the
