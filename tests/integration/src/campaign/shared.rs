@@ -166,6 +166,8 @@ impl Shared {
     /// Sets the clock of every server of `group` `ms` off the real time (each with its skew),
     /// at once.
     pub fn set_offset(&self, group: Group, ms: i64) {
+        // Taken before clocks_steady: the failover that holds the pair's clock starts servers.
+        let _held = (group == Group::Pair).then(pair_clock_held);
         let _steady = clocks_steady();
         let files = self.clock_files.lock().unwrap();
         for (file, skew_ms) in &files[group.index()] {
@@ -204,6 +206,17 @@ impl Shared {
 pub fn clocks_steady() -> std::sync::MutexGuard<'static, ()> {
     static STEADY: Mutex<()> = Mutex::new(());
     STEADY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Held by a failover from the moment its standby stops receiving the primary's WAL (stopped,
+/// powered off, cut off) until the promoted server has its new standby: meanwhile no fault
+/// moves the pair's clock. A clock run ahead while the standby receives nothing, then set back
+/// before the promotion, breaks the promotion's documented assumption (README, guarantee 3;
+/// docs/reliability.md, "What it still cannot see"): it would repeat IDs by design. Taken
+/// before `clocks_steady`, never inside it.
+pub fn pair_clock_held() -> std::sync::MutexGuard<'static, ()> {
+    static HELD: Mutex<()> = Mutex::new(());
+    HELD.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The offset as libfaketime reads it: seconds, with a sign and a fraction.

@@ -269,6 +269,8 @@ impl System {
     /// Kills the pair's primary, promotes the standby (after doing `before` to it), and
     /// rebuilds the old primary as the new standby from a base backup.
     pub fn failover(&mut self, before: BeforePromotion) {
+        // Taken where the standby stops receiving, kept to the end (see pair_clock_held).
+        let mut _pair_clock_held = None;
         match before {
             BeforePromotion::Nothing => self.kill_primary(),
             BeforePromotion::ManagerDied => {
@@ -281,6 +283,7 @@ impl System {
                 // Down while the primary goes on issuing (and, when replication is
                 // asynchronous, committing) for a moment, then the primary dies, and the
                 // standby comes back with only what it had: its restartpoint, its record.
+                _pair_clock_held = Some(super::pair_clock_held());
                 self.standby.cluster.stop("fast");
                 std::thread::sleep(Duration::from_secs(2));
                 self.kill_primary();
@@ -289,6 +292,7 @@ impl System {
             BeforePromotion::StandbyLostPower => {
                 // Its disk keeps only what it fsynced: the WAL it received and had flushed (what
                 // it told the primary), the files of its last restartpoint.
+                _pair_clock_held = Some(super::pair_clock_held());
                 lose_power(&mut self.standby.cluster);
                 std::thread::sleep(Duration::from_secs(2));
                 self.kill_primary();
@@ -301,6 +305,7 @@ impl System {
                 self.shared.set_offset(Group::Pair, ms);
                 std::thread::sleep(hold);
                 self.shared.set_offset(Group::Pair, 0);
+                _pair_clock_held = Some(super::pair_clock_held());
                 self.standby.cluster.stop("fast");
                 std::thread::sleep(Duration::from_secs(2));
                 self.kill_primary();
@@ -318,6 +323,7 @@ impl System {
                 // The standby keeps running and serving, its WAL receiver gone: it replays
                 // nothing the primary writes meanwhile. The primary dies at the end of it.
                 let mut client = self.standby.cluster.wait_until_accepting();
+                _pair_clock_held = Some(super::pair_clock_held());
                 apply_settings(&mut client, &[("primary_conninfo", "")]);
                 drop(client);
                 std::thread::sleep(hold);
