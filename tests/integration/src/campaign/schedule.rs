@@ -307,6 +307,9 @@ pub struct Schedule {
 /// The extension's default `snowflake_id.max_clock_skew_ms`, which the campaign keeps.
 pub const MAX_CLOCK_SKEW_MS: u64 = 250;
 
+/// The extension's default `snowflake_id.reserve_ms`, which the campaign keeps.
+pub const DEFAULT_RESERVE_MS: u64 = 500;
+
 /// How long a server's clock stays behind after a power loss, before it is set right.
 pub const POWER_LOSS_CLOCK_HOLD: Duration = Duration::from_secs(4);
 
@@ -420,7 +423,15 @@ impl Schedule {
                         step.fault = Fault::Failover(BeforePromotion::AheadThenSetBack { ms, hold });
                     }
                     _ => {
-                        let hold = Duration::from_millis(between(&mut pick, 3_000, 6_000));
+                        // Longer than the promotion's bound on the standby (its lead, 1 ms,
+                        // the default reserve_ms and max_clock_skew_ms): the floor it last
+                        // replayed covers IDs of its clock up to that far ahead, so a shorter
+                        // cut-off leaves the promotion's own bound nothing to do.
+                        let lead_ms =
+                            if schedule.larger_lead_on_standby { LARGER_LEAD_MS } else { DEFAULT_LEAD_MS };
+                        let bound_ms = lead_ms as u64 + 1 + DEFAULT_RESERVE_MS + MAX_CLOCK_SKEW_MS;
+                        let hold =
+                            Duration::from_millis(between(&mut pick, bound_ms + 1_000, bound_ms + 3_000));
                         step.fault = Fault::Failover(BeforePromotion::StandbyCutOff { hold });
                     }
                 }
