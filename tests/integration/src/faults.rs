@@ -39,7 +39,7 @@ impl FakeClock {
     /// folder, say), at the real time ("+0") until set.
     pub fn in_folder(folder: &Path) -> FakeClock {
         let offset_file = folder.join("faketime");
-        fs::write(&offset_file, "+0\n").unwrap();
+        write_offset_file(&offset_file, "+0");
         let env = faketime_env(&offset_file);
         FakeClock { offset_file, env }
     }
@@ -68,8 +68,17 @@ impl FakeClock {
 
     /// Sets the offset from the real time, in seconds as libfaketime reads it: "-10", "+0".
     pub fn set(&self, offset: &str) {
-        fs::write(&self.offset_file, format!("{offset}\n")).unwrap();
+        write_offset_file(&self.offset_file, offset);
     }
+}
+
+/// Writes a clock's offset file whole: a new file renamed over the old one. libfaketime reads
+/// the file at every clock call (no cache), so a file rewritten in place could be read empty
+/// or half-written, a clock jump of its own.
+pub fn write_offset_file(path: &Path, offset: &str) {
+    let new = path.with_extension("new");
+    fs::write(&new, format!("{offset}\n")).unwrap();
+    fs::rename(&new, path).unwrap();
 }
 
 /// A fault injected into every fsync and fdatasync of a process (and its threads) with

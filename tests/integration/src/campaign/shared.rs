@@ -56,7 +56,7 @@ pub struct Shared {
     pub freezes: BTreeMap<i32, RwLock<()>>,
     /// The offset of each group's clock from the real time, in ms, with when it was set (ms
     /// since the start): the lead check reads the clock a server had.
-    pub offsets: Mutex<[Vec<(u64, i64)>; 2]>,
+    pub offsets: Mutex<[Vec<OffsetChange>; 2]>,
     /// The files libfaketime reads each group's offset from, one per running server, each with
     /// that server's own skew from its group's clock (ms; see `pair_skew_ms`).
     pub clock_files: Mutex<[Vec<(PathBuf, i64)>; 2]>,
@@ -116,7 +116,7 @@ impl Shared {
             give_up: AtomicBool::new(false),
             directory: RwLock::new(Directory::default()),
             freezes,
-            offsets: Mutex::new([vec![(0, 0)], vec![(0, 0)]]),
+            offsets: Mutex::new([vec![OffsetChange::default()], vec![OffsetChange::default()]]),
             clock_files: Mutex::new([Vec::new(), Vec::new()]),
             pair_skew_ms,
             skews: Mutex::new(BTreeMap::new()),
@@ -169,16 +169,21 @@ impl Shared {
         // Taken before clocks_steady: the failover that holds the pair's clock starts servers.
         let _held = (group == Group::Pair).then(pair_clock_held);
         let _steady = clocks_steady();
+        let from_ms = self.now_ms();
         let files = self.clock_files.lock().unwrap();
         for (file, skew_ms) in &files[group.index()] {
             write_offset(file, ms + skew_ms);
         }
-        self.offsets.lock().unwrap()[group.index()].push((self.now_ms(), ms));
+        self.offsets.lock().unwrap()[group.index()].push(OffsetChange {
+            from_ms,
+            until_ms: self.now_ms(),
+            ms,
+        });
     }
 
     /// The current offset of `group`'s clock.
     pub fn offset(&self, group: Group) -> i64 {
-        self.offsets.lock().unwrap()[group.index()].last().map_or(0, |(_, ms)| *ms)
+        self.offsets.lock().unwrap()[group.index()].last().map_or(0, |change| change.ms)
     }
 
     /// A new server `name` of `group` reads its clock from `file`: it starts at the group's
@@ -197,6 +202,16 @@ impl Shared {
     pub fn skew_of(&self, name: &str) -> i64 {
         self.skews.lock().unwrap().get(name).copied().unwrap_or(0)
     }
+}
+
+/// A group's clock set `ms` off the real time: its files were written between `from_ms` and
+/// `until_ms` (campaign time; on a loaded machine the two can be tens of ms apart, and a
+/// server may read the new offset at any moment between them).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct OffsetChange {
+    pub from_ms: u64,
+    pub until_ms: u64,
+    pub ms: i64,
 }
 
 /// Held while a server starts and while an offset changes, so that no clock moves during a
@@ -221,7 +236,7 @@ pub fn pair_clock_held() -> std::sync::MutexGuard<'static, ()> {
 
 /// The offset as libfaketime reads it: seconds, with a sign and a fraction.
 fn write_offset(file: &std::path::Path, ms: i64) {
-    std::fs::write(file, format!("{:+.3}\n", ms as f64 / 1000.0)).unwrap();
+    crate::write_offset_file(file, &format!("{:+.3}", ms as f64 / 1000.0));
 }
 
 pub fn unix_ms() -> i64 {
