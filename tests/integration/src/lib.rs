@@ -33,3 +33,8 @@ pub use kit::*;
 pub use process::*;
 pub use queries::*;
 pub use workload::*;
+
+/// The setting of the 53-bit layout (docs/js53.md), which several tests start servers with.
+pub const JS53_LAYOUT: &str = "snowflake_id.layout = 'js53'";
+/// The largest ID of the 53-bit layout: JavaScript's `Number.MAX_SAFE_INTEGER`, 2^53 - 1.
+pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;

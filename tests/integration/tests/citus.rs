@@ -29,7 +29,8 @@
 
 use postgres::Client;
 use snowflake_id_integration::{
-    count, db_error, major_of, pg_bin_dir, pg_dir, wait_until, Cluster, Write, Writers,
+    count, db_error, major_of, pg_bin_dir, pg_dir, wait_until, Cluster, Write, Writers, JS53_LAYOUT,
+    MAX_SAFE_INTEGER,
 };
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -215,9 +216,8 @@ fn citus_nodes_in_the_js53_layout_issue_their_group_in_53_bits() {
         println!("skipped: Citus is not installed for PostgreSQL {}", major_of(pg_bin_dir()));
         return;
     }
-    const JS53: &[&str] = &["snowflake_id.layout = 'js53'"];
-    let coordinator = Node::start_with("js53-coordinator", JS53);
-    let worker = Node::start_with("js53-worker", JS53);
+    let coordinator = Node::start_with("js53-coordinator", &[JS53_LAYOUT]);
+    let worker = Node::start_with("js53-worker", &[JS53_LAYOUT]);
     let mut c = coordinator.connect();
     c.execute("SELECT citus_set_coordinator_host($1, 5432)", &[&coordinator.name]).unwrap();
     c.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
@@ -249,7 +249,6 @@ fn citus_nodes_in_the_js53_layout_issue_their_group_in_53_bits() {
     let (rows, distinct, max, foreign) =
         (row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, i64>(2), row.get::<_, i64>(3));
     assert_eq!((rows, distinct, foreign), (4000, 4000, 0), "4,000 rows, distinct, each of its node's group");
-    const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
     assert!(max <= MAX_SAFE_INTEGER, "{max} is above 2^53 - 1");
 
     // Shard 64, above the layout's 63 (a node of group 64 would ask for it): refused.

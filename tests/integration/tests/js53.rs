@@ -3,14 +3,11 @@
 //! Its settings, its record, its limits (the 64 IDs a millisecond of one shard, shard 64, the end
 //! of its time) and the functions that read or take IDs under it.
 
-use snowflake_id_integration::{db_error, Cluster};
+use snowflake_id_integration::{db_error, Cluster, JS53_LAYOUT, MAX_SAFE_INTEGER};
 use std::collections::HashSet;
 
-/// JavaScript's `Number.MAX_SAFE_INTEGER`.
-const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
-
 fn js53_server(name: &str, settings: &[&str]) -> Cluster {
-    let mut all = vec!["snowflake_id.layout = 'js53'"];
+    let mut all = vec![JS53_LAYOUT];
     all.extend_from_slice(settings);
     let cluster = Cluster::start(name, &all);
     cluster.connect().batch_execute("CREATE EXTENSION snowflake_id").unwrap();
@@ -230,7 +227,7 @@ fn a_server_recorded_in_js53_refuses_another_width_and_js53_past_its_end_refuses
         "{log}"
     );
     // 6 + 6 bits in 63 would leave 51 bits of time: refused before the record is read.
-    cluster.configure(&["snowflake_id.layout = 'js53'", "snowflake_id.id_bits = 63"]);
+    cluster.configure(&[JS53_LAYOUT, "snowflake_id.id_bits = 63"]);
     let log = match cluster.try_start_with(&[]) {
         Ok(()) => panic!("the server started with 51 bits of time"),
         Err(log) => log,
@@ -242,10 +239,7 @@ fn a_server_recorded_in_js53_refuses_another_width_and_js53_past_its_end_refuses
     cluster.connect().query_one("SELECT snowflake_nextval(1)", &[]).unwrap();
 
     // 41 bits of milliseconds after 1950 ended in 2019.
-    let mut old = Cluster::create(
-        "js53-old-epoch",
-        &["snowflake_id.layout = 'js53'", "snowflake_id.epoch = '1950-01-01'"],
-    );
+    let mut old = Cluster::create("js53-old-epoch", &[JS53_LAYOUT, "snowflake_id.epoch = '1950-01-01'"]);
     let log = match old.try_start_with(&[]) {
         Ok(()) => panic!("a js53 server started with its IDs run out"),
         Err(log) => log,

@@ -17,7 +17,9 @@
 //! PostgreSQL of `PG_CONFIG`, as `scripts/test.sh` does on the newest major from each earlier one: one test per
 //! old major and case (`from_16::...`). A major that is not named says that it did not run.
 
-use snowflake_id_integration::{bin_dir_of, major_of, pg_bin_dir, pg_upgrade, Cluster};
+use snowflake_id_integration::{
+    bin_dir_of, major_of, pg_bin_dir, pg_upgrade, Cluster, JS53_LAYOUT, MAX_SAFE_INTEGER,
+};
 use std::path::{Path, PathBuf};
 
 const FROM_VARIABLE: &str = "SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS";
@@ -112,8 +114,7 @@ struct TestLayout {
 }
 const DEFAULT_LAYOUT: TestLayout = TestLayout { settings: &[], name: "", largest_id: i64::MAX };
 /// The 53-bit layout: its record (with `id_bits=53`) is what the documented step copies.
-const JS53: TestLayout =
-    TestLayout { settings: &["snowflake_id.layout = 'js53'"], name: "js53-", largest_id: (1 << 53) - 1 };
+const JS53: TestLayout = TestLayout { settings: &[JS53_LAYOUT], name: "js53-", largest_id: MAX_SAFE_INTEGER };
 
 /// Every old ID with its decoded parts, hashed: the same on both majors or the decoders differ.
 const DECODED: &str = "SELECT count(*), md5(string_agg(format('%s %s %s %s', id, (d).ts AT TIME ZONE 'UTC', \
