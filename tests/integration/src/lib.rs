@@ -7,6 +7,8 @@
 //!   when a test fails; its data directory on a disk that can lose power (`power_loss`);
 //! - `faults`: a faked clock (libfaketime) and slow or failing fsyncs (strace);
 //! - `workload`: writers loading a server, the seeded choices of a workload;
+//! - `engine`: the workload engine of the tests that play an application (writers running
+//!   its kinds of operation, their history, readers paging below the horizon);
 //! - `queries`: what tests ask a server and assert about what it holds;
 //! - `ha`: a stand-in HA manager for the lease; `kit`: the kits of deploy/ run for real;
 //! - `campaign`: the fault campaign (docs/reliability.md).
@@ -16,6 +18,7 @@
 
 pub mod campaign;
 mod cluster;
+pub mod engine;
 mod faults;
 mod ha;
 mod install;

@@ -1,9 +1,11 @@
 //! The load the tests put on a server: writers inserting over and over on connections of
 //! their own, what each was acknowledged, and the seeded random choices of a workload.
 
+use crate::engine::{Op, Route, Transaction, Workload, Writer};
 use crate::Cluster;
 use postgres::types::ToSql;
-use postgres::NoTls;
+use postgres::Client;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -34,78 +36,121 @@ impl Write {
 }
 
 /// Connections writing at once, each with a connection of its own, until told to stop or
-/// until its first error (a crash cutting it off, a refusal), which is recorded.
+/// until its first error (a crash cutting it off, a refusal), which is recorded. Each is a
+/// writer of the workload engine (`crate::engine`) with one kind of op: its write.
 pub struct Writers {
-    stop: Arc<AtomicBool>,
-    rows: Arc<AtomicUsize>,
-    backends: Arc<Mutex<Vec<u32>>>,
-    errors: Arc<Mutex<Vec<String>>>,
-    workers: Vec<std::thread::JoinHandle<Vec<i64>>>,
+    shared: Arc<Repeated>,
+    workers: Vec<std::thread::JoinHandle<Vec<Op<()>>>>,
+}
+
+/// What the connections of `Writers` share.
+#[derive(Default)]
+struct Repeated {
+    stop: AtomicBool,
+    rows: AtomicUsize,
+    backends: Mutex<Vec<u32>>,
+    errors: Mutex<Vec<String>>,
+}
+
+/// One connection of `Writers`: its write, run until the first error.
+struct Repeat {
+    shared: Arc<Repeated>,
+    write: Write,
+    config: postgres::Config,
+    started: Instant,
+    /// The write, prepared by the connection (for `Write::prepared`).
+    statement: RefCell<Option<postgres::Statement>>,
+    failed: Cell<bool>,
+}
+
+impl Repeat {
+    fn fail(&self, error: String) {
+        self.failed.set(true);
+        self.shared.errors.lock().unwrap().push(error);
+    }
+}
+
+impl Workload for Repeat {
+    type Kind = ();
+    type Hold<'a> = ();
+
+    fn writing(&self) -> bool {
+        !self.shared.stop.load(Ordering::Relaxed) && !self.failed.get()
+    }
+
+    fn origin(&self) -> Instant {
+        self.started
+    }
+
+    fn kind(&self, _pick: &mut Pick) {}
+
+    fn route(&self, _kind: &(), _tag: i64) -> Option<(Route, i32, ())> {
+        Some((Route { server: "server".into(), config: self.config.clone(), epoch: 0 }, 0, ()))
+    }
+
+    fn run(
+        &self,
+        client: &mut Client,
+        _: &mut Pick,
+        _: &mut Op<()>,
+        tx: &mut Transaction,
+    ) -> Result<(), postgres::Error> {
+        let params: Vec<&(dyn ToSql + Sync)> =
+            self.write.params.iter().map(|param| param as &(dyn ToSql + Sync)).collect();
+        tx.sending_autocommit_insert();
+        let written = match self.statement.borrow().as_ref() {
+            Some(statement) => client.query(statement, &params),
+            None => client.query(self.write.sql.as_str(), &params),
+        }
+        // The server went away (or refused): this connection is done. Its error is kept
+        // whole (SQLSTATE, message, hint), as tests read it.
+        .inspect_err(|error| self.fail(format!("{error:?}")))?;
+        tx.returned(written.iter().map(|row| row.get::<_, i64>(0)));
+        Ok(())
+    }
+
+    fn connected(&self, client: &mut Client) {
+        if let Ok(row) = client.query_one("SELECT pg_backend_pid()", &[]) {
+            self.shared.backends.lock().unwrap().push(row.get::<_, i32>(0) as u32);
+        }
+        if self.write.prepared {
+            match client.prepare(&self.write.sql) {
+                Ok(statement) => *self.statement.borrow_mut() = Some(statement),
+                Err(error) => self.fail(format!("{error:?}")),
+            }
+        }
+    }
+
+    fn recorded(&self, op: &mut Op<()>, _client: Option<&mut Client>) {
+        self.shared.rows.fetch_add(op.committed.len(), Ordering::Relaxed);
+    }
 }
 
 impl Writers {
     /// Starts one connection per entry of `writes`, each running its write over and over.
     pub fn start(cluster: &Cluster, writes: Vec<Write>) -> Writers {
-        let stop = Arc::new(AtomicBool::new(false));
-        let rows = Arc::new(AtomicUsize::new(0));
-        let backends = Arc::new(Mutex::new(Vec::new()));
-        let errors = Arc::new(Mutex::new(Vec::new()));
+        let shared = Arc::new(Repeated::default());
         let workers = writes
             .into_iter()
-            .map(|write| {
-                let (stop, rows, backends) = (stop.clone(), rows.clone(), backends.clone());
-                let errors = errors.clone();
-                let config = cluster.config();
-                std::thread::spawn(move || {
-                    let mut keys = Vec::new();
-                    let fail = |error: String| errors.lock().unwrap().push(error);
-                    let mut client = match config.connect(NoTls) {
-                        Ok(client) => client,
-                        Err(error) => {
-                            fail(error.to_string());
-                            return keys;
-                        }
-                    };
-                    if let Ok(row) = client.query_one("SELECT pg_backend_pid()", &[]) {
-                        backends.lock().unwrap().push(row.get::<_, i32>(0) as u32);
-                    }
-                    let params: Vec<&(dyn ToSql + Sync)> =
-                        write.params.iter().map(|param| param as &(dyn ToSql + Sync)).collect();
-                    let prepared = match write.prepared.then(|| client.prepare(&write.sql)) {
-                        None => None,
-                        Some(Ok(statement)) => Some(statement),
-                        Some(Err(error)) => {
-                            fail(format!("{error:?}"));
-                            return keys;
-                        }
-                    };
-                    while !stop.load(Ordering::Relaxed) {
-                        let result = match &prepared {
-                            Some(statement) => client.query(statement, &params),
-                            None => client.query(write.sql.as_str(), &params),
-                        };
-                        match result {
-                            Ok(written) => {
-                                keys.extend(written.iter().map(|row| row.get::<_, i64>(0)));
-                                rows.fetch_add(written.len(), Ordering::Relaxed);
-                            }
-                            Err(error) => {
-                                // The server went away (or refused): this connection is done.
-                                fail(format!("{error:?}"));
-                                break;
-                            }
-                        }
-                    }
-                    keys
-                })
+            .enumerate()
+            .map(|(number, write)| {
+                let repeat = Repeat {
+                    shared: shared.clone(),
+                    write,
+                    config: cluster.config(),
+                    started: Instant::now(),
+                    statement: RefCell::new(None),
+                    failed: Cell::new(false),
+                };
+                std::thread::spawn(move || Writer::new(repeat, number, Pick::new(number as u64)).run())
             })
             .collect();
-        Writers { stop, rows, backends, errors, workers }
+        Writers { shared, workers }
     }
 
     /// Rows acknowledged so far.
     pub fn rows(&self) -> usize {
-        self.rows.load(Ordering::Relaxed)
+        self.shared.rows.load(Ordering::Relaxed)
     }
 
     /// Waits until at least `rows` were acknowledged (at most a minute).
@@ -124,20 +169,25 @@ impl Writers {
 
     /// The errors the connections stopped at so far (each stops at its first).
     pub fn errors(&self) -> Vec<String> {
-        self.errors.lock().unwrap().clone()
+        self.shared.errors.lock().unwrap().clone()
     }
 
     /// Process ids of the writers' backends.
     pub fn backends(&self) -> Vec<u32> {
-        self.backends.lock().unwrap().clone()
+        self.shared.backends.lock().unwrap().clone()
     }
 
     /// Stops (or collects, after a crash) the connections; returns each one's keys, in the
     /// order of `writes` and each in the order they were returned, and every error.
     pub fn finish(self) -> (Vec<Vec<i64>>, Vec<String>) {
-        self.stop.store(true, Ordering::Relaxed);
-        let keys = self.workers.into_iter().map(|worker| worker.join().unwrap()).collect();
-        let errors = self.errors.lock().unwrap().clone();
+        self.shared.stop.store(true, Ordering::Relaxed);
+        let shared = self.shared;
+        let keys = self
+            .workers
+            .into_iter()
+            .map(|worker| worker.join().unwrap().into_iter().flat_map(|op| op.committed).collect())
+            .collect();
+        let errors = shared.errors.lock().unwrap().clone();
         (keys, errors)
     }
 }

@@ -5,8 +5,9 @@
 //! 3 s), several INSERTs each, some through `snowflake_nextvals`, savepoints rolled back,
 //! aborts, prepared transactions committed or rolled back later by another connection, and
 //! one backend killed with kill -9 half-way (the postmaster then ends every backend: all
-//! reconnect and go on). Two readers poll with the documented loop; at the end each has read
-//! the table's rows, each once. A reader paging with `id > cursor` alone, beside them, misses
+//! reconnect and go on), all run by the workload engine, whose history must agree with the
+//! table (every acknowledged commit stored, nothing rolled back stored). Two readers poll with
+//! the documented loop; at the end each has read the table's rows, each once. A reader paging with `id > cursor` alone, beside them, misses
 //! rows: the test can fail. The focused tests each hold one rule: an open transaction, a
 //! prepared one across restarts, parallel workers, a clock stepped back, an idle server, an
 //! older snapshot, the refusals, a transaction that holds the horizons of its own shards
@@ -14,9 +15,13 @@
 //! flood of calls (and of xids), which sends no reader's poll back to the horizon of the start.
 
 use postgres::{Client, Config, NoTls};
+use snowflake_id_integration::engine::{
+    self, Op, Paging, Reads, Route, Source, Transaction, Workload, Writer,
+};
 use snowflake_id_integration::{
     connection_lost, count, db_error, major_of, pg_bin_dir, Cluster, FakeClock, Pick,
 };
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -104,6 +109,7 @@ const STRAGGLE_AT_MOST: Duration = Duration::from_secs(5);
 
 /// What the threads of the main test share.
 struct Run {
+    started: Instant,
     stop_writing: AtomicBool,
     writers_done: AtomicBool,
     /// `i64::MAX` until the writes are over and every prepared transaction resolved; then the
@@ -117,20 +123,14 @@ struct Run {
     readers_ready: AtomicUsize,
     /// The naive reader's cursor, which the straggler waits to see pass its ID.
     naive_cursor: AtomicI64,
+    /// Straggler transactions that committed after the naive reader had read past their ID.
+    overtaken: AtomicUsize,
     /// The process ids of the writers' backends, newest last.
     backends: Mutex<Vec<u32>>,
     /// Prepared transactions to resolve: when, and their gid.
     prepared: Mutex<Vec<(Instant, String)>>,
-    /// Errors no client expects (anything but a lost connection): each fails the test.
+    /// Errors of the committer no client expects: each fails the test.
     errors: Mutex<Vec<String>>,
-    crashed: AtomicBool,
-    committed_after_crash: AtomicUsize,
-}
-
-impl Run {
-    fn error(&self, error: String) {
-        self.errors.lock().unwrap().push(error);
-    }
 }
 
 /// Connects, retrying while the server restarts (at most 60 s).
@@ -147,141 +147,178 @@ fn connect(config: &Config, who: &str) -> Client {
     }
 }
 
-#[derive(Default, Debug)]
-struct Written {
-    committed: usize,
-    aborted: usize,
-    prepared: usize,
-    long: usize,
-    batches: usize,
-    savepoints: usize,
-    /// Straggler transactions that committed after the naive reader had read past their ID.
-    overtaken: usize,
-    reconnects: usize,
+/// One INSERT of a transaction: its shard, its rows, and whether they come from
+/// `snowflake_nextvals` (a batch) or one `snowflake_nextval` call per row.
+#[derive(Clone, Copy, Debug)]
+struct Insert {
+    shard: i32,
+    rows: i32,
+    batch: bool,
 }
 
-/// How a transaction ended.
+/// How a transaction ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum End {
-    Committed,
-    Aborted,
-    Prepared(String),
+    Commit,
+    Rollback,
+    /// PREPARE TRANSACTION, left to the committer (which commits 85 in 100).
+    Prepare,
 }
 
-/// One writer until told to stop: random transactions, reconnecting when the server resets.
-fn writer(config: Config, number: usize, run: &Run) -> Written {
-    let mut written = Written::default();
-    let mut pick = Pick::new(number as u64);
-    let mut client: Option<Client> = None;
-    let mut transactions = 0usize;
-    while !run.stop_writing.load(SeqCst) {
-        let Some(conn) = client.as_mut() else {
-            let mut new = connect(&config, &format!("writer {number}"));
-            match new.query_one("SELECT pg_backend_pid()", &[]) {
-                Ok(row) => run.backends.lock().unwrap().push(row.get::<_, i32>(0) as u32),
-                Err(error) if connection_lost(&error) => continue,
-                Err(error) => panic!("writer {number}: {error}"),
-            }
-            client = Some(new);
-            continue;
+/// What one transaction of a writer does, drawn before it runs: 1 to 4 INSERTs of 1 to 40
+/// rows on random shards (a quarter of them through `snowflake_nextvals`), an INSERT rolled
+/// back to a savepoint in a quarter, a quarter of them long (sleeping up to 3 s between
+/// statements); then committed, rolled back, or prepared. The straggler's takes one INSERT
+/// and waits for the naive reader before its COMMIT.
+#[derive(Clone, Debug)]
+struct Plan {
+    inserts: Vec<Insert>,
+    /// After which INSERT a savepoint is taken, another INSERT made and rolled back to it.
+    savepoint: Option<(usize, Insert)>,
+    sleep_ms: u64,
+    end: End,
+    straggle: bool,
+}
+
+impl Plan {
+    fn draw(pick: &mut Pick, straggle: bool) -> Plan {
+        let insert = |pick: &mut Pick| {
+            let shard = SHARDS[pick.below(SHARDS.len())];
+            let batch = pick.chance(25);
+            let rows = 1 + pick.below(if batch { 40 } else { 5 }) as i32;
+            Insert { shard, rows, batch }
         };
-        transactions += 1;
-        let straggle = number == STRAGGLER && transactions.is_multiple_of(4);
-        match transaction(conn, number, transactions, straggle, &mut pick, &mut written, run) {
-            Ok(End::Committed) => {
-                written.committed += 1;
-                if run.crashed.load(SeqCst) {
-                    run.committed_after_crash.fetch_add(1, SeqCst);
+        if straggle {
+            return Plan {
+                inserts: vec![insert(pick)],
+                savepoint: None,
+                sleep_ms: 0,
+                end: End::Commit,
+                straggle,
+            };
+        }
+        let inserts: Vec<Insert> = (0..1 + pick.below(4)).map(|_| insert(pick)).collect();
+        let sleep_ms =
+            if pick.chance(25) { (pick.below(LONGEST_SLEEP_MS) / inserts.len()) as u64 } else { 0 };
+        let savepoint = pick.chance(25).then(|| (pick.below(inserts.len()), insert(pick)));
+        let end = match pick.below(100) {
+            0..62 => End::Commit,
+            62..75 => End::Rollback,
+            _ => End::Prepare,
+        };
+        Plan { inserts, savepoint, sleep_ms, end, straggle }
+    }
+
+    fn batches(&self) -> usize {
+        self.inserts
+            .iter()
+            .chain(self.savepoint.as_ref().map(|(_, insert)| insert))
+            .filter(|i| i.batch)
+            .count()
+    }
+}
+
+/// One writer of the main test, run by the workload engine: its plans, on the one server.
+struct Writing {
+    run: Arc<Run>,
+    config: Config,
+    number: usize,
+    /// Transactions drawn so far (the straggler straggles every 4th).
+    drawn: Cell<usize>,
+}
+
+impl Workload for Writing {
+    type Kind = Plan;
+    type Hold<'a> = ();
+
+    fn writing(&self) -> bool {
+        !self.run.stop_writing.load(SeqCst)
+    }
+
+    fn origin(&self) -> Instant {
+        self.run.started
+    }
+
+    fn kind(&self, pick: &mut Pick) -> Plan {
+        self.drawn.set(self.drawn.get() + 1);
+        Plan::draw(pick, self.number == STRAGGLER && self.drawn.get().is_multiple_of(4))
+    }
+
+    fn route(&self, plan: &Plan, _tag: i64) -> Option<(Route, i32, ())> {
+        Some((
+            Route { server: "server".into(), config: self.config.clone(), epoch: 0 },
+            plan.inserts[0].shard,
+            (),
+        ))
+    }
+
+    fn run(
+        &self,
+        client: &mut Client,
+        pick: &mut Pick,
+        op: &mut Op<Plan>,
+        tx: &mut Transaction,
+    ) -> Result<(), postgres::Error> {
+        let (plan, tag, writer) = (op.kind.clone(), op.tag, op.writer as i32);
+        let insert = |client: &mut Client, insert: &Insert| -> Result<Vec<i64>, postgres::Error> {
+            let sql = if insert.batch {
+                "INSERT INTO events (id, writer, shard, tag) SELECT id, $2, $1, $4 FROM snowflake_nextvals($1, $3) AS id \
+                 RETURNING id"
+            } else {
+                "INSERT INTO events (id, writer, shard, tag) SELECT snowflake_nextval($1), $2, $1, $4 \
+                 FROM generate_series(1, $3) RETURNING id"
+            };
+            let rows = client.query(sql, &[&insert.shard, &writer, &insert.rows, &tag])?;
+            Ok(rows.iter().map(|row| row.get(0)).collect())
+        };
+        client.batch_execute("BEGIN")?;
+        for (number, planned) in plan.inserts.iter().enumerate() {
+            let ids = insert(client, planned)?;
+            let lowest = ids.iter().copied().min().unwrap();
+            tx.returned(ids);
+            if plan.straggle {
+                // The ID taken first, committed only once the naive reader has read rows above it.
+                let until = Instant::now() + STRAGGLE_AT_MOST;
+                while self.run.naive_cursor.load(SeqCst) <= lowest && Instant::now() < until {
+                    sleep(Duration::from_millis(5));
+                }
+                if self.run.naive_cursor.load(SeqCst) > lowest {
+                    self.run.overtaken.fetch_add(1, SeqCst);
                 }
             }
-            Ok(End::Aborted) => written.aborted += 1,
-            Ok(End::Prepared(gid)) => {
-                written.prepared += 1;
+            if let Some((_, undone)) = plan.savepoint.filter(|(after, _)| *after == number) {
+                client.batch_execute("SAVEPOINT s")?;
+                let ids = insert(client, &undone)?;
+                client.batch_execute("ROLLBACK TO SAVEPOINT s")?;
+                tx.rolled_back_to_savepoint(ids);
+            }
+            sleep(Duration::from_millis(plan.sleep_ms));
+        }
+        match plan.end {
+            End::Commit => {
+                tx.sending_commit();
+                client.batch_execute("COMMIT")
+            }
+            End::Rollback => {
+                client.batch_execute("ROLLBACK")?;
+                tx.rolled_back();
+                Ok(())
+            }
+            End::Prepare => {
+                let gid = format!("w{writer}-{tag}");
+                tx.sending_commit();
+                client.batch_execute(&format!("PREPARE TRANSACTION '{gid}'"))?;
+                tx.prepared();
                 let due = Instant::now() + Duration::from_millis(100 + pick.below(3000) as u64);
-                run.prepared.lock().unwrap().push((due, gid));
-            }
-            Err(error) if connection_lost(&error) => {
-                // The outcome of the transaction cut off is unknown: the table says.
-                client = None;
-                written.reconnects += 1;
-            }
-            Err(error) => {
-                run.error(format!("writer {number}: {error}"));
-                return written;
+                self.run.prepared.lock().unwrap().push((due, gid));
+                Ok(())
             }
         }
     }
-    written
-}
 
-/// One random transaction: 1 to 4 INSERTs of 1 to 40 rows on random shards (a quarter of them
-/// through `snowflake_nextvals`), a savepoint rolled back in a quarter, a quarter of them long
-/// (sleeping up to 3 s between statements); then committed, rolled back, or prepared.
-fn transaction(
-    client: &mut Client,
-    writer: usize,
-    number: usize,
-    straggle: bool,
-    pick: &mut Pick,
-    written: &mut Written,
-    run: &Run,
-) -> Result<End, postgres::Error> {
-    let writer_column = writer as i32;
-    let insert = |client: &mut Client, pick: &mut Pick, written: &mut Written| {
-        let shard = SHARDS[pick.below(SHARDS.len())];
-        if pick.chance(25) {
-            written.batches += 1;
-            let count = 1 + pick.below(40) as i32;
-            client.query(
-                "INSERT INTO events (id, writer, shard) SELECT id, $2, $1 FROM snowflake_nextvals($1, $3) AS id \
-                 RETURNING id",
-                &[&shard, &writer_column, &count],
-            )
-        } else {
-            let count = 1 + pick.below(5) as i32;
-            client.query(
-                "INSERT INTO events (id, writer, shard) SELECT snowflake_nextval($1), $2, $1 \
-                 FROM generate_series(1, $3) RETURNING id",
-                &[&shard, &writer_column, &count],
-            )
-        }
-    };
-    client.batch_execute("BEGIN")?;
-    if straggle {
-        // An ID taken first, committed only once the naive reader has read rows above it.
-        let id: i64 = insert(client, pick, written)?.iter().map(|row| row.get(0)).min().unwrap();
-        let until = Instant::now() + STRAGGLE_AT_MOST;
-        while run.naive_cursor.load(SeqCst) <= id && Instant::now() < until {
-            sleep(Duration::from_millis(5));
-        }
-        let overtaken = run.naive_cursor.load(SeqCst) > id;
-        client.batch_execute("COMMIT")?;
-        written.overtaken += usize::from(overtaken);
-        return Ok(End::Committed);
-    }
-    let statements = 1 + pick.below(4);
-    let sleep_ms = if pick.chance(25) {
-        written.long += 1;
-        pick.below(LONGEST_SLEEP_MS) / statements
-    } else {
-        0
-    };
-    let savepoint_after = pick.chance(25).then(|| pick.below(statements));
-    for statement in 0..statements {
-        insert(client, pick, written)?;
-        if savepoint_after == Some(statement) {
-            written.savepoints += 1;
-            client.batch_execute("SAVEPOINT s")?;
-            insert(client, pick, written)?;
-            client.batch_execute("ROLLBACK TO SAVEPOINT s")?;
-        }
-        sleep(Duration::from_millis(sleep_ms as u64));
-    }
-    match pick.below(100) {
-        0..62 => client.batch_execute("COMMIT").map(|()| End::Committed),
-        62..75 => client.batch_execute("ROLLBACK").map(|()| End::Aborted),
-        _ => {
-            let gid = format!("w{writer}-{number}");
-            client.batch_execute(&format!("PREPARE TRANSACTION '{gid}'")).map(|()| End::Prepared(gid))
+    fn connected(&self, client: &mut Client) {
+        if let Ok(row) = client.query_one("SELECT pg_backend_pid()", &[]) {
+            self.run.backends.lock().unwrap().push(row.get::<_, i32>(0) as u32);
         }
     }
 }
@@ -324,7 +361,7 @@ fn committer(config: Config, run: &Run) -> (usize, usize, usize) {
                     }
                     // Resolved before a crash cut off the answer.
                     Err(error) if error.code().is_some_and(|code| code.code() == "42704") => gone += 1,
-                    Err(error) => run.error(format!("{statement}: {error}")),
+                    Err(error) => run.errors.lock().unwrap().push(format!("{statement}: {error}")),
                 }
                 break;
             }
@@ -333,77 +370,37 @@ fn committer(config: Config, run: &Run) -> (usize, usize, usize) {
     }
 }
 
-#[derive(Default)]
-struct Read {
-    ids: Vec<i64>,
-    /// How far the horizon trailed the clock at each poll, in ms.
-    lags_ms: Vec<i64>,
-    polls: usize,
-    reconnects: usize,
-    cursor: i64,
-    last_horizon: i64,
+/// A reader of the main test, on the one server, until the last committed ID is known and
+/// read (or the test gives up).
+struct Reading {
+    run: Arc<Run>,
+    config: Config,
+    naive: bool,
 }
 
-/// One poll of the documented loop: the horizon, then (a later statement) the rows above the
-/// cursor and below it. Returns the rows, the horizon and how far it trailed the clock.
-fn poll_below_horizon(client: &mut Client, cursor: i64) -> Result<(Vec<i64>, i64, i64), postgres::Error> {
-    let row = client.query_one(
-        "SELECT h, (extract(epoch FROM clock_timestamp() - snowflake_timestamp(h)) * 1000)::bigint \
-         FROM snowflake_horizon() AS h",
-        &[],
-    )?;
-    let (horizon, lag_ms): (i64, i64) = (row.get(0), row.get(1));
-    let rows =
-        client.query("SELECT id FROM events WHERE id > $1 AND id < $2 ORDER BY id", &[&cursor, &horizon])?;
-    Ok((rows.iter().map(|row| row.get(0)).collect(), horizon, lag_ms))
-}
+impl Source for Reading {
+    type Hold<'a> = ();
 
-/// The naive reader's poll: every row above the cursor.
-fn poll_naive(client: &mut Client, cursor: i64) -> Result<Vec<i64>, postgres::Error> {
-    let rows = client.query("SELECT id FROM events WHERE id > $1 ORDER BY id", &[&cursor])?;
-    Ok(rows.iter().map(|row| row.get(0)).collect())
-}
-
-/// A reader polling until its cursor reaches the last committed ID (once known), with the
-/// horizon or naively; its cursor is kept here, across reconnections.
-fn reader(config: Config, name: &str, with_horizon: bool, run: &Run) -> Read {
-    let mut read = Read::default();
-    let mut client = connect(&config, name);
-    while read.cursor < run.last_committed.load(SeqCst) && !run.give_up.load(SeqCst) {
-        let polled = if with_horizon {
-            poll_below_horizon(&mut client, read.cursor).map(|(ids, horizon, lag_ms)| {
-                read.last_horizon = horizon;
-                read.lags_ms.push(lag_ms);
-                // Never back: the largest ID read, or just below the horizon if none.
-                read.cursor = read.cursor.max(ids.last().copied().unwrap_or(horizon - 1));
-                ids
-            })
-        } else {
-            poll_naive(&mut client, read.cursor).inspect(|ids| {
-                read.cursor = read.cursor.max(ids.last().copied().unwrap_or(0));
-                run.naive_cursor.store(read.cursor, SeqCst);
-            })
-        };
-        match polled {
-            Ok(ids) => {
-                read.polls += 1;
-                if read.polls == 1 {
-                    run.readers_ready.fetch_add(1, SeqCst);
-                }
-                read.ids.extend(ids);
-            }
-            Err(error) if connection_lost(&error) => {
-                read.reconnects += 1;
-                client = connect(&config, name);
-            }
-            Err(error) => {
-                run.error(format!("{name}: {error}"));
-                break;
-            }
-        }
-        sleep(Duration::from_millis(10));
+    fn route(&self) -> Option<(Route, ())> {
+        Some((Route { server: "server".into(), config: self.config.clone(), epoch: 0 }, ()))
     }
-    read
+
+    fn end(&self) -> Option<i64> {
+        Some(self.run.last_committed.load(SeqCst)).filter(|last| *last != i64::MAX)
+    }
+
+    fn give_up(&self) -> bool {
+        self.run.give_up.load(SeqCst)
+    }
+
+    fn polled(&self, reads: &Reads) {
+        if reads.polls == 1 {
+            self.run.readers_ready.fetch_add(1, SeqCst);
+        }
+        if self.naive {
+            self.run.naive_cursor.store(reads.cursor, SeqCst);
+        }
+    }
 }
 
 /// How `read` differs from the committed rows `truth` (sorted): IDs read twice, IDs missed,
@@ -428,21 +425,21 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
         .connect()
         .batch_execute(
             "CREATE EXTENSION snowflake_id;
-             CREATE TABLE events (id bigint PRIMARY KEY, writer int NOT NULL, shard int NOT NULL)",
+             CREATE TABLE events (id bigint PRIMARY KEY, writer int NOT NULL, shard int NOT NULL, tag bigint NOT NULL)",
         )
         .unwrap();
     let run = Arc::new(Run {
+        started: Instant::now(),
         stop_writing: AtomicBool::new(false),
         writers_done: AtomicBool::new(false),
         last_committed: AtomicI64::new(i64::MAX),
         readers_ready: AtomicUsize::new(0),
         give_up: AtomicBool::new(false),
         naive_cursor: AtomicI64::new(0),
+        overtaken: AtomicUsize::new(0),
         backends: Mutex::new(Vec::new()),
         prepared: Mutex::new(Vec::new()),
         errors: Mutex::new(Vec::new()),
-        crashed: AtomicBool::new(false),
-        committed_after_crash: AtomicUsize::new(0),
     });
     // Told to give up when the test fails, so that no thread outlives the server.
     struct GiveUp(Arc<Run>);
@@ -455,12 +452,13 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
     }
     let _give_up = GiveUp(run.clone());
 
-    let spawn_reader = |name: &'static str, with_horizon: bool| {
-        let (config, run) = (cluster.config(), run.clone());
-        std::thread::spawn(move || reader(config, name, with_horizon, &run))
+    let spawn_reader = |naive: bool| {
+        let reading = Reading { run: run.clone(), config: cluster.config(), naive };
+        let paging = if naive { Paging::Naive } else { Paging::BelowHorizon { shard: None } };
+        std::thread::spawn(move || engine::read(&reading, "events", paging, Duration::from_millis(10)))
     };
-    let readers = [spawn_reader("reader 1", true), spawn_reader("reader 2", true)];
-    let naive = spawn_reader("the naive reader", false);
+    let readers = [spawn_reader(false), spawn_reader(false)];
+    let naive = spawn_reader(true);
     let committer = {
         let (config, run) = (cluster.config(), run.clone());
         std::thread::spawn(move || committer(config, &run))
@@ -473,19 +471,20 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
     let started = Instant::now();
     let writers: Vec<_> = (0..WRITERS)
         .map(|number| {
-            let (config, run) = (cluster.config(), run.clone());
-            std::thread::spawn(move || writer(config, number, &run))
+            let workload =
+                Writing { run: run.clone(), config: cluster.config(), number, drawn: Cell::new(0) };
+            std::thread::spawn(move || Writer::new(workload, number, Pick::new(number as u64)).run())
         })
         .collect();
 
     sleep(CRASH_AFTER);
     let victim = *run.backends.lock().unwrap().last().expect("no writer connected");
-    run.crashed.store(true, SeqCst);
     let crashed_at = started.elapsed();
+    let crashed_at_ms = run.started.elapsed().as_millis() as u64;
     cluster.kill_backend(victim);
     sleep(WRITING.saturating_sub(started.elapsed()));
     run.stop_writing.store(true, SeqCst);
-    let written: Vec<Written> = writers.into_iter().map(|writer| writer.join().unwrap()).collect();
+    let histories: Vec<Vec<Op<Plan>>> = writers.into_iter().map(|writer| writer.join().unwrap()).collect();
     run.writers_done.store(true, SeqCst);
     let (prepared_committed, prepared_rolled_back, prepared_gone) = committer.join().unwrap();
     // Prepared transactions survive the crash: only one resolved as the crash struck may be gone.
@@ -518,7 +517,7 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
     let caught_up_in = all_written.elapsed();
     let timed_out = readers.iter().any(|reader| !reader.is_finished());
     run.give_up.store(true, SeqCst);
-    let reads: Vec<Read> = readers.into_iter().map(|reader| reader.join().unwrap()).collect();
+    let reads: Vec<Reads> = readers.into_iter().map(|reader| reader.join().unwrap()).collect();
     let naive = naive.join().unwrap();
     let cursors: Vec<String> = reads
         .iter()
@@ -529,32 +528,77 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
         "the readers did not reach the last committed ID {last} within {CATCH_UP_WITHIN:?} of the last commit: {}",
         cursors.join("; ")
     );
-    let errors = run.errors.lock().unwrap().clone();
+    let ops: Vec<&Op<Plan>> = histories.iter().flatten().collect();
+    let mut errors = run.errors.lock().unwrap().clone();
+    errors.extend(ops.iter().filter(|op| !op.succeeded() && !op.lost()).map(|op| {
+        format!(
+            "writer {}: {} {}",
+            op.writer,
+            op.error.as_deref().unwrap_or(""),
+            op.message.as_deref().unwrap_or("")
+        )
+    }));
+    errors.extend(reads.iter().chain([&naive]).flat_map(|read| read.errors.iter().cloned()));
     assert!(errors.is_empty(), "unexpected errors: {errors:?}");
 
+    // The history agrees with the table: every acknowledged commit stored, nothing rolled
+    // back stored, and nothing stored that no transaction of a writer was given.
+    let stored: HashSet<i64> = truth.iter().copied().collect();
+    let lost_commits: Vec<i64> =
+        ops.iter().flat_map(|op| &op.committed).copied().filter(|id| !stored.contains(id)).collect();
+    assert!(
+        lost_commits.is_empty(),
+        "{} acknowledged IDs not stored (first {:?})",
+        lost_commits.len(),
+        first_few(&lost_commits)
+    );
+    let undone: Vec<i64> =
+        ops.iter().flat_map(|op| &op.aborted).copied().filter(|id| stored.contains(id)).collect();
+    assert!(
+        undone.is_empty(),
+        "{} IDs of rolled back transactions stored (first {:?})",
+        undone.len(),
+        first_few(&undone)
+    );
+    let given: HashSet<i64> =
+        ops.iter().flat_map(|op| op.committed.iter().chain(&op.maybe)).copied().collect();
+    let unknown: Vec<i64> = truth.iter().copied().filter(|id| !given.contains(id)).collect();
+    assert!(
+        unknown.is_empty(),
+        "{} rows stored with IDs no writer was given (first {:?})",
+        unknown.len(),
+        first_few(&unknown)
+    );
+
     // The run was what it says: every kind of transaction, a crash every client survived.
-    let sum = |field: fn(&Written) -> usize| written.iter().map(field).sum::<usize>();
+    let ended = |end: End| ops.iter().filter(|op| op.succeeded() && op.kind.end == end).count();
+    let drawn = |what: fn(&Plan) -> usize| ops.iter().map(|op| what(&op.kind)).sum::<usize>();
+    let committed_after_crash = ops
+        .iter()
+        .filter(|op| op.succeeded() && op.kind.end == End::Commit && op.start_ms > crashed_at_ms)
+        .count();
+    let overtaken = run.overtaken.load(SeqCst);
     let log = cluster.log();
     assert!(log.contains("was terminated by signal 9"), "the killed backend is not in the log");
     for (kind, count) in [
-        ("committed", sum(|w| w.committed)),
-        ("aborted", sum(|w| w.aborted)),
-        ("prepared", sum(|w| w.prepared)),
-        ("long", sum(|w| w.long)),
-        ("batches", sum(|w| w.batches)),
-        ("savepoints", sum(|w| w.savepoints)),
+        ("committed", ended(End::Commit)),
+        ("aborted", ended(End::Rollback)),
+        ("prepared", ended(End::Prepare)),
+        ("long", drawn(|plan| usize::from(plan.sleep_ms > 0))),
+        ("batches", drawn(Plan::batches)),
+        ("savepoints", drawn(|plan| usize::from(plan.savepoint.is_some()))),
         ("prepared then committed", prepared_committed),
         ("prepared then rolled back", prepared_rolled_back),
-        ("straggler transactions overtaken", sum(|w| w.overtaken)),
-        ("committed after the crash", run.committed_after_crash.load(SeqCst)),
+        ("straggler transactions overtaken", overtaken),
+        ("committed after the crash", committed_after_crash),
     ] {
         assert!(count > 0, "no transactions {kind}");
     }
-    for (number, w) in written.iter().enumerate() {
-        assert!(w.reconnects >= 1, "writer {number} never lost its connection to the crash");
+    for (number, history) in histories.iter().enumerate() {
+        assert!(history.iter().any(|op| op.lost()), "writer {number} never lost its connection to the crash");
     }
     for (name, read) in [("reader 1", &reads[0]), ("reader 2", &reads[1]), ("the naive reader", &naive)] {
-        assert!(read.reconnects >= 1, "{name} never lost its connection to the crash");
+        assert!(read.lost >= 1, "{name} never lost its connection to the crash");
     }
 
     // Each reader below the horizon read every committed row, each once.
@@ -592,18 +636,17 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
         "horizon: {} committed rows from {WRITERS} writers on {} shards in {:.1} s ({} transactions committed, \
          {} rolled back, {} prepared: {prepared_committed} committed and {prepared_rolled_back} rolled back later, \
          {leftover} after the writes; {} long, {} batches, {} savepoints rolled back); a backend killed -9 at {:.1} s, \
-         {} transactions committed after it",
+         {committed_after_crash} transactions committed after it",
         truth.len(),
         SHARDS.len(),
         WRITING.as_secs_f64(),
-        sum(|w| w.committed),
-        sum(|w| w.aborted),
-        sum(|w| w.prepared),
-        sum(|w| w.long),
-        sum(|w| w.batches),
-        sum(|w| w.savepoints),
+        ended(End::Commit),
+        ended(End::Rollback),
+        ended(End::Prepare),
+        drawn(|plan| usize::from(plan.sleep_ms > 0)),
+        drawn(Plan::batches),
+        drawn(|plan| usize::from(plan.savepoint.is_some())),
         crashed_at.as_secs_f64(),
-        run.committed_after_crash.load(SeqCst),
     );
     println!(
         "horizon: 2 readers below the horizon read every committed row once ({} and {} polls); the horizon trailed \
@@ -618,10 +661,9 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
     );
     println!(
         "horizon: the naive reader (id > cursor, no horizon) missed {} of {} committed rows \
-         ({} of them stragglers committed after it read past them)",
+         ({overtaken} of them stragglers committed after it read past them)",
         missed.len(),
         truth.len(),
-        sum(|w| w.overtaken),
     );
 }
 

@@ -25,9 +25,11 @@
 //! reply's key is above its post's; with the trigger disabled, the control, some are below.
 
 use postgres::{Client, Config, NoTls};
+use snowflake_id_integration::engine::{Op, Route, Transaction, Workload, Writer};
 use snowflake_id_integration::{
     children_of, kill_9, major_of, pg_bin_dir, pg_ctl_start, pg_ctl_stop, wait_until, FakeClock, Kit, Pick,
 };
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -170,33 +172,20 @@ impl Mesh {
     }
 }
 
-/// One acknowledged insert statement: when it was sent and when it returned, and its keys
-/// in the order the rows were inserted.
-struct Insert {
-    node: usize,
-    sent: Instant,
-    done: Instant,
-    ids: Vec<i64>,
-}
-
-/// What one writer did.
-#[derive(Default)]
-struct Written {
-    inserts: Vec<Insert>,
-    /// Acknowledged deletes.
-    deleted: Vec<i64>,
-    /// Rows a transaction whose outcome is unknown (cut off by the crash) meant to delete.
-    maybe_deleted: Vec<i64>,
-    updates: usize,
-    transactions: usize,
-    control_rows: usize,
-    /// Control inserts refused on their own node: its sequence issued a key a row replicated
-    /// from another node already holds.
-    control_refused: usize,
-    reconnects: usize,
+/// What a writer's op does, drawn before it runs.
+#[derive(Clone, Debug)]
+enum MeshOp {
+    /// One transaction: ROWS_PER_INSERT rows inserted (numbered from `first`, in the load's
+    /// `round`), the rows `updated` updated and the row `deleted` deleted, all inserted by
+    /// this writer before.
+    Write { round: i32, first: i32, updated: Vec<i64>, deleted: Option<i64> },
+    /// The control after it: one row into the bigserial table, on its own (a refusal must not
+    /// undo the rows above).
+    Control { first: i32 },
 }
 
 struct Shared {
+    started: Instant,
     stop: AtomicBool,
     /// Set by a writer that failed (its panic message says why), so that the test stops at once.
     writer_failed: AtomicBool,
@@ -234,108 +223,142 @@ impl Shared {
     }
 }
 
-/// A writer on `node` until told to stop. Its node may be killed under it: it then reconnects
-/// until the node is back. Any error elsewhere fails the test.
-fn writer(config: Config, node: usize, writer: i32, shared: &Shared) -> Written {
-    let _flag = FailureFlag(shared);
-    let mut written = Written::default();
-    let mut live: Vec<i64> = Vec::new();
-    let mut pick = Pick::new(writer as u64);
-    let mut n = 0i32;
-    let mut client: Option<Client> = None;
-    let mut lost_since: Option<Instant> = None;
-    while !shared.stop.load(Ordering::Relaxed) {
-        let Some(conn) = client.as_mut() else {
-            match config.connect(NoTls) {
-                Ok(new) => {
-                    if lost_since.take().is_some() {
-                        written.reconnects += 1;
-                    }
-                    client = Some(new);
-                }
-                Err(error) => {
-                    let since = *lost_since.get_or_insert_with(Instant::now);
-                    assert!(node == KILLED, "writer {writer} could not connect to node{node}: {error}");
-                    assert!(since.elapsed() < BACK_WITHIN, "node{node} did not come back: {error}");
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-            continue;
-        };
-        let round = shared.round.load(Ordering::SeqCst);
-        let updated: Vec<i64> = (0..UPDATES.min(live.len())).map(|_| live[pick.below(live.len())]).collect();
-        let deleted = if live.len() > 50 { Some(live.swap_remove(pick.below(live.len()))) } else { None };
-        let first = n;
-        n += ROWS_PER_INSERT;
-        let sent = Instant::now();
-        let result = transaction(conn, writer, round, first, &updated, deleted);
-        match result {
-            Ok((ids, done)) => {
-                live.extend(&ids);
-                written.inserts.push(Insert { node, sent, done, ids });
-                written.deleted.extend(deleted);
-                written.updates += updated.len();
-                written.transactions += 1;
-                shared.committed[node - 1].fetch_add(1, Ordering::Relaxed);
-            }
-            Err(error) => {
-                // Only the killed node's writers may lose their connection; the outcome of
-                // their last transaction is then unknown.
-                assert!(node == KILLED && round == 0, "writer {writer} on node{node}: {error:?}");
-                written.maybe_deleted.extend(deleted);
-                client = None;
-                lost_since = Some(Instant::now());
-                continue;
-            }
-        }
-        // The control: one row, on its own (a refusal must not undo the rows above).
-        match conn.execute("INSERT INTO control.load (writer, n) VALUES ($1, $2)", &[&writer, &first]) {
-            Ok(_) => written.control_rows += 1,
-            Err(error) if error.code().is_some_and(|code| code.code() == "23505") => {
-                written.control_refused += 1
-            }
-            Err(error) => {
-                assert!(
-                    node == KILLED && round == 0,
-                    "writer {writer}'s control insert on node{node}: {error:?}"
-                );
-                client = None;
-                lost_since = Some(Instant::now());
-            }
-        }
-    }
-    written
+/// A writer on `node`, run by the workload engine until told to stop: a transaction, then
+/// the control, over and over. Its node may be killed under it: the engine then reconnects
+/// until the node is back. An error elsewhere fails the test.
+struct Writing {
+    shared: Arc<Shared>,
+    config: Config,
+    node: usize,
+    /// Rows this writer inserted and has not deleted: what it updates and deletes.
+    live: RefCell<Vec<i64>>,
+    /// The number of its next row.
+    next_row: Cell<i32>,
+    /// The control comes next (after a transaction that committed).
+    control_next: Cell<Option<i32>>,
 }
 
-/// One transaction of a writer: ROWS_PER_INSERT rows inserted (numbered from `first`), the
-/// rows `updated` updated and the row `deleted` deleted, all written by this writer before.
-/// Returns the new keys in insert order, and when the insert returned.
-fn transaction(
-    conn: &mut Client,
-    writer: i32,
-    round: i32,
-    first: i32,
-    updated: &[i64],
-    deleted: Option<i64>,
-) -> Result<(Vec<i64>, Instant), postgres::Error> {
-    let mut tx = conn.transaction()?;
-    let rows = tx.query(
-        "INSERT INTO app.load (writer, round, n, payload)
-         SELECT $1, $2, n, md5(random()::text) FROM generate_series($3::int, $4::int) n ORDER BY n
-         RETURNING id",
-        &[&writer, &round, &first, &(first + ROWS_PER_INSERT - 1)],
-    )?;
-    let done = Instant::now();
-    tx.execute(
-        "UPDATE app.load SET updates = updates + 1, payload = md5(payload) WHERE id = ANY($1)",
-        &[&updated],
-    )?;
-    if let Some(id) = deleted {
-        let count = tx.execute("DELETE FROM app.load WHERE id = $1", &[&id])?;
-        assert_eq!(count, 1, "writer {writer} deleted its row {id}, which is gone");
+impl Workload for Writing {
+    type Kind = MeshOp;
+    type Hold<'a> = ();
+
+    fn writing(&self) -> bool {
+        !self.shared.stop.load(Ordering::Relaxed)
     }
-    tx.commit()?;
-    Ok((rows.iter().map(|row| row.get(0)).collect(), done))
+
+    fn origin(&self) -> Instant {
+        self.shared.started
+    }
+
+    fn kind(&self, pick: &mut Pick) -> MeshOp {
+        if let Some(first) = self.control_next.take() {
+            return MeshOp::Control { first };
+        }
+        let mut live = self.live.borrow_mut();
+        let updated: Vec<i64> = (0..UPDATES.min(live.len())).map(|_| live[pick.below(live.len())]).collect();
+        let count = live.len();
+        let deleted = (count > 50).then(|| live.swap_remove(pick.below(count)));
+        let first = self.next_row.get();
+        self.next_row.set(first + ROWS_PER_INSERT);
+        MeshOp::Write { round: self.shared.round.load(Ordering::SeqCst), first, updated, deleted }
+    }
+
+    fn route(&self, kind: &MeshOp, _tag: i64) -> Option<(Route, i32, ())> {
+        // The round is the node's epoch: 1 from its crash on.
+        let epoch = match kind {
+            MeshOp::Write { round, .. } => *round as u32,
+            MeshOp::Control { .. } => self.shared.round.load(Ordering::SeqCst) as u32,
+        };
+        let route = Route { server: node_name(self.node), config: self.config.clone(), epoch };
+        Some((route, self.node as i32, ()))
+    }
+
+    fn run(
+        &self,
+        client: &mut Client,
+        _pick: &mut Pick,
+        op: &mut Op<MeshOp>,
+        tx: &mut Transaction,
+    ) -> Result<(), postgres::Error> {
+        let writer = op.writer as i32;
+        match &op.kind {
+            MeshOp::Write { round, first, updated, deleted } => {
+                client.batch_execute("BEGIN")?;
+                let rows = client.query(
+                    "INSERT INTO app.load (writer, round, n, payload)
+                     SELECT $1, $2, n, md5(random()::text) FROM generate_series($3::int, $4::int) n ORDER BY n
+                     RETURNING id",
+                    &[&writer, round, first, &(first + ROWS_PER_INSERT - 1)],
+                )?;
+                tx.returned(rows.iter().map(|row| row.get(0)));
+                client.execute(
+                    "UPDATE app.load SET updates = updates + 1, payload = md5(payload) WHERE id = ANY($1)",
+                    &[updated],
+                )?;
+                if let Some(id) = deleted {
+                    let count = client.execute("DELETE FROM app.load WHERE id = $1", &[id])?;
+                    assert_eq!(count, 1, "writer {writer} deleted its row {id}, which is gone");
+                }
+                tx.sending_commit();
+                client.batch_execute("COMMIT")
+            }
+            MeshOp::Control { first } => client
+                .execute("INSERT INTO control.load (writer, n) VALUES ($1, $2)", &[&writer, first])
+                .map(|_| ()),
+        }
+    }
+
+    fn recorded(&self, op: &mut Op<MeshOp>, _client: Option<&mut Client>) {
+        let _flag = FailureFlag(&self.shared);
+        match (&op.kind, op.error.as_deref()) {
+            (MeshOp::Write { first, .. }, None) => {
+                self.live.borrow_mut().extend(&op.committed);
+                self.control_next.set(Some(*first));
+                self.shared.committed[self.node - 1].fetch_add(1, Ordering::Relaxed);
+            }
+            // The control refused on its own node: its sequence issued a key a row replicated
+            // from another node already holds.
+            (MeshOp::Control { .. }, Some("23505")) => {}
+            // Only the killed node's writers may lose their connection, before its restart;
+            // the outcome of their transaction is then unknown.
+            (_, Some(error)) => assert!(
+                self.node == KILLED && op.epoch == 0,
+                "writer {} on node{}: {error} {}",
+                op.writer,
+                self.node,
+                op.message.as_deref().unwrap_or("")
+            ),
+            (MeshOp::Control { .. }, None) => {}
+        }
+    }
+}
+
+/// What the writers did, read from their history.
+struct Written<'a> {
+    ops: Vec<&'a Op<MeshOp>>,
+}
+
+impl Written<'_> {
+    /// The acknowledged transactions.
+    fn transactions(&self) -> impl Iterator<Item = &Op<MeshOp>> + '_ {
+        self.ops.iter().copied().filter(|op| op.succeeded() && matches!(op.kind, MeshOp::Write { .. }))
+    }
+
+    /// The rows deleted by an acknowledged transaction, and by one whose COMMIT was cut off.
+    fn deleted(&self) -> (HashSet<i64>, HashSet<i64>) {
+        let deleted_by = |op: &Op<MeshOp>| match op.kind {
+            MeshOp::Write { deleted, .. } => deleted,
+            MeshOp::Control { .. } => None,
+        };
+        let acknowledged = self.transactions().filter_map(deleted_by).collect();
+        let in_doubt =
+            self.ops.iter().filter(|op| !op.maybe.is_empty()).filter_map(|op| deleted_by(op)).collect();
+        (acknowledged, in_doubt)
+    }
+
+    fn count(&self, what: impl Fn(&Op<MeshOp>) -> bool) -> usize {
+        self.ops.iter().filter(|op| what(op)).count()
+    }
 }
 
 /// The conflicts counted on `node` by the subscriptions of a publication (`app`, `control`).
@@ -448,31 +471,33 @@ fn status(mesh: &Mesh) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-/// On each node, a key is above every key of the inserts on that node that had returned
-/// before its own was sent: the node's IDs increase in the order it issues them.
-fn assert_issue_order(inserts: &[&Insert]) {
+/// On each node, a key is above every key of the transactions on that node that had
+/// returned before its own was sent: the node's IDs increase in the order it issues them.
+/// (Times in whole ms: a transaction counts as before another only when it returned in an
+/// earlier millisecond than the other was sent.)
+fn assert_issue_order(written: &Written) {
     for node in 1..=NODES {
-        let mut by_done: Vec<&Insert> =
-            inserts.iter().copied().filter(|insert| insert.node == node).collect();
-        by_done.sort_by_key(|insert| insert.done);
-        // The largest key of the inserts up to each one (by return time).
+        let mut by_done: Vec<&Op<MeshOp>> =
+            written.transactions().filter(|op| op.shard == node as i32).collect();
+        by_done.sort_by_key(|op| op.end_ms);
+        // The largest key of the transactions up to each one (by return time).
         let mut highest = Vec::with_capacity(by_done.len());
         let mut max = i64::MIN;
-        for insert in &by_done {
+        for op in &by_done {
             assert!(
-                insert.ids.windows(2).all(|pair| pair[0] < pair[1]),
+                op.committed.windows(2).all(|pair| pair[0] < pair[1]),
                 "one statement's keys do not increase"
             );
-            max = max.max(*insert.ids.last().unwrap());
+            max = max.max(*op.committed.last().unwrap());
             highest.push(max);
         }
-        for insert in &by_done {
-            let before = by_done.partition_point(|earlier| earlier.done < insert.sent);
+        for op in &by_done {
+            let before = by_done.partition_point(|earlier| earlier.end_ms < op.start_ms);
             if before > 0 {
-                let lowest = insert.ids[0];
+                let lowest = op.committed[0];
                 assert!(
                     highest[before - 1] < lowest,
-                    "node{node} issued {lowest} after an insert that had returned {}",
+                    "node{node} issued {lowest} after a transaction that had returned {}",
                     highest[before - 1]
                 );
             }
@@ -496,6 +521,7 @@ fn three_nodes_active_active_with_a_node_killed() {
     }
 
     let shared = Arc::new(Shared {
+        started: Instant::now(),
         stop: AtomicBool::new(false),
         writer_failed: AtomicBool::new(false),
         round: AtomicI32::new(0),
@@ -506,8 +532,19 @@ fn three_nodes_active_active_with_a_node_killed() {
     let workers: Vec<_> = (0..NODES * WRITERS_PER_NODE)
         .map(|index| {
             let node = index % NODES + 1;
-            let (config, shared) = (mesh.config(node), shared.clone());
-            std::thread::spawn(move || writer(config, node, index as i32, &shared))
+            let workload = Writing {
+                shared: shared.clone(),
+                config: mesh.config(node),
+                node,
+                live: RefCell::new(Vec::new()),
+                next_row: Cell::new(0),
+                control_next: Cell::new(None),
+            };
+            std::thread::spawn(move || {
+                let shared = workload.shared.clone();
+                let _flag = FailureFlag(&shared);
+                Writer::new(workload, index, Pick::new(index as u64)).run()
+            })
         })
         .collect();
     let committed = |node: usize| shared.committed[node - 1].load(Ordering::Relaxed);
@@ -560,25 +597,25 @@ fn three_nodes_active_active_with_a_node_killed() {
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(stop_writers);
-    let written: Vec<Written> = workers.into_iter().map(|worker| worker.join().unwrap()).collect();
+    let histories: Vec<Vec<Op<MeshOp>>> = workers.into_iter().map(|worker| worker.join().unwrap()).collect();
+    let written = Written { ops: histories.iter().flatten().collect() };
     let seconds = started.elapsed().as_secs_f64();
 
     // No key acknowledged twice, over all nodes; on each node, keys in issue order.
-    let inserts: Vec<&Insert> = written.iter().flat_map(|w| &w.inserts).collect();
     let mut seen = HashSet::new();
-    let duplicates = inserts.iter().flat_map(|insert| &insert.ids).filter(|id| !seen.insert(**id)).count();
+    let duplicates =
+        written.transactions().flat_map(|op| &op.committed).filter(|id| !seen.insert(**id)).count();
     assert_eq!(duplicates, 0, "{duplicates} keys acknowledged twice across the nodes");
-    assert_issue_order(&inserts);
+    assert_issue_order(&written);
 
     let (rows, converge_seconds) = wait_converged(&mesh, conflicts_counted);
 
     // Every node holds every acknowledged row that was not deleted, with the node that wrote
     // it; beyond them, only rows of the killed node's transactions cut off by the crash.
-    let deleted: HashSet<i64> = written.iter().flat_map(|w| w.deleted.iter().copied()).collect();
-    let maybe_deleted: HashSet<i64> = written.iter().flat_map(|w| w.maybe_deleted.iter().copied()).collect();
-    let expected: HashMap<i64, usize> = inserts
-        .iter()
-        .flat_map(|insert| insert.ids.iter().map(move |id| (*id, insert.node)))
+    let (deleted, maybe_deleted) = written.deleted();
+    let expected: HashMap<i64, usize> = written
+        .transactions()
+        .flat_map(|op| op.committed.iter().map(move |id| (*id, op.shard as usize)))
         .filter(|(id, _)| !deleted.contains(id))
         .collect();
     for node in 1..=NODES {
@@ -661,32 +698,40 @@ fn three_nodes_active_active_with_a_node_killed() {
     let report = mesh.run(&["status"]);
     println!("{report}");
 
-    let sum = |f: fn(&Written) -> usize| written.iter().map(f).sum::<usize>();
-    let inserted: usize = inserts.iter().map(|insert| insert.ids.len()).sum();
+    let inserted: usize = written.transactions().map(|op| op.committed.len()).sum();
+    let updated: usize = written
+        .transactions()
+        .map(|op| match &op.kind {
+            MeshOp::Write { updated, .. } => updated.len(),
+            MeshOp::Control { .. } => 0,
+        })
+        .sum();
+    let control = |error: Option<&str>| {
+        written.count(|op| matches!(op.kind, MeshOp::Control { .. }) && op.error.as_deref() == error)
+    };
     println!(
         "{} writers ({WRITERS_PER_NODE} per node) for {seconds:.1} s: {} transactions, {inserted} rows inserted \
-         ({:.0} rows/s), {} updated, {} deleted; {rows} rows on every node after {converge_seconds:.1} s of \
+         ({:.0} rows/s), {updated} updated, {} deleted; {rows} rows on every node after {converge_seconds:.1} s of \
          catching up",
-        written.len(),
-        sum(|w| w.transactions),
+        histories.len(),
+        written.transactions().count(),
         inserted as f64 / seconds,
-        sum(|w| w.updates),
-        sum(|w| w.deleted.len()),
+        deleted.len(),
     );
     println!(
         "node{KILLED} killed (SIGKILL to its postmaster, {stragglers} children left to kill) after {:.1} s, back after \
-         {:.1} s; transactions committed while it was down, per node: {during_outage:?}; its writers reconnected \
-         {} times",
+         {:.1} s; transactions committed while it was down, per node: {during_outage:?}; its writers lost {} \
+         operations to it",
         KILL_AFTER.as_secs_f64(),
         down_for.as_secs_f64(),
-        sum(|w| w.reconnects),
+        written.count(|op| op.lost()),
     );
     println!(
         "conflicts: {snowflake_conflicts} on snowflake keys, {control_conflicts} on the bigserial control \
          ({} control rows inserted, {} refused on their own node by a key replicated there first); \
          {errors} apply errors of the snowflake subscriptions (connections lost in the crash)",
-        sum(|w| w.control_rows),
-        sum(|w| w.control_refused),
+        control(None),
+        control(Some("23505")),
     );
 }
 

@@ -17,13 +17,14 @@
 //! that; loop_wait 2 s keeps the rest quick. About 2.5 minutes.
 
 use postgres::{Client, Config, NoTls};
-use snowflake_id_integration::{print_log_tail, wait_until, Kit};
+use snowflake_id_integration::engine::{Op, Route, Transaction, Workload, Writer as EngineWriter};
+use snowflake_id_integration::{print_log_tail, wait_until, Kit, Pick};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// deploy/patroni.sh run for real in a temporary folder; down and removed when dropped, also
 /// when the test fails (the end of each node's Patroni log printed then).
@@ -118,10 +119,6 @@ impl Drop for Patroni {
     }
 }
 
-fn unix_ms_now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
-
 /// An ID acknowledged to the writer.
 #[derive(Clone, Copy)]
 struct Ack {
@@ -131,53 +128,84 @@ struct Ack {
     port: i32,
 }
 
-/// The writer: one connection through the multi-host string, one row per statement.
-struct Writer {
-    acks: Arc<Mutex<Vec<Ack>>>,
-    errors: Arc<Mutex<Vec<String>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+/// The writer's op: one row. `port` is the server that answered (`inet_server_port()`), once
+/// it has.
+#[derive(Clone, Copy, Debug, Default)]
+struct Insert {
+    port: Option<i32>,
 }
 
-impl Writer {
-    fn start(mut config: Config) -> Writer {
+/// The writer's workload: one connection through the multi-host string (the engine connects
+/// again after each error), one row per statement.
+struct Inserting {
+    config: Config,
+    started: Instant,
+    stop: Arc<AtomicBool>,
+    acknowledged: Arc<AtomicUsize>,
+}
+
+impl Workload for Inserting {
+    type Kind = Insert;
+    type Hold<'a> = ();
+
+    fn writing(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed)
+    }
+
+    fn origin(&self) -> Instant {
+        self.started
+    }
+
+    fn kind(&self, _pick: &mut Pick) -> Insert {
+        Insert::default()
+    }
+
+    fn route(&self, _kind: &Insert, _tag: i64) -> Option<(Route, i32, ())> {
+        Some((Route { server: "the leader".into(), config: self.config.clone(), epoch: 0 }, 1, ()))
+    }
+
+    fn run(
+        &self,
+        client: &mut Client,
+        _: &mut Pick,
+        op: &mut Op<Insert>,
+        tx: &mut Transaction,
+    ) -> Result<(), postgres::Error> {
+        tx.sending_autocommit_insert();
+        let row = client.query_one("INSERT INTO ids DEFAULT VALUES RETURNING id, inet_server_port()", &[])?;
+        tx.returned([row.get(0)]);
+        op.kind.port = Some(row.get(1));
+        Ok(())
+    }
+
+    fn recorded(&self, op: &mut Op<Insert>, _client: Option<&mut Client>) {
+        if op.succeeded() {
+            self.acknowledged.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The writer, run by the workload engine on a thread of its own.
+struct Writing {
+    started: Instant,
+    stop: Arc<AtomicBool>,
+    acknowledged: Arc<AtomicUsize>,
+    thread: Option<std::thread::JoinHandle<Vec<Op<Insert>>>>,
+}
+
+impl Writing {
+    fn start(mut config: Config) -> Writing {
         config.connect_timeout(Duration::from_secs(2)).options("-c statement_timeout=10s");
-        let acks: Arc<Mutex<Vec<Ack>>> = Arc::default();
-        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (a, e, s) = (Arc::clone(&acks), Arc::clone(&errors), Arc::clone(&stop));
-        let thread = std::thread::spawn(move || {
-            let mut client: Option<Client> = None;
-            while !s.load(Ordering::Relaxed) {
-                let Some(c) = client.as_mut() else {
-                    match config.connect(NoTls) {
-                        Ok(c) => client = Some(c),
-                        Err(_) => std::thread::sleep(Duration::from_millis(50)),
-                    }
-                    continue;
-                };
-                match c.query_one("INSERT INTO ids DEFAULT VALUES RETURNING id, inet_server_port()", &[]) {
-                    Ok(row) => a.lock().unwrap().push(Ack {
-                        at: Instant::now(),
-                        unix_ms: unix_ms_now(),
-                        id: row.get(0),
-                        port: row.get(1),
-                    }),
-                    Err(error) => {
-                        e.lock().unwrap().push(error.as_db_error().map_or_else(
-                            || "connection lost".to_string(),
-                            |db| format!("{}: {}", db.code().code(), db.message()),
-                        ));
-                        client = None;
-                    }
-                }
-            }
-        });
-        Writer { acks, errors, stop, thread: Some(thread) }
+        let (started, stop, acknowledged) =
+            (Instant::now(), Arc::new(AtomicBool::new(false)), Arc::default());
+        let workload =
+            Inserting { config, started, stop: Arc::clone(&stop), acknowledged: Arc::clone(&acknowledged) };
+        let thread = std::thread::spawn(move || EngineWriter::new(workload, 0, Pick::new(0)).run());
+        Writing { started, stop, acknowledged, thread: Some(thread) }
     }
 
     fn count(&self) -> usize {
-        self.acks.lock().unwrap().len()
+        self.acknowledged.load(Ordering::Relaxed)
     }
 
     /// Waits until `n` more rows are acknowledged.
@@ -186,14 +214,33 @@ impl Writer {
         wait_until(&format!("{target} acknowledged rows"), || self.count() >= target);
     }
 
+    /// Stops the writer; returns its acknowledged IDs in order, and its errors ("connection
+    /// lost", or the SQLSTATE and message).
     fn finish(mut self) -> (Vec<Ack>, Vec<String>) {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread.take().unwrap().join().unwrap();
-        (self.acks.lock().unwrap().clone(), self.errors.lock().unwrap().clone())
+        let history = self.thread.take().unwrap().join().unwrap();
+        let acks = history
+            .iter()
+            .filter(|op| op.succeeded())
+            .map(|op| Ack {
+                at: self.started + Duration::from_millis(op.end_ms),
+                unix_ms: op.end_unix_ms,
+                id: op.committed[0],
+                port: op.kind.port.unwrap(),
+            })
+            .collect();
+        let errors = history
+            .iter()
+            .filter_map(|op| match op.error.as_deref()? {
+                "lost" => Some("connection lost".to_string()),
+                code => Some(format!("{code}: {}", op.message.as_deref().unwrap_or(""))),
+            })
+            .collect();
+        (acks, errors)
     }
 }
 
-impl Drop for Writer {
+impl Drop for Writing {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
@@ -311,7 +358,7 @@ fn patroni_switchovers_and_failovers() {
         });
     }
 
-    let writer = Writer::start(kit.config(None));
+    let writer = Writing::start(kit.config(None));
     let mut events = Vec::new();
     let mut extra_ids = Vec::new();
     writer.wait_for_more(500);

@@ -7,8 +7,8 @@ use postgres::Config;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, RwLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::time::Instant;
 
 /// Shards each group issues at the start; the last of each moves between the groups.
 pub const PAIR_SHARDS: [i32; 5] = [1, 2, 3, 4, 5];
@@ -50,10 +50,9 @@ pub struct Shared {
     /// Set when the readers are to stop at once (they ran out of time).
     pub give_up: AtomicBool,
     pub directory: RwLock<Directory>,
-    /// One lock per shard: every client statement of a shard holds it shared, and a move
-    /// takes it exclusively. It is the freeze of the documented move (which waits for the
-    /// writes in flight and holds new ones), kept in the clients' process.
-    pub freezes: BTreeMap<i32, RwLock<()>>,
+    /// One freeze per shard: the freeze of the documented move (which waits for the writes
+    /// in flight and holds new ones), kept in the clients' process (`enter`, `freeze`).
+    freezes: BTreeMap<i32, Freeze>,
     /// The offset of each group's clock from the real time, in ms, with when it was set (ms
     /// since the start): the lead check reads the clock a server had.
     pub offsets: Mutex<[Vec<OffsetChange>; 2]>,
@@ -107,9 +106,62 @@ pub struct Move {
 /// not the lead bound (an ID ahead of the clock could hide a late call up to that far).
 pub const FENCE_REACTION: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// A shard's freeze: every client statement of the shard holds `lock` shared; a move sets
+/// `pending`, so that no new statement takes it, and then takes it exclusively once the
+/// statements in flight have ended. (Waiting in `RwLock::write` would hold new readers too,
+/// but then nothing else could be done while waiting.)
+struct Freeze {
+    lock: RwLock<()>,
+    pending: AtomicBool,
+}
+
+/// A shard frozen for a move, until dropped.
+pub struct Frozen<'a> {
+    _lock: RwLockWriteGuard<'a, ()>,
+    pending: &'a AtomicBool,
+}
+
+impl Drop for Frozen<'_> {
+    fn drop(&mut self) {
+        // Before the lock is released (fields drop after this): a client that sees no move
+        // pending waits in `read` for the moment it is.
+        self.pending.store(false, Ordering::SeqCst);
+    }
+}
+
 impl Shared {
+    /// What a client statement of `shard` holds while it runs; `None` while a move freezes the
+    /// shard (the client tries again a moment later).
+    pub fn enter(&self, shard: i32) -> Option<RwLockReadGuard<'_, ()>> {
+        let freeze = &self.freezes[&shard];
+        if freeze.pending.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(freeze.lock.read().unwrap())
+    }
+
+    /// Freezes `shard` for a move: holds new client statements of it off and waits for those in
+    /// flight, calling `meanwhile` every 20 ms while it waits.
+    pub fn freeze(&self, shard: i32, mut meanwhile: impl FnMut()) -> Frozen<'_> {
+        let freeze = &self.freezes[&shard];
+        freeze.pending.store(true, Ordering::SeqCst);
+        loop {
+            match freeze.lock.try_write() {
+                Ok(lock) => return Frozen { _lock: lock, pending: &freeze.pending },
+                Err(TryLockError::Poisoned(error)) => panic!("a client panicked holding the freeze: {error}"),
+                Err(TryLockError::WouldBlock) => {
+                    meanwhile();
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
     pub fn new(lead_ms: [i64; 2], pair_skew_ms: i64) -> Shared {
-        let freezes = all_shards().into_iter().map(|shard| (shard, RwLock::new(()))).collect();
+        let freezes = all_shards()
+            .into_iter()
+            .map(|shard| (shard, Freeze { lock: RwLock::new(()), pending: AtomicBool::new(false) }))
+            .collect();
         Shared {
             started: Instant::now(),
             stop_writing: AtomicBool::new(false),
@@ -237,10 +289,6 @@ pub fn pair_clock_held() -> std::sync::MutexGuard<'static, ()> {
 /// The offset as libfaketime reads it: seconds, with a sign and a fraction.
 fn write_offset(file: &std::path::Path, ms: i64) {
     crate::write_offset_file(file, &format!("{:+.3}", ms as f64 / 1000.0));
-}
-
-pub fn unix_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 #[cfg(test)]
