@@ -3,14 +3,59 @@
 //! a large one refused at once with SQLSTATE 55000. Never a duplicate, and every connection's
 //! IDs keep increasing through all of it.
 
-use postgres::NoTls;
-use snowflake_id_integration::{Cluster, FakeClock};
+use postgres::Client;
+use snowflake_id_integration::engine::{Op, Route, Transaction, Workload, Writer};
+use snowflake_id_integration::{Cluster, FakeClock, Pick};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Each loader: `(ids in issue order, SQLSTATE and message of every refused call)`.
-type LoaderResult = (Vec<i64>, Vec<(String, String)>);
+/// A loader, run by the workload engine: 200 bare IDs of shard 1 per call, on one connection,
+/// until told to stop; a refused call is recorded (its SQLSTATE and message) and the next
+/// follows 50 ms later.
+struct Loading {
+    stop: Arc<AtomicBool>,
+    refused: Arc<AtomicUsize>,
+    config: postgres::Config,
+    started: Instant,
+}
+
+impl Workload for Loading {
+    type Kind = ();
+    type Hold<'a> = ();
+
+    fn writing(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed)
+    }
+
+    fn origin(&self) -> Instant {
+        self.started
+    }
+
+    fn kind(&self, _pick: &mut Pick) {}
+
+    fn route(&self, _kind: &(), _tag: i64) -> Option<(Route, i32, ())> {
+        Some((Route { server: "server".into(), config: self.config.clone(), epoch: 0 }, 1, ()))
+    }
+
+    fn run(
+        &self,
+        client: &mut Client,
+        _: &mut Pick,
+        op: &mut Op<()>,
+        _: &mut Transaction,
+    ) -> Result<(), postgres::Error> {
+        let rows = client.query("SELECT snowflake_nextval(1) FROM generate_series(1, 200)", &[])?;
+        op.bare = rows.iter().map(|row| row.get(0)).collect();
+        Ok(())
+    }
+
+    fn recorded(&self, op: &mut Op<()>, _client: Option<&mut Client>) {
+        if !op.succeeded() {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
 
 #[test]
 fn clock_steps_back_while_running() {
@@ -23,25 +68,15 @@ fn clock_steps_back_while_running() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let refused = Arc::new(AtomicUsize::new(0));
-    let loaders: Vec<std::thread::JoinHandle<LoaderResult>> = (0..4)
-        .map(|_| {
-            let (stop, refused, config) = (stop.clone(), refused.clone(), cluster.config());
-            std::thread::spawn(move || {
-                let mut client = config.connect(NoTls).unwrap();
-                let (mut ids, mut refusals) = (Vec::new(), Vec::new());
-                while !stop.load(Ordering::Relaxed) {
-                    match client.query("SELECT snowflake_nextval(1) FROM generate_series(1, 200)", &[]) {
-                        Ok(rows) => ids.extend(rows.iter().map(|row| row.get::<_, i64>(0))),
-                        Err(error) => {
-                            let db = error.as_db_error().expect("a server error");
-                            refusals.push((db.code().code().to_string(), db.message().to_string()));
-                            refused.fetch_add(1, Ordering::Relaxed);
-                            std::thread::sleep(Duration::from_millis(50));
-                        }
-                    }
-                }
-                (ids, refusals)
-            })
+    let loaders: Vec<_> = (0..4)
+        .map(|number| {
+            let loading = Loading {
+                stop: stop.clone(),
+                refused: refused.clone(),
+                config: cluster.config(),
+                started: Instant::now(),
+            };
+            std::thread::spawn(move || Writer::new(loading, number, Pick::new(number as u64)).run())
         })
         .collect();
 
@@ -52,22 +87,25 @@ fn clock_steps_back_while_running() {
     for (step, seconds) in steps {
         clock.set(step);
         std::thread::sleep(Duration::from_secs_f64(seconds));
-        let held_since = std::time::Instant::now();
+        let held_since = Instant::now();
         while step == "-3600" && refused.load(Ordering::Relaxed) == 0 && held_since.elapsed().as_secs() < 30 {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
     stop.store(true, Ordering::Relaxed);
-    let results: Vec<LoaderResult> = loaders.into_iter().map(|l| l.join().unwrap()).collect();
+    let histories: Vec<Vec<Op<()>>> = loaders.into_iter().map(|loader| loader.join().unwrap()).collect();
 
     let mut all = Vec::new();
     let mut refusals = Vec::new();
-    for (ids, refused) in results {
+    for history in &histories {
+        let ids: Vec<i64> = history.iter().flat_map(|op| op.bare.iter().copied()).collect();
         if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
             panic!("a connection's IDs went back: {} then {}", w[0], w[1]);
         }
         all.extend(ids);
-        refusals.extend(refused);
+        for op in history.iter().filter(|op| !op.succeeded()) {
+            refusals.push((op.error.clone().unwrap(), op.message.clone().unwrap_or_default()));
+        }
     }
     let issued = all.len();
     all.sort_unstable();

@@ -14,10 +14,12 @@
 //! post; without the token, the control, some are below.
 
 use postgres::{Client, Config, NoTls};
+use snowflake_id_integration::engine::{Op, Route, Transaction, Workload, Writer};
 use snowflake_id_integration::{
     apply_settings, db_error, pg_bin_dir, pg_ctl_start, pg_ctl_stop, wait_until, Cluster, FakeClock, Kit,
-    PORT,
+    Pick, PORT,
 };
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -221,33 +223,110 @@ fn insert_through_router(fleet: &Fleet, users: &[i64], rows: usize, tag: &str) -
     (ids, started.elapsed())
 }
 
-/// Inserts posts one call each through the router until `stop`, retrying the calls that a
-/// shard server refuses while their shard moves: 55006 while it is frozen for the copy, 55000
-/// when the call was routed by the map of just before the switch. A refused call writes
-/// nothing. Returns the acknowledged ids and the number of refusals.
-fn write_until(fleet: &Fleet, users: &[i64], stop: &AtomicBool, writer: usize) -> (Vec<i64>, usize) {
-    let mut client = fleet.connect("router");
-    let insert = client.prepare("SELECT fleet.insert_post($1, $2)").unwrap();
-    let (mut ids, mut refused) = (Vec::new(), 0);
-    for row in 0.. {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let (user, body) = (users[(writer * 31 + row * 7) % users.len()], format!("moving {writer} {row}"));
-        loop {
-            match client.query_one(&insert, &[&user, &body]) {
-                Ok(result) => break ids.push(result.get(0)),
-                Err(error) if matches!(error.code().map(|code| code.code()), Some("55006" | "55000")) => {
-                    assert!(Instant::now() < deadline, "writes refused for too long: {error}");
-                    refused += 1;
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(error) => panic!("write during the move: {error}"),
-            }
+/// A writer through the router, run by the workload engine: posts inserted one call each
+/// until `stop`, a call that a shard server refuses while its shard moves tried again (55006
+/// while it is frozen for the copy, 55000 when the call was routed by the map of just before
+/// the switch). A refused call writes nothing.
+struct Posting<'a> {
+    fleet: &'a Fleet,
+    users: &'a [i64],
+    stop: &'a AtomicBool,
+    writer: usize,
+    started: Instant,
+    /// The post of the next call: a refused one is tried again.
+    row: Cell<usize>,
+    insert: RefCell<Option<postgres::Statement>>,
+}
+
+/// A post: its user and body.
+#[derive(Clone, Debug)]
+struct Post {
+    user: i64,
+    body: String,
+}
+
+/// The refusals a call meets while its shard moves.
+fn refused_by_a_move(op: &Op<Post>) -> bool {
+    matches!(op.error.as_deref(), Some("55006" | "55000"))
+}
+
+impl Workload for Posting<'_> {
+    type Kind = Post;
+    type Hold<'b>
+        = ()
+    where
+        Self: 'b;
+
+    fn writing(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed)
+    }
+
+    fn origin(&self) -> Instant {
+        self.started
+    }
+
+    fn kind(&self, _pick: &mut Pick) -> Post {
+        let (writer, row) = (self.writer, self.row.get());
+        Post {
+            user: self.users[(writer * 31 + row * 7) % self.users.len()],
+            body: format!("moving {writer} {row}"),
         }
     }
-    (ids, refused)
+
+    fn route(&self, _post: &Post, _tag: i64) -> Option<(Route, i32, ())> {
+        Some((Route { server: "router".into(), config: self.fleet.config("router"), epoch: 0 }, 0, ()))
+    }
+
+    fn run(
+        &self,
+        client: &mut Client,
+        _: &mut Pick,
+        op: &mut Op<Post>,
+        tx: &mut Transaction,
+    ) -> Result<(), postgres::Error> {
+        let insert = self.insert.borrow().clone().expect("prepared when connected");
+        tx.sending_autocommit_insert();
+        let id: i64 = client.query_one(&insert, &[&op.kind.user, &op.kind.body])?.get(0);
+        tx.returned([id]);
+        Ok(())
+    }
+
+    fn connected(&self, client: &mut Client) {
+        *self.insert.borrow_mut() = Some(client.prepare("SELECT fleet.insert_post($1, $2)").unwrap());
+    }
+
+    fn recorded(&self, op: &mut Op<Post>, _client: Option<&mut Client>) {
+        if !refused_by_a_move(op) {
+            self.row.set(self.row.get() + 1);
+        }
+    }
+}
+
+/// Posts through the router until `stop` (see `Posting`); returns the acknowledged ids and
+/// the number of refusals. Any other failure, or refusals for 120 s in a row, fails the test.
+fn write_until(fleet: &Fleet, users: &[i64], stop: &AtomicBool, writer: usize) -> (Vec<i64>, usize) {
+    let posting = Posting {
+        fleet,
+        users,
+        stop,
+        writer,
+        started: Instant::now(),
+        row: Cell::new(0),
+        insert: RefCell::new(None),
+    };
+    let history = Writer::new(posting, writer, Pick::new(writer as u64)).run();
+    let mut refused_since: Option<u64> = None;
+    for op in &history {
+        if refused_by_a_move(op) {
+            let since = *refused_since.get_or_insert(op.start_ms);
+            assert!(op.end_ms - since < 120_000, "writes refused for too long: {:?}", op.message);
+        } else {
+            assert!(op.succeeded(), "write during the move: {:?} {:?}", op.error, op.message);
+            refused_since = None;
+        }
+    }
+    let ids = history.iter().flat_map(|op| op.committed.iter().copied()).collect();
+    (ids, history.iter().filter(|op| refused_by_a_move(op)).count())
 }
 
 /// All posts of the fleet, a page at a time through the router: `id > cursor ORDER BY id`.
