@@ -200,6 +200,15 @@ impl System {
     pub fn start_standby_if_stopped(&mut self) {
         // A failure during the fault shuts the server down within moments.
         std::thread::sleep(Duration::from_secs(1));
+        self.revive_standby();
+    }
+
+    /// Starts the standby again at once if it stopped by itself, before what needs it: a
+    /// failover (which promotes it), its restart, a move's freeze (whose writers' synchronous
+    /// commits wait for it). The fault's lane does it when the fault ends, but the other lane
+    /// may hold the system then (the 18 long run, seed 7475: a failover promoted a standby
+    /// stopped 6 s before).
+    fn revive_standby(&mut self) {
         if self.standby.cluster.stopped_by_itself() {
             self.standby.start();
         }
@@ -262,6 +271,7 @@ impl System {
     }
 
     pub fn restart_standby(&mut self) {
+        self.revive_standby();
         self.standby.cluster.stop("fast");
         self.standby.start();
     }
@@ -269,6 +279,7 @@ impl System {
     /// Kills the pair's primary, promotes the standby (after doing `before` to it), and
     /// rebuilds the old primary as the new standby from a base backup.
     pub fn failover(&mut self, before: BeforePromotion) {
+        self.revive_standby();
         // Taken where the standby stops receiving, kept to the end (see pair_clock_held).
         let mut _pair_clock_held = None;
         // A clock run ahead that the standby could not be seen to replay under is set back only
@@ -447,11 +458,7 @@ impl System {
         // replay stopped, which the fault's lane cannot start again while this move holds the
         // system (the long run on 15, seed 5030, waited for ever): an operator waiting for the
         // freeze would start it, and so does the move.
-        let _freeze = shared.freeze(shard, || {
-            if self.standby.cluster.stopped_by_itself() {
-                self.standby.start();
-            }
-        });
+        let _freeze = shared.freeze(shard, || self.revive_standby());
         self.shards[from.index()].retain(|&s| s != shard);
         self.apply_fence(from);
         let source_clock_ms = shared.offset(from) + shared.skew_of(&self.server(from).name);
