@@ -4,7 +4,7 @@
 use crate::power_loss;
 use crate::{
     as_server_owner, children_of, kill_9, major_of, pg_bin_dir, pg_ctl_start, print_log_tail, run,
-    running_as_root, server_owned_temp_dir, wait_until,
+    running_as_root, server_owned_temp_dir,
 };
 use postgres::error::DbError;
 use postgres::{Client, Config, NoTls};
@@ -340,10 +340,33 @@ impl Cluster {
     /// Waits until this standby has replayed its primary's WAL up to `lsn` (as
     /// `pg_current_wal_lsn()::text` printed it on the primary).
     pub fn wait_for_replay(&self, lsn: &str) {
-        let mut client = self.connect();
-        wait_until(&format!("the standby replayed up to {lsn}"), || {
-            client.query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn]).unwrap().get(0)
-        });
+        assert!(
+            self.replayed_within(lsn, Duration::from_secs(60)),
+            "timed out waiting until the standby replayed up to {lsn}"
+        );
+    }
+
+    /// Whether this standby replays its primary's WAL up to `lsn` within `within`: polled,
+    /// connecting again while it refuses (it may be restarting), never failing the test.
+    pub fn replayed_within(&self, lsn: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        let mut client: Option<Client> = None;
+        loop {
+            if client.as_ref().is_none_or(|client| client.is_closed()) {
+                client = self.config().connect(NoTls).ok();
+            }
+            let replayed = client.as_mut().and_then(|client| {
+                let row = client.query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn]);
+                row.ok().and_then(|row| row.get::<_, Option<bool>>(0))
+            });
+            if replayed == Some(true) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Waits until the server accepts connections again (after a crash and restart): at most

@@ -416,19 +416,7 @@ impl System {
             client.query_one("SELECT pg_current_wal_lsn()::text", &[]).map(|row| row.get::<_, String>(0))
         });
         let Ok(position) = position else { return false };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            let replayed = self.standby.cluster.config().connect(NoTls).and_then(|mut client| {
-                client
-                    .query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&position])
-                    .map(|row| row.get::<_, Option<bool>>(0))
-            });
-            if let Ok(Some(true)) = replayed {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
+        self.standby.cluster.replayed_within(&position, Duration::from_secs(30))
     }
 
     /// The pair's primary killed, its clients told there is none until a promotion.
@@ -518,19 +506,11 @@ impl System {
             // asynchronous replication a failover right after the move would lose it, and the
             // rows with it (several-servers.md's move has no standbys to wait for).
             let lsn: String = target.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
-            let mut standby = self.standby.cluster.wait_until_accepting();
-            let deadline = Instant::now() + Duration::from_secs(300);
-            while !standby
-                .query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn])
-                .unwrap()
-                .get::<_, bool>(0)
-            {
-                assert!(
-                    Instant::now() < deadline,
-                    "the standby did not replay the moved rows within 5 minutes"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            self.standby.cluster.wait_until_accepting();
+            assert!(
+                self.standby.cluster.replayed_within(&lsn, Duration::from_secs(300)),
+                "the standby did not replay the moved rows within 5 minutes"
+            );
         }
         if target_lost_power {
             drop(target);
