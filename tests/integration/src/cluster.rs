@@ -200,8 +200,22 @@ impl Cluster {
             // Not the spread checkpoint of the default: minutes on a server under load.
             "--checkpoint=fast",
         ]);
-        backup.args(standby.no_sync()).arg("-D");
-        run(backup.arg(&standby.data_dir), "pg_basebackup");
+        backup.args(standby.no_sync()).arg("-D").arg(&standby.data_dir);
+        // Tried again (it empties the folder when it fails), as an operator or an HA manager
+        // would: the primary's clock stepped a minute ahead ends its WAL sender by
+        // wal_sender_timeout mid-copy (the 18 long run, seed 7475, a +92 s step).
+        for attempt in 1.. {
+            let out = backup.output().unwrap_or_else(|error| panic!("pg_basebackup: {error}"));
+            if out.status.success() {
+                break;
+            }
+            assert!(
+                attempt < 3,
+                "pg_basebackup failed 3 times; the last: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
         // The copied configuration names the primary's socket folder.
         let mut lines = vec![format!("unix_socket_directories = '{}'", standby.root.display())];
         lines.extend(settings.iter().map(|line| line.to_string()));
