@@ -7,19 +7,20 @@
 //! one backend killed with kill -9 half-way (the postmaster then ends every backend: all
 //! reconnect and go on), all run by the workload engine, whose history must agree with the
 //! table (every acknowledged commit stored, nothing rolled back stored). Two readers poll with
-//! the documented loop; at the end each has read the table's rows, each once. A reader paging with `id > cursor` alone, beside them, misses
-//! rows: the test can fail. The focused tests each hold one rule: an open transaction, a
-//! prepared one across restarts, parallel workers, a clock stepped back, an idle server, an
-//! older snapshot, the refusals, a transaction that holds the horizons of its own shards
-//! only (open or prepared), reported by `snowflake_horizon_holders()`, and another role's
-//! flood of calls (and of xids), which sends no reader's poll back to the horizon of the start.
+//! the documented loop; at the end each has read the table's rows, each once. A reader paging
+//! with `id > cursor` alone, beside them, misses rows: the test can fail. The focused tests
+//! each hold one rule: an open transaction, a prepared one across restarts, parallel workers,
+//! a clock stepped back, an idle server, an older snapshot, a commit waiting to become
+//! visible, the refusals, a transaction that holds the horizons of its own shards only (open
+//! or prepared), reported by `snowflake_horizon_holders()`, and another role's flood of calls
+//! (and of xids), which sends no reader's poll back to the horizon of the start.
 
 use postgres::{Client, Config, NoTls};
 use snowflake_id_integration::engine::{
     self, Op, Paging, Reads, Route, Source, Transaction, Workload, Writer,
 };
 use snowflake_id_integration::{
-    connection_lost, count, db_error, major_of, pg_bin_dir, Cluster, FakeClock, Pick,
+    connection_lost, count, db_error, major_of, pg_bin_dir, wait_until, Cluster, FakeClock, Pick,
 };
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -872,6 +873,42 @@ fn an_idle_horizon_follows_the_clock() {
     // At or below the clock, and close to it (a generous bound for a loaded machine).
     assert!(second <= clock, "the horizon {second} is ahead of the clock {clock}");
     assert!(ms(clock) - ms(second) <= 1000, "the horizon trails the clock by {} ms", ms(clock) - ms(second));
+}
+
+/// (f') A commit not yet visible holds the horizon: a COMMIT waiting for a synchronous standby
+/// (one that never answers) has passed PRE_COMMIT and written its commit record, but new
+/// snapshots do not see its rows until it is done. The horizon stays at or below its ID until
+/// then; released earlier, a reader would page past a row it cannot see yet and never read it.
+#[test]
+fn a_commit_waiting_to_become_visible_holds_the_horizon() {
+    let cluster = server("horizon-commit-wait", &[]);
+    let mut admin = cluster.connect();
+    let mut writer = cluster.connect();
+    let pid: i32 = writer.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let id = open_transaction_with_an_id(&mut writer, 1);
+    admin.batch_execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'").unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_until("the writer's session reads the new setting", || {
+        let names: String = writer.query_one("SHOW synchronous_standby_names", &[]).unwrap().get(0);
+        names == "nobody"
+    });
+    let commit = std::thread::spawn(move || writer.batch_execute("COMMIT").map(|()| writer));
+    let waiting =
+        format!("SELECT count(*) FROM pg_stat_activity WHERE pid = {pid} AND wait_event = 'SyncRep'");
+    wait_until("the COMMIT waits for the synchronous standby", || count(&mut admin, &waiting) == 1);
+
+    let mut reader = cluster.connect();
+    let visible = format!("SELECT count(*) FROM t WHERE id = {id}");
+    assert_eq!(count(&mut reader, &visible), 0, "the waiting commit's row is visible already");
+    let while_ = "its COMMIT waited to become visible";
+    assert_horizon_held(&mut reader, None, id, Duration::from_secs(2), while_);
+    assert_horizon_held(&mut reader, Some(1), id, Duration::from_millis(500), while_);
+
+    admin.batch_execute("ALTER SYSTEM RESET synchronous_standby_names").unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    commit.join().unwrap().expect("the COMMIT, once no standby is waited for");
+    wait_for_horizon_above(&mut reader, None, id, "the commit became visible");
+    assert_eq!(count(&mut reader, &visible), 1, "the committed row");
 }
 
 /// (f) A statement's horizon holds for its own snapshot: a repeatable-read snapshot taken
