@@ -9,6 +9,7 @@
 #                                                  of 2 minutes on PostgreSQL 18
 #   --only NAME                                    that mutation (again for more)
 #   --seeds N | --seed-list "S1 S2 ..."            how many seeds to draw, or which to run again
+#   --no-test                                      the seeds only (the named test measured before)
 #   --minutes M --major N                          each seed's length; the major (16 to 18: a copy
 #                                                  of its tree is made, the shared one untouched)
 #   --out DIR                                      default .run/mutations: table.tsv (one line per
@@ -22,16 +23,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-only=() seeds=5 seed_list="" minutes=2 major=18 out=.run/mutations
+only=() seeds=5 seed_list="" minutes=2 major=18 out=.run/mutations run_test=yes
 while [ $# -gt 0 ]; do
   case "$1" in
     --only) only+=("$2"); shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
     --seed-list) seed_list=$2; shift 2 ;;
+    --no-test) run_test=no; shift ;;
     --minutes) minutes=$2; shift 2 ;;
     --major) major=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--only NAME ...] [--seeds N | --seed-list 'S ...'] [--minutes M] [--major N] [--out DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--only NAME ...] [--seeds N | --seed-list 'S ...'] [--no-test] [--minutes M] [--major N] [--out DIR]" >&2; exit 2 ;;
   esac
 done
 case $major in
@@ -94,7 +96,7 @@ for patch in "${mutations[@]}"; do
   fi
   use_major "$major"
   test=$(named_test "$patch")
-  if [ -n "$test" ]; then
+  if [ -n "$test" ] && [ "$run_test" = yes ]; then
     log=$out/$name.test.log
     # major_upgrade needs an older major to upgrade from (it skips every case without one).
     if [ "$test" = major_upgrade ] && [ -z "${SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS:-}" ]; then
