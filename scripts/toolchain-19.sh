@@ -189,10 +189,27 @@ rust_ready() {
 rustup_install() {
   command -v rustup >/dev/null || return 1
   work_dir
-  if ! timeout "$RUSTUP_TIMEOUT" nice -n 19 rustup toolchain install "$RUST_MINOR" --profile minimal >"$WORK/rustup.log" 2>&1; then
+  if ! timeout "$RUSTUP_TIMEOUT" nice -n 19 rustup toolchain install "$RUST_MINOR" --profile minimal \
+    --component rustfmt --component clippy >"$WORK/rustup.log" 2>&1; then
     say "rust: rustup could not install toolchain $RUST_MINOR within ${RUSTUP_TIMEOUT}s: $(tail -n 2 "$WORK/rustup.log" | tr '\n' ' ')"
     return 1
   fi
+}
+
+# rustfmt and clippy of rustup's toolchain, which the lint step runs: rust-toolchain.toml names
+# them, but rustup adds them only when it installs the toolchain itself, so a toolchain installed
+# before (or by an older version of this script) may lack them. Debian's rustc needs nothing
+# here: lib.sh then runs cargo fmt and clippy of rustup's stable toolchain.
+rustup_components() {
+  local installed
+  rustup run "$RUST_MINOR" rustc --version >/dev/null 2>&1 || return 0
+  installed=$(rustup component list --toolchain "$RUST_MINOR" --installed)
+  grep -q '^rustfmt' <<<"$installed" && grep -q '^clippy' <<<"$installed" && return 0
+  work_dir
+  timeout "$RUSTUP_TIMEOUT" nice -n 19 rustup component add --toolchain "$RUST_MINOR" rustfmt clippy \
+    >"$WORK/rustup.log" 2>&1 ||
+    die "rust: rustup could not add rustfmt and clippy to toolchain $RUST_MINOR: $(tail -n 2 "$WORK/rustup.log" | tr '\n' ' ')"
+  say "rust: rustfmt and clippy added to rustup's toolchain $RUST_MINOR"
 }
 
 # The wrappers run rustup's toolchain.
@@ -248,6 +265,7 @@ step_rust() {
   local start=$SECONDS
   if rust_ready; then
     say "rust: skipped, $("$RUST_ROOT/bin/rustc" --version) in $RUST_ROOT is there ($(cat "$RUST_ROOT/$MARKER"))"
+    rustup_components
     return
   fi
   RUST_ORIGIN=
