@@ -85,7 +85,7 @@ impl Workload for Repeat {
     fn kind(&self, _pick: &mut Pick) {}
 
     fn route(&self, _kind: &(), _tag: i64) -> Option<(Route, i32, ())> {
-        Some((Route { server: "server".into(), config: self.config.clone(), epoch: 0 }, 0, ()))
+        Some((Route::to("server", self.config.clone()), 0, ()))
     }
 
     fn run(

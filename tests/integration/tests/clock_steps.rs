@@ -35,7 +35,7 @@ impl Workload for Loading {
     fn kind(&self, _pick: &mut Pick) {}
 
     fn route(&self, _kind: &(), _tag: i64) -> Option<(Route, i32, ())> {
-        Some((Route { server: "server".into(), config: self.config.clone(), epoch: 0 }, 1, ()))
+        Some((Route::to("server", self.config.clone()), 1, ()))
     }
 
     fn run(

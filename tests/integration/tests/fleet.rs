@@ -274,7 +274,7 @@ impl Workload for Posting<'_> {
     }
 
     fn route(&self, _post: &Post, _tag: i64) -> Option<(Route, i32, ())> {
-        Some((Route { server: "router".into(), config: self.fleet.config("router"), epoch: 0 }, 0, ()))
+        Some((Route::to("router", self.fleet.config("router")), 0, ()))
     }
 
     fn run(

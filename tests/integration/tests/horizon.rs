@@ -246,11 +246,7 @@ impl Workload for Writing {
     }
 
     fn route(&self, plan: &Plan, _tag: i64) -> Option<(Route, i32, ())> {
-        Some((
-            Route { server: "server".into(), config: self.config.clone(), epoch: 0 },
-            plan.inserts[0].shard,
-            (),
-        ))
+        Some((Route::to("server", self.config.clone()), plan.inserts[0].shard, ()))
     }
 
     fn run(
@@ -383,7 +379,7 @@ impl Source for Reading {
     type Hold<'a> = ();
 
     fn route(&self) -> Option<(Route, ())> {
-        Some((Route { server: "server".into(), config: self.config.clone(), epoch: 0 }, ()))
+        Some((Route::to("server", self.config.clone()), ()))
     }
 
     fn end(&self) -> Option<i64> {

@@ -161,7 +161,7 @@ impl Workload for Inserting {
     }
 
     fn route(&self, _kind: &Insert, _tag: i64) -> Option<(Route, i32, ())> {
-        Some((Route { server: "the leader".into(), config: self.config.clone(), epoch: 0 }, 1, ()))
+        Some((Route::to("the leader", self.config.clone()), 1, ()))
     }
 
     fn run(

@@ -32,6 +32,13 @@ pub struct Route {
     pub epoch: u32,
 }
 
+impl Route {
+    /// A server that never fails over (or whose test does not count it): epoch 0 throughout.
+    pub fn to(server: &str, config: Config) -> Route {
+        Route { server: server.into(), config, epoch: 0 }
+    }
+}
+
 /// The real time now, in Unix ms.
 pub fn unix_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
