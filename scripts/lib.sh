@@ -321,12 +321,26 @@ quietly() {
   return "$status"
 }
 
-# Builds the extension in release mode and installs it into the system PostgreSQL; prints
-# the build's output only when it fails.
+# Builds the extension in release mode and installs it into the current major's PostgreSQL;
+# prints the build's output only when it fails. Built into a staging folder first (`cargo pgrx
+# package`, minutes), then put in place: the library copied beside the installed one and
+# renamed over it, at once. The servers running keep the file they have mapped (a new inode,
+# never the old one rewritten: see unlink_installed_library), and a server starting meanwhile
+# (another checkout's test, a campaign's restart) finds a whole library, old or new, at every
+# moment: `cargo pgrx install` would rewrite the path in place, and unlinking it first left
+# none for the minutes of the build.
 install_extension() {
-  local sudo=()
-  [ "$(id -u)" -eq 0 ] || sudo=(--sudo)
-  unlink_installed_library
-  quietly cargo pgrx install --release --pg-config "$PG_CONFIG" "${CARGO_FEATURES[@]}" "${sudo[@]}" || return
-  as_root cp sql/snowflake_id--*.sql "$("$PG_CONFIG" --sharedir)/extension/"
+  local stage lib_dir ext_dir status=0
+  stage=$(mktemp -d)
+  lib_dir=$("$PG_CONFIG" --pkglibdir)
+  ext_dir="$("$PG_CONFIG" --sharedir)/extension"
+  quietly cargo pgrx package --pg-config "$PG_CONFIG" "${CARGO_FEATURES[@]}" --out-dir "$stage" || status=$?
+  if [ "$status" -eq 0 ]; then
+    as_root install -m 755 "$stage$lib_dir/snowflake_id.so" "$lib_dir/.snowflake_id.so.installing.$$" &&
+      as_root mv -f "$lib_dir/.snowflake_id.so.installing.$$" "$lib_dir/snowflake_id.so" &&
+      as_root install -m 644 "$stage$ext_dir"/snowflake_id* "$ext_dir/" &&
+      as_root install -m 644 sql/snowflake_id--*.sql "$ext_dir/" || status=$?
+  fi
+  rm -rf "$stage"
+  return "$status"
 }
