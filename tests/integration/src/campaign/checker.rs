@@ -87,6 +87,7 @@ pub fn check(
     for done in &outcome.faults {
         *summary.faults.entry(done.kind).or_default() += 1;
     }
+    summary.rebuilt_standbys = shared.rebuilt_standbys.lock().unwrap().clone();
     summary.findings = findings;
     summary
 }

@@ -75,12 +75,14 @@ pub fn run(shared: Arc<Shared>, system: System, schedule: &Schedule) -> Outcome 
 }
 
 /// Commits prepared transactions left behind by clients that lost their connection, so that
-/// they do not hold the horizon of their shard until the end.
+/// they do not hold the horizon of their shard until the end; rebuilds a standby whose replay
+/// stands still (`System::rebuild_standby_if_stuck`).
 fn janitor(system: &Mutex<System>, age: Duration) {
     let mut system = lock(system);
     for group in Group::ALL {
         let _ = catch_unwind(AssertUnwindSafe(|| system.resolve_prepared(group, None, age)));
     }
+    let _ = catch_unwind(AssertUnwindSafe(|| system.rebuild_standby_if_stuck()));
 }
 
 fn lane(

@@ -32,6 +32,9 @@ pub struct Summary {
     pub errors: BTreeMap<String, usize>,
     /// How many times each guard acted (`coverage`), zeros included.
     pub coverage: Vec<(&'static str, usize)>,
+    /// Standbys the harness rebuilt, their replay stuck (not a finding: PostgreSQL's, or the
+    /// disk's; said so that a run which needed it is seen).
+    pub rebuilt_standbys: Vec<String>,
     pub findings: Vec<String>,
 }
 
@@ -143,6 +146,10 @@ impl Summary {
         );
         let acted: Vec<String> = self.coverage.iter().map(|(guard, n)| format!("{guard} {n}")).collect();
         let _ = writeln!(out, "  guards acted: {}", acted.join(", "));
+        let _ = writeln!(out, "  standbys rebuilt, their replay stuck: {}", self.rebuilt_standbys.len());
+        for rebuilt in &self.rebuilt_standbys {
+            let _ = writeln!(out, "    {rebuilt}");
+        }
         if self.passed() {
             let _ = writeln!(out, "  every check passed");
         }

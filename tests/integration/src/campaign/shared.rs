@@ -76,6 +76,9 @@ pub struct Shared {
     /// Where each failover of the pair switched timelines: the end of the WAL its promoted
     /// standby had, by the epoch it ended (the old primary's).
     pub switchpoints: Mutex<BTreeMap<u32, u64>>,
+    /// The pair's standbys the harness rebuilt because their replay stood still (see
+    /// `System::rebuild_standby_if_stuck`), each said as the summary says it.
+    pub rebuilt_standbys: Mutex<Vec<String>>,
 }
 
 /// A WAL position as PostgreSQL prints it ("16/B374D848"), as a number.
@@ -177,6 +180,7 @@ impl Shared {
             successes: Mutex::new(BTreeMap::new()),
             moves: Mutex::new(Vec::new()),
             switchpoints: Mutex::new(BTreeMap::new()),
+            rebuilt_standbys: Mutex::new(Vec::new()),
         }
     }
 

@@ -43,6 +43,10 @@ const MANAGER_TTL: Duration = Duration::from_millis(LEASE_MS + 2_000);
 /// the promotion bound (2.75 s, 5.75 s with the larger lead), so that without the lease the two
 /// would issue the same milliseconds of the same shards.
 const SPLIT_BRAIN: Duration = Duration::from_secs(8);
+/// How long the pair's standby may replay nothing while its primary writes before the harness
+/// rebuilds it (`rebuild_standby_if_stuck`): far above any lag seen on a loaded machine
+/// (recoveries of 75 s under three campaigns), so that only a standby that will never move is.
+const STUCK_REPLAY: Duration = Duration::from_secs(120);
 
 pub struct Server {
     pub name: String,
@@ -90,6 +94,10 @@ pub struct System {
     pub old_logs: Vec<(String, String)>,
     /// The `bin` folder of the next major, for the pg_upgrade of the second server.
     upgrade_bin: Option<PathBuf>,
+    /// The standby's replay position when last seen to move, and since when.
+    replay_seen: Option<(u64, Instant)>,
+    /// When `rebuild_standby_if_stuck` last looked (it connects to both servers of the pair).
+    replay_checked: Instant,
 }
 
 /// `snowflake_id.shards` for a list of shards.
@@ -143,6 +151,8 @@ impl System {
             shards,
             old_logs: Vec::new(),
             upgrade_bin,
+            replay_seen: None,
+            replay_checked: Instant::now(),
         };
         system.configure_standby();
         let mut directory = shared.directory.write().unwrap();
@@ -423,6 +433,62 @@ impl System {
         });
         let Ok(position) = position else { return false };
         self.standby.cluster.replayed_within(&position, Duration::from_secs(30))
+    }
+
+    /// Rebuilds the pair's standby from a new base backup when its replay has stood still for
+    /// `STUCK_REPLAY` while its primary wrote past it, as an operator would once they saw it.
+    /// The 15 long run (seed 1614) had one: a standby on LazyFS read back WAL it had received
+    /// and flushed as zeros, so PostgreSQL's startup process asked the primary for it again and
+    /// ended each new WAL receiver at once, for ever, and the synchronous primary's commits
+    /// (a move's among them) waited with it until the run was stopped. Not a finding (neither
+    /// the extension's nor one the campaign can tell from the disk's); the summary counts it.
+    /// A standby down or not answering is left to the faults that stopped it.
+    pub fn rebuild_standby_if_stuck(&mut self) {
+        if self.replay_checked.elapsed() < Duration::from_secs(10) {
+            return;
+        }
+        self.replay_checked = Instant::now();
+        let position = |cluster: &Cluster, query: &str| {
+            let mut client = cluster.config().connect(NoTls).ok()?;
+            let row = client.query_one(query, &[]).ok()?;
+            super::parse_lsn(&row.get::<_, Option<String>>(0)?)
+        };
+        let Some(replayed) = position(&self.standby.cluster, "SELECT pg_last_wal_replay_lsn()::text") else {
+            self.replay_seen = None;
+            return;
+        };
+        let Some(written) = position(&self.primary.cluster, "SELECT pg_current_wal_flush_lsn()::text") else {
+            return;
+        };
+        match self.replay_seen {
+            Some((seen, since)) if seen == replayed => {
+                if written <= replayed || since.elapsed() < STUCK_REPLAY {
+                    return;
+                }
+            }
+            _ => {
+                self.replay_seen = Some((replayed, Instant::now()));
+                return;
+            }
+        }
+        let said = format!(
+            "{:.1} s: {} replayed nothing for {} s, at {:X}/{:X} while its primary had written to {:X}/{:X}",
+            self.shared.now_ms() as f64 / 1000.0,
+            self.standby.name,
+            STUCK_REPLAY.as_secs(),
+            replayed >> 32,
+            replayed & 0xFFFF_FFFF,
+            written >> 32,
+            written & 0xFFFF_FFFF
+        );
+        println!("campaign: standby rebuilt: {said}");
+        self.shared.rebuilt_standbys.lock().unwrap().push(said);
+        self.replay_seen = None;
+        self.built += 1;
+        let name = format!("pair-{}", self.built);
+        let old = std::mem::replace(&mut self.standby, new_standby(&self.shared, &self.primary, &name));
+        self.retire(Group::Pair, old);
+        self.configure_standby();
     }
 
     /// The pair's primary killed, its clients told there is none until a promotion.
