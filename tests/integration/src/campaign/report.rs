@@ -35,6 +35,8 @@ pub struct Summary {
     /// Standbys the harness rebuilt, their replay stuck (not a finding: PostgreSQL's, or the
     /// disk's; said so that a run which needed it is seen).
     pub rebuilt_standbys: Vec<String>,
+    /// Fault steps skipped because their lane reached them over a minute late.
+    pub skipped_steps: usize,
     pub findings: Vec<String>,
 }
 
@@ -138,6 +140,10 @@ impl Summary {
         );
         let faults: Vec<String> = self.faults.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
         let _ = writeln!(out, "  faults: {}", faults.join(", "));
+        if self.skipped_steps > 0 {
+            let _ =
+                writeln!(out, "  fault steps skipped, reached over a minute late: {}", self.skipped_steps);
+        }
         let errors: Vec<String> = self.errors.iter().map(|(code, n)| format!("{code} {n}")).collect();
         let _ = writeln!(
             out,

@@ -6,7 +6,7 @@ use super::schedule::Group;
 use postgres::Config;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 use std::time::Instant;
 
@@ -79,6 +79,8 @@ pub struct Shared {
     /// The pair's standbys the harness rebuilt because their replay stood still (see
     /// `System::rebuild_standby_if_stuck`), each said as the summary says it.
     pub rebuilt_standbys: Mutex<Vec<String>>,
+    /// Fault steps a lane skipped, reached too late (`nemesis::LATE_BY`).
+    pub skipped_steps: AtomicUsize,
 }
 
 /// A WAL position as PostgreSQL prints it ("16/B374D848"), as a number.
@@ -181,6 +183,7 @@ impl Shared {
             moves: Mutex::new(Vec::new()),
             switchpoints: Mutex::new(BTreeMap::new()),
             rebuilt_standbys: Mutex::new(Vec::new()),
+            skipped_steps: AtomicUsize::new(0),
         }
     }
 
