@@ -407,13 +407,7 @@ impl System {
             self.shared.directory.write().unwrap().split = None;
             self.standby.cluster.kill_postmaster();
         }
-        self.built += 1;
-        let old = std::mem::replace(
-            &mut self.standby,
-            new_standby(&self.shared, &self.primary, &format!("pair-{}", self.built)),
-        );
-        self.retire(Group::Pair, old);
-        self.configure_standby();
+        self.replace_standby();
         drop(_pair_clock_held);
         if set_back_after_promotion {
             self.shared.set_offset(Group::Pair, 0);
@@ -484,6 +478,12 @@ impl System {
         println!("campaign: standby rebuilt: {said}");
         self.shared.rebuilt_standbys.lock().unwrap().push(said);
         self.replay_seen = None;
+        self.replace_standby();
+    }
+
+    /// A new standby of the pair's primary, from a base backup, in place of the current one
+    /// (retired: its log kept, it stopped).
+    fn replace_standby(&mut self) {
         self.built += 1;
         let name = format!("pair-{}", self.built);
         let old = std::mem::replace(&mut self.standby, new_standby(&self.shared, &self.primary, &name));
