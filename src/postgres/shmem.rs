@@ -11,7 +11,7 @@
 //! after the layout's check); the reservation's worker and WAL replay, which run on it, import
 //! this module and never the other way round.
 
-use super::reservation::restore;
+use super::reservation::{promotion_pending, restore};
 use super::{fence, fixed_layout, horizon};
 use pgrx::pg_sys;
 use snowflake_core::generator::{Reservation, ShardSlot};
@@ -38,11 +38,12 @@ static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 /// On its own cache line, so that the shard slots after it stay aligned.
 #[repr(C, align(64))]
 pub struct StartState {
-    /// The server was in recovery (a standby, or archive recovery) when shared memory was
-    /// created: the worker's first start after the recovery ends records the promotion guard
-    /// (`reservation::worker::record_promotion_guard`) and clears this, so that a worker restarted
-    /// later does not run it again. Re-created after a backend crash: the signal files are
-    /// gone by then, and crash recovery needs no guard.
+    /// A promotion guard is owed (`reservation::promotion_pending`): the server was in
+    /// recovery (a standby, or archive recovery) when shared memory was created, or an earlier
+    /// start in recovery never recorded its guard (a crash at the end of the recovery, before
+    /// the worker ran). The worker's first start after the recovery ends records the guard
+    /// (`reservation::worker::record_promotion_guard`), settles the debt on disk, then clears
+    /// this, so that a worker restarted later does not run it again.
     pub promotion_guard_pending: AtomicBool,
     /// On a standby, the last ceiling record replayed since shared memory was made: its ceiling
     /// as the old primary wrote it (Unix ms; not raised to any bound), and where the record ends
@@ -115,11 +116,8 @@ unsafe extern "C-unwind" fn startup_shmem() {
         SLOTS = base.add(HEADER_BYTES).cast::<ShardSlot>();
         SLOT_COUNT = (size - HEADER_BYTES) / size_of::<ShardSlot>();
         if !found {
-            // The postmaster's working directory is the data directory; PostgreSQL removes
-            // these files when recovery ends.
-            let in_recovery =
-                ["standby.signal", "recovery.signal"].iter().any(|file| std::path::Path::new(file).exists());
-            (*START_STATE).promotion_guard_pending.store(in_recovery, Release);
+            // Owed from a start in recovery until the worker has recorded it, across crashes.
+            (*START_STATE).promotion_guard_pending.store(promotion_pending::owed_at_start(), Release);
             // The layout first: a ceiling read under another layout would mean other IDs.
             fixed_layout::record::check_or_record();
             (*RESERVATION).resume_at(restore::recorded_ceiling());

@@ -27,12 +27,14 @@
 //! * `legacy_wal`: whether WAL of versions up to 0.2.0 may remain (a flag in the record);
 //! * this module: recording a ceiling, the lead bound both guards use, and the one way to
 //!   ask the worker for more (`Worker`, `wait_until_reserved`);
+//! * `promotion_pending`: the promotion guard a start in recovery owes, kept on disk until paid;
 //! * `restore`: the ceiling read (or, under pg_upgrade, raised) when shared memory is created;
 //! * `wal`: the custom WAL resource manager, writing and replaying ceilings;
 //! * `switchover`: whether a promoted standby's replay ended on its old primary's clean stop;
 //! * `worker`: the background worker that renews the ceiling, and the promotion guard.
 
 pub mod legacy_wal;
+pub mod promotion_pending;
 pub mod record;
 pub mod restore;
 pub mod switchover;

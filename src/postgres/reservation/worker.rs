@@ -5,7 +5,8 @@
 
 use super::record::FILE;
 use super::{
-    legacy_wal, promotion_bound_ms, switchover, time_part_of_ceiling, wal, write_durably, LeadSettings,
+    legacy_wal, promotion_bound_ms, promotion_pending, switchover, time_part_of_ceiling, wal, write_durably,
+    LeadSettings,
 };
 use crate::postgres::{clock, compat, durable_file, fence, fixed_layout, settings, shmem};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
@@ -210,6 +211,15 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
     let start = shmem::start_state().expect("the worker runs only when preloaded");
     if start.promotion_guard_pending.load(Acquire) {
         record_promotion_guard(reservation);
+        // Only once the guard is durable: a crash before this line owes it again.
+        if let Err(error) = promotion_pending::settle() {
+            durable_file::not_recorded(
+                "that the promotion guard is recorded",
+                promotion_pending::FILE,
+                " (by removing it)",
+                error,
+            );
+        }
         start.promotion_guard_pending.store(false, Release);
     }
     legacy_wal::worker_started();

@@ -105,6 +105,30 @@ impl Cluster {
         self.disk.as_mut().unwrap().lose_unsynced_writes();
     }
 
+    /// Arms a power loss of this server's machine at one exact moment: right after the first
+    /// `op` (`unlink`, `fsync`...) on a path of its data directory matching `path_regex`
+    /// (`LazyFs::lose_power_right_after`). Returns the postmaster's process id, for
+    /// `restore_power`. Needs `Disk::PowerLoss`.
+    pub fn lose_power_right_after(&mut self, op: &str, path_regex: &str) -> u32 {
+        let postmaster = self.postmaster_pid();
+        self.disk
+            .as_mut()
+            .expect("an armed power loss needs Disk::PowerLoss")
+            .lose_power_right_after(op, path_regex);
+        postmaster
+    }
+
+    /// Once the power loss armed by `lose_power_right_after` happened: every process of the
+    /// server that still runs killed, then the disk mounted again as the power left it.
+    /// Start the server again afterwards.
+    pub fn restore_power(&mut self, postmaster: u32) {
+        let disk = self.disk.as_mut().expect("an armed power loss needs Disk::PowerLoss");
+        disk.wait_for_power_loss(Duration::from_secs(60));
+        kill_server(postmaster);
+        self.running = false;
+        disk.remount();
+    }
+
     /// Appends lines to postgresql.conf (a later line overrides an earlier one).
     fn append_settings(&self, lines: &[String]) {
         let mut conf = fs::read_to_string(self.data_dir.join("postgresql.conf")).unwrap();
@@ -242,9 +266,12 @@ impl Cluster {
         Ok(())
     }
 
-    /// Stops the server: `fast` or `immediate` (a crash as far as the data is concerned).
+    /// Stops the server: `fast` or `immediate` (a crash as far as the data is concerned). One
+    /// that stopped by itself meanwhile is left as it is (`stopped_by_itself`): the 18 long run
+    /// with seed 7181 had a failover stop its standby, which a failing fsync of its replay had
+    /// just stopped, and pg_ctl found no server.
     pub fn stop(&mut self, mode: &str) {
-        if self.running {
+        if self.running && !self.stopped_by_itself() {
             let mut stop = as_server_owner(self.bin.join("pg_ctl"));
             stop.args(["-w", "-t", "120", "-m", mode, "-D"]).arg(&self.data_dir).arg("stop");
             run(&mut stop, "pg_ctl stop");
@@ -292,21 +319,11 @@ impl Cluster {
     /// Kills the postmaster and all its children with SIGKILL at once, as a machine crash
     /// would, and waits until they are gone.
     pub fn kill_postmaster(&mut self) {
-        let postmaster = self.postmaster_pid();
-        // Listed first: once the postmaster is dead, they are no longer its children.
-        let mut pids = children_of(postmaster);
-        kill_9(postmaster);
-        for &child in &pids {
-            // A child may have exited meanwhile (a session that just ended): not an error.
-            kill_9(child);
+        if self.stopped_by_itself() {
+            return;
         }
-        pids.push(postmaster);
+        kill_server(self.postmaster_pid());
         self.running = false;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while pids.iter().any(|pid| Path::new(&format!("/proc/{pid}")).exists()) {
-            assert!(Instant::now() < deadline, "killed server processes did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
 
     /// The process id of the reservation worker, found as an operator would: the
@@ -342,6 +359,13 @@ impl Cluster {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Asks a standby to promote itself, without waiting for the promotion.
+    pub fn request_promotion(&self) {
+        let mut promote = as_server_owner(self.bin.join("pg_ctl"));
+        promote.args(["-W", "-D"]).arg(&self.data_dir).arg("promote");
+        run(&mut promote, "pg_ctl promote -W");
     }
 
     /// Promotes a standby and waits until it accepts writes.
@@ -481,6 +505,24 @@ impl Drop for Cluster {
         // Unmounted before its folder goes.
         self.disk = None;
         let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Kills a postmaster and all its children with SIGKILL at once, and waits until they are
+/// gone (those already gone included).
+fn kill_server(postmaster: u32) {
+    // Listed first: once the postmaster is dead, they are no longer its children.
+    let mut pids = children_of(postmaster);
+    kill_9(postmaster);
+    for &child in &pids {
+        // A child may have exited meanwhile (a session that just ended): not an error.
+        kill_9(child);
+    }
+    pids.push(postmaster);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pids.iter().any(|pid| Path::new(&format!("/proc/{pid}")).exists()) {
+        assert!(Instant::now() < deadline, "killed server processes did not exit");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

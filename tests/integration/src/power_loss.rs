@@ -24,6 +24,10 @@ const CACHE_SIZE: &str = "1gb";
 pub struct LazyFs {
     daemon: Child,
     mount: PathBuf,
+    /// The folder of its configuration, FIFOs and log, and the real folder beneath: kept
+    /// to mount it again after a power loss it was armed for (`remount`).
+    folder: PathBuf,
+    below: PathBuf,
     /// Its log (beside its configuration and FIFOs).
     log: PathBuf,
     /// Where commands are written ("lazyfs::clear-cache").
@@ -76,6 +80,20 @@ impl LazyFs {
     /// configuration and FIFOs in `folder`. Every user may use it (`allow_other`); new files
     /// belong to whoever made them.
     pub fn mount(folder: &Path, below: &Path, mount: &Path) -> LazyFs {
+        let (daemon, completed) = LazyFs::spawn(folder, below, mount);
+        LazyFs {
+            daemon,
+            mount: mount.to_path_buf(),
+            folder: folder.to_path_buf(),
+            below: below.to_path_buf(),
+            log: folder.join("lazyfs.log"),
+            faults: folder.join("lazyfs-faults.fifo"),
+            completed,
+        }
+    }
+
+    /// Starts the daemon and waits until it is mounted; returns it and its answer FIFO.
+    fn spawn(folder: &Path, below: &Path, mount: &Path) -> (Child, File) {
         let faults = folder.join("lazyfs-faults.fifo");
         let completed = folder.join("lazyfs-completed.fifo");
         let config = folder.join("lazyfs.toml");
@@ -93,8 +111,8 @@ impl LazyFs {
             ),
         )
         .unwrap();
-        let log_file = folder.join("lazyfs.log");
-        let log = File::create(&log_file).unwrap();
+        // Appended to: a remount keeps what the daemon before it said.
+        let log = OpenOptions::new().create(true).append(true).open(folder.join("lazyfs.log")).unwrap();
         let daemon = as_root(program())
             .arg(mount)
             .arg("--config-path")
@@ -126,7 +144,48 @@ impl LazyFs {
             .custom_flags(libc::O_NONBLOCK)
             .open(&completed)
             .unwrap();
-        LazyFs { daemon, mount: mount.to_path_buf(), log: log_file, faults, completed }
+        (daemon, completed)
+    }
+
+    /// Arms a power loss at one exact moment: LazyFS kills itself right after the first `op`
+    /// (`unlink`, `fsync`, `create`, `write`...) on a path matching `path_regex` (LazyFS
+    /// reads it as `.*REGEX.*`), which the operation itself survives and every write not
+    /// yet fsynced does not; from then on every call on the mount fails (ENOTCONN), as the
+    /// processes of a machine without power do nothing more. `remount` brings it back.
+    pub fn lose_power_right_after(&mut self, op: &str, path_regex: &str) {
+        self.command(&format!("lazyfs::crash::timing=after::op={op}::from_rgx={path_regex}"));
+    }
+
+    /// Waits until an armed power loss happened (the daemon gone), at most `within`.
+    pub fn wait_for_power_loss(&mut self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.daemon.try_wait().ok().flatten().is_none() {
+            assert!(Instant::now() < deadline, "the armed power loss did not happen within {within:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Mounts LazyFS again after a power loss it was armed for, over the same folder: the
+    /// disk as the power left it. Call it once no process of the machine runs any more.
+    pub fn remount(&mut self) {
+        // The dead mount stays until unmounted; lazily, should a killed process still hold it.
+        let _ = as_root("fusermount3").arg("-uz").arg(&self.mount).output();
+        let (daemon, completed) = LazyFs::spawn(&self.folder, &self.below, &self.mount);
+        self.daemon = daemon;
+        self.completed = completed;
+    }
+
+    /// Writes one command to LazyFS's fault FIFO.
+    fn command(&mut self, command: &str) {
+        if let Ok(Some(status)) = self.daemon.try_wait() {
+            crate::print_log_tail("LazyFS's log", &self.log, 20);
+            panic!("LazyFS at {:?} is gone ({status})", self.mount);
+        }
+        OpenOptions::new()
+            .write(true)
+            .open(&self.faults)
+            .and_then(|mut fifo| fifo.write_all(format!("{command}\n").as_bytes()))
+            .expect("write to LazyFS's fault FIFO");
     }
 
     /// Drops everything written since its last fsync, in every file of the mount, as a power
@@ -135,15 +194,7 @@ impl LazyFs {
     /// writes vanish that a later fsync of its own should have made durable, which no power
     /// loss does.
     pub fn lose_unsynced_writes(&mut self) {
-        if let Ok(Some(status)) = self.daemon.try_wait() {
-            crate::print_log_tail("LazyFS's log", &self.log, 20);
-            panic!("LazyFS at {:?} is gone ({status})", self.mount);
-        }
-        OpenOptions::new()
-            .write(true)
-            .open(&self.faults)
-            .and_then(|mut fifo| fifo.write_all(b"lazyfs::clear-cache\n"))
-            .expect("write to LazyFS's fault FIFO");
+        self.command("lazyfs::clear-cache");
         let mut answer = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         while !answer.ends_with(b"\n") {

@@ -1,7 +1,10 @@
 //! A streaming standby promoted after its primary is killed resumes above everything the old
 //! primary committed, even IDs it issued ahead of the clock: the reservation travels in WAL.
 
-use snowflake_id_integration::{apply_settings, assert_no_duplicates, wait_until, Cluster, Load, LOAD_TABLE};
+use postgres::Client;
+use snowflake_id_integration::{
+    apply_settings, assert_no_duplicates, wait_until, Cluster, Disk, Load, LOAD_TABLE,
+};
 
 #[test]
 fn a_promoted_standby_resumes_above_the_killed_primary() {
@@ -74,19 +77,10 @@ fn a_promoted_standby_resumes_above_the_killed_primary() {
 #[test]
 fn a_standby_promoted_behind_its_primary_resumes_above_it() {
     let settings = ["snowflake_id.max_lead_ms = 60s", "snowflake_id.max_wait_ms = 10s"];
-    let mut primary = Cluster::start("async-primary", &settings);
-    primary
-        .connect()
-        .batch_execute("CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1))")
-        .unwrap();
+    let mut primary = primary_with_table_t("async-primary", &settings);
     let mut standby = Cluster::start_standby_of(&primary, "async-standby", &[]);
     // The standby has everything so far; then it is down while the primary moves on.
-    let lsn: String = primary
-        .connect()
-        .query_one("INSERT INTO t DEFAULT VALUES RETURNING pg_current_wal_lsn()::text", &[])
-        .unwrap()
-        .get(0);
-    standby.wait_for_replay(&lsn);
+    insert_and_replay(&primary, &standby);
     standby.stop("fast");
 
     let mut client = primary.connect();
@@ -115,6 +109,64 @@ fn a_standby_promoted_behind_its_primary_resumes_above_it() {
     assert!(log.contains("snowflake_id: recovery ended; shards resume at"), "{log}");
 }
 
+/// The machine of a standby being promoted loses power right after PostgreSQL removed
+/// `standby.signal` (LazyFS kills itself at that unlink), before the end-of-recovery record,
+/// before the worker could start: the start that follows is a crash recovery with no signal
+/// file left. It still owes the promotion guard (`snowflake_id.promotion_pending`, written
+/// when the standby started) and records it before it issues anything: above the old
+/// primary's IDs that never reached it. Without the file, that start resumed at what the
+/// standby's file held: the promotion's bound (10.6 s here) above its clock reading at its
+/// last replay, 12 s before the primary, its standby cut off, issued 9 s ahead of its clock.
+#[test]
+fn a_promotion_cut_by_a_power_loss_at_its_end_still_records_its_guard() {
+    let settings = ["snowflake_id.max_lead_ms = 10s", "snowflake_id.max_wait_ms = 10s"];
+    let mut primary = primary_with_table_t("cut-primary", &settings);
+    let mut standby = Cluster::create_standby_on(Disk::PowerLoss, &primary, "cut-standby", &settings);
+    standby.start_with(&[]);
+    insert_and_replay(&primary, &standby);
+    assert!(
+        standby.data_dir().join("snowflake_id.promotion_pending").exists(),
+        "a standby's start did not write that it owes a promotion guard"
+    );
+    // The standby is cut off (a partition: its WAL receiver stopped, the server running) for
+    // longer than its bound while the primary goes on, then issues 9 s ahead of its clock,
+    // and dies.
+    apply_settings(&mut standby.connect(), &[("primary_conninfo", "")]);
+    std::thread::sleep(std::time::Duration::from_secs(12));
+    let mut client = primary.connect();
+    client
+        .query_one(
+            "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '9 s', 0, 0))",
+            &[],
+        )
+        .unwrap();
+    let highest: i64 = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).unwrap().get(0);
+    drop(client);
+    primary.kill_postmaster();
+
+    let postmaster = standby.lose_power_right_after("unlink", r"standby\.signal");
+    standby.request_promotion();
+    standby.restore_power(postmaster);
+    let log = standby.log();
+    assert!(
+        !standby.data_dir().join("standby.signal").exists() && !log.contains("snowflake_id: recovery ended"),
+        "the power loss did not come between the signal file's removal and the guard: the test does not \
+         test what it says\n{log}"
+    );
+
+    standby.start_with(&[]);
+    let first = first_row_once_issuing(&mut standby.wait_until_accepting());
+    assert!(
+        first > highest,
+        "the server whose promotion a power loss cut issued {first}, not above the old primary's {highest}"
+    );
+    let log = standby.log();
+    assert!(log.contains("snowflake_id: recovery ended; shards resume at"), "{log}");
+    wait_until("the settled debt's file is removed", || {
+        !standby.data_dir().join("snowflake_id.promotion_pending").exists()
+    });
+}
+
 /// The old primary ran with a longer lead than the standby: the floor the standby replayed
 /// lies above its own promotion guard. The promotion resumes there and records it before
 /// anything is issued, and a clean restart right after the promotion (no signal file, no WAL
@@ -122,11 +174,7 @@ fn a_standby_promoted_behind_its_primary_resumes_above_it() {
 /// `standby_restart`.)
 #[test]
 fn a_promoted_standby_restarted_cleanly_resumes_above_the_floor_it_replayed() {
-    let mut primary = Cluster::start("floor-primary", &["snowflake_id.max_lead_ms = 30s"]);
-    primary
-        .connect()
-        .batch_execute("CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1))")
-        .unwrap();
+    let mut primary = primary_with_table_t("floor-primary", &["snowflake_id.max_lead_ms = 30s"]);
     // The standby's guard: 20 s + 1 ms + 100 ms ahead of its clock. Its first calls after the
     // restart are refused until the clock is within 20 s of the old primary's last IDs.
     let mut standby = Cluster::start_standby_of(
@@ -170,17 +218,7 @@ fn a_promoted_standby_restarted_cleanly_resumes_above_the_floor_it_replayed() {
 
     standby.stop("fast");
     standby.start_with(&[]);
-    // Refused (55000) until the clock is within max_lead_ms of the resumed position.
-    let mut client = standby.connect();
-    let mut first = None;
-    wait_until("the restarted standby issues IDs", || {
-        first = client
-            .query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[])
-            .ok()
-            .map(|row| row.get::<_, i64>(0));
-        first.is_some()
-    });
-    let first = first.unwrap();
+    let first = first_row_once_issuing(&mut standby.connect());
     assert!(
         first > highest,
         "after a clean restart the promoted standby issued {first}, not above {highest}"
@@ -224,4 +262,38 @@ fn a_promoted_server_whose_worker_is_terminated_twice_fails_no_insert() {
     assert_eq!(rows as usize, acknowledged.len() + 1);
     let guards = standby.log().matches("snowflake_id: recovery ended").count();
     assert_eq!(guards, 1, "the promotion guard ran {guards} times");
+}
+
+/// The ID of the first row a restarted server inserts into `t`: its calls are refused (55000)
+/// until the clock is within `max_lead_ms` of the position it resumed at.
+fn first_row_once_issuing(client: &mut Client) -> i64 {
+    let mut first = None;
+    wait_until("the restarted server issues IDs", || {
+        first = client
+            .query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[])
+            .ok()
+            .map(|row| row.get::<_, i64>(0));
+        first.is_some()
+    });
+    first.unwrap()
+}
+
+/// A primary with the extension and a table `t` whose key is issued on shard 1.
+fn primary_with_table_t(name: &str, settings: &[&str]) -> Cluster {
+    let primary = Cluster::start(name, settings);
+    primary
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1))")
+        .unwrap();
+    primary
+}
+
+/// Inserts a row into `t` on the primary and waits until the standby has replayed it.
+fn insert_and_replay(primary: &Cluster, standby: &Cluster) {
+    let lsn: String = primary
+        .connect()
+        .query_one("INSERT INTO t DEFAULT VALUES RETURNING pg_current_wal_lsn()::text", &[])
+        .unwrap()
+        .get(0);
+    standby.wait_for_replay(&lsn);
 }

@@ -75,6 +75,12 @@ pub fn run(options: &Options) -> report::Summary {
     let mut summary = checker::check(&shared, &schedule, &ops, &reads, &finals, &outcome);
     let logs = outcome.system.shutdown();
     summary.coverage = report::coverage(&logs, &ops);
+    let promotions = outcome
+        .faults
+        .iter()
+        .filter(|done| done.kind.starts_with("failover") && done.failure.is_none())
+        .count();
+    summary.findings.extend(report::promotions_without_guard(&summary.coverage, promotions));
     report::write(&dir, &summary, &ops, &reads, &logs);
     summary
 }

@@ -99,6 +99,28 @@ pub fn coverage(logs: &[(String, String)], ops: &[Op]) -> Vec<(&'static str, usi
         .collect()
 }
 
+/// The one guard whose action is certain: every promotion records its guard (a "recovery
+/// ended" line, at the bound or at the old primary's clean stop) before its server issues an
+/// ID, at its first start as a primary or, when a crash cut the promotion short, at the start
+/// after it (`snowflake_id.promotion_pending`). Fewer such lines than promotions in the run's
+/// logs: a promotion resumed without its guard, whatever the IDs showed (the floor a standby
+/// replays often covers for it: docs/reliability.md). More are allowed: a crash after the
+/// guard and before its file was removed records it again. Counted over the run, so one
+/// promotion without a guard can hide behind another recorded twice.
+pub fn promotions_without_guard(coverage: &[(&'static str, usize)], promotions: usize) -> Option<String> {
+    let guards: usize = coverage
+        .iter()
+        .filter(|(guard, _)| guard.starts_with("promotion resumed"))
+        .map(|(_, count)| count)
+        .sum();
+    (guards < promotions).then(|| {
+        format!(
+            "promotion guard: {promotions} promotions, {guards} guards recorded in the servers' logs \
+             (\"snowflake_id: recovery ended\")"
+        )
+    })
+}
+
 impl Summary {
     pub fn new(schedule: &Schedule, elapsed: Duration) -> Summary {
         Summary {

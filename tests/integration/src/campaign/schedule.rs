@@ -78,9 +78,13 @@ pub enum BeforePromotion {
     /// (committing, when replication is asynchronous; waiting for the standby, when
     /// synchronous); then the primary dies and the standby is promoted with the WAL it had.
     /// Its last replayed floor is `hold` old: only the promotion's own bound, read at the
-    /// promotion, covers the IDs of the WAL it never received.
+    /// promotion, covers the IDs of the WAL it never received. With `power_lost_at_its_end`,
+    /// the standby's machine loses power right after PostgreSQL removed `standby.signal`, before
+    /// the worker could record that bound: the start after it is a crash recovery with no
+    /// signal file left, which must still owe the guard (`snowflake_id.promotion_pending`).
     StandbyCutOff {
         hold: Duration,
+        power_lost_at_its_end: bool,
     },
 }
 
@@ -194,7 +198,12 @@ impl Fault {
             Fault::Failover(BeforePromotion::AheadThenSetBack { .. }) => {
                 "failover, clock ahead and set back first"
             }
-            Fault::Failover(BeforePromotion::StandbyCutOff { .. }) => "failover, standby cut off first",
+            Fault::Failover(BeforePromotion::StandbyCutOff { power_lost_at_its_end: false, .. }) => {
+                "failover, standby cut off first"
+            }
+            Fault::Failover(BeforePromotion::StandbyCutOff { power_lost_at_its_end: true, .. }) => {
+                "failover, standby cut off first, power lost as its promotion ended"
+            }
             Fault::Failover(BeforePromotion::ManagerDied) => {
                 "failover, the old primary left running (HA manager died)"
             }
@@ -262,7 +271,7 @@ impl fmt::Display for Fault {
                 BeforePromotion::AheadThenStandbyRestarted { ms, hold }
                 | BeforePromotion::AheadThenSetBack { ms, hold },
             ) => write!(f, "{} (clock {ms:+} ms for {} ms)", self.kind(), hold.as_millis()),
-            Fault::Failover(BeforePromotion::StandbyCutOff { hold }) => {
+            Fault::Failover(BeforePromotion::StandbyCutOff { hold, .. }) => {
                 write!(f, "{} (for {} ms)", self.kind(), hold.as_millis())
             }
             _ => f.write_str(self.kind()),
@@ -437,7 +446,10 @@ impl Schedule {
                         let bound_ms = lead_ms as u64 + 1 + DEFAULT_RESERVE_MS + MAX_CLOCK_SKEW_MS;
                         let hold =
                             Duration::from_millis(between(&mut pick, bound_ms + 1_000, bound_ms + 3_000));
-                        step.fault = Fault::Failover(BeforePromotion::StandbyCutOff { hold });
+                        step.fault = Fault::Failover(BeforePromotion::StandbyCutOff {
+                            hold,
+                            power_lost_at_its_end: false,
+                        });
                     }
                 }
             }
@@ -447,6 +459,15 @@ impl Schedule {
             upgrade_to.and_then(|_| schedule.process.iter_mut().min_by_key(|step| step.at.abs_diff(middle)))
         {
             step.fault = Fault::Upgrade { forgotten };
+        }
+        // Half the cut-off standbys lose power as their promotion ends (drawn last, so that
+        // the rest of each seed's schedule is what it was before this fault existed).
+        for step in schedule.process.iter_mut() {
+            if let Fault::Failover(BeforePromotion::StandbyCutOff { power_lost_at_its_end, .. }) =
+                &mut step.fault
+            {
+                *power_lost_at_its_end = pick.chance(50);
+            }
         }
         schedule
     }

@@ -224,6 +224,31 @@ impl System {
         }
     }
 
+    /// The standby's promotion, its machine losing power right after PostgreSQL removed
+    /// `standby.signal` (LazyFS kills itself at that unlink): before the end-of-recovery
+    /// record, before the worker could start. Started again, it runs crash recovery as a
+    /// primary on the old timeline, and must still record the promotion guard before it issues
+    /// (docs/reliability.md, F4). Returns where its WAL switched from the old primary's: the
+    /// end of what it had received (no history file marks it, since the new timeline never
+    /// began), read while it is cut off and nothing more can arrive.
+    fn promote_losing_power_at_its_end(&mut self) -> u64 {
+        let received: String = self
+            .standby
+            .cluster
+            .wait_until_accepting()
+            .query_one(
+                "SELECT greatest(coalesce(pg_last_wal_receive_lsn(), '0/0'), coalesce(pg_last_wal_replay_lsn(), '0/0'))::text",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        let postmaster = self.standby.cluster.lose_power_right_after("unlink", r"standby\.signal");
+        self.standby.cluster.request_promotion();
+        self.standby.cluster.restore_power(postmaster);
+        self.standby.start();
+        super::parse_lsn(&received).unwrap_or_else(|| panic!("not an LSN: {received:?}"))
+    }
+
     /// A power loss of the group's primary: killed, its unsynced writes lost, started again,
     /// with the group's clock `clock_behind_ms` behind for `POWER_LOSS_CLOCK_HOLD` when that is
     /// not 0 (the issued IDs then lie ahead of the clock: only what the disk kept of the
@@ -351,7 +376,7 @@ impl System {
                 }
                 self.kill_primary();
             }
-            BeforePromotion::StandbyCutOff { hold } => {
+            BeforePromotion::StandbyCutOff { hold, .. } => {
                 // The standby keeps running and serving, its WAL receiver gone: it replays
                 // nothing the primary writes meanwhile. The primary dies at the end of it.
                 let mut client = self.standby.cluster.wait_until_accepting();
@@ -374,10 +399,15 @@ impl System {
         // standby's replay, and the promotion found no server). Started again, it replays what
         // it has and is promoted, as an HA manager would do it.
         self.revive_standby();
-        self.standby.cluster.promote();
+        let switched_at = if let BeforePromotion::StandbyCutOff { power_lost_at_its_end: true, .. } = before {
+            self.promote_losing_power_at_its_end()
+        } else {
+            self.standby.cluster.promote();
+            switchpoint(&mut self.standby.cluster.wait_until_accepting())
+        };
         let mut client = self.standby.cluster.wait_until_accepting();
         let ended = self.shared.directory.read().unwrap().epoch[Group::Pair.index()];
-        self.shared.switchpoints.lock().unwrap().insert(ended, switchpoint(&mut client));
+        self.shared.switchpoints.lock().unwrap().insert(ended, switched_at);
         // Its copied settings name itself as a synchronous standby: none until it has one.
         apply_settings(&mut client, &[("synchronous_standby_names", "")]);
         if let BeforePromotion::StandbyCutOff { .. } = before {
