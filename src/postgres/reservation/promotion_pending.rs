@@ -22,9 +22,8 @@ use std::path::Path;
 /// In the data directory while a promotion guard is owed.
 pub const FILE: &str = "snowflake_id.promotion_pending";
 const TEMP_FILE: &str = "snowflake_id.promotion_pending.tmp";
-const CONTENT: &str =
-    "snowflake_id: this server started in recovery and has not yet recorded its promotion guard; \
-                       the reservation worker removes this file once it has\n";
+const CONTENT: &str = "snowflake_id: this server started in recovery and has not yet recorded its \
+                       promotion guard; the reservation worker removes this file once it has\n";
 
 /// The files whose presence at start means recovery (PostgreSQL removes them when it ends).
 const SIGNAL_FILES: [&str; 2] = ["standby.signal", "recovery.signal"];
