@@ -38,3 +38,31 @@ fn a_hot_standby_refuses_to_generate_and_decodes() {
         .unwrap();
     assert_eq!((row.get::<_, i64>(0), row.get::<_, bool>(1)), (10, true));
 }
+
+/// A start in recovery first writes that it owes a promotion guard
+/// (`snowflake_id.promotion_pending`, F4 of docs/reliability.md). Where that file cannot be
+/// written, the start stops, naming the file, the system's reason and where to look: a
+/// recovery that could end without its guard is not begun. Here the write's temporary file is
+/// a folder (EISDIR); once it is gone the standby starts and the file is there.
+#[test]
+fn a_standby_that_cannot_write_its_owed_guard_does_not_start() {
+    let primary = Cluster::start("owed-primary", &[]);
+    primary.connect().batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    let mut standby = Cluster::create_standby_of(&primary, "owed-standby", &[]);
+    let blocker = standby.data_dir().join("snowflake_id.promotion_pending.tmp");
+    std::fs::create_dir(&blocker).unwrap();
+    let log = match standby.try_start_with(&[]) {
+        Ok(()) => panic!("the standby started without writing that it owes a promotion guard"),
+        Err(log) => log,
+    };
+    assert!(
+        log.contains("could not record that a promotion guard is owed in \"snowflake_id.promotion_pending\" at a start in recovery: Is a directory"),
+        "{log}"
+    );
+    assert!(log.contains("HINT:  The file is in the data directory: check its disk"), "{log}");
+    std::fs::remove_dir(&blocker).unwrap();
+    standby.start_with(&[]);
+    assert!(standby.data_dir().join("snowflake_id.promotion_pending").exists());
+    let in_recovery: bool = standby.connect().query_one("SELECT pg_is_in_recovery()", &[]).unwrap().get(0);
+    assert!(in_recovery);
+}
