@@ -115,8 +115,8 @@ pub fn promotions_without_guard(coverage: &[(&'static str, usize)], promotions: 
         .sum();
     (guards < promotions).then(|| {
         format!(
-            "promotion guard: {promotions} promotions, {guards} guards recorded in the servers' logs \
-             (\"snowflake_id: recovery ended\")"
+            "promotion guard: promotions {promotions}, guards recorded in the servers' logs \
+             (\"snowflake_id: recovery ended\") {guards}"
         )
     })
 }
