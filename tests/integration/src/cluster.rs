@@ -556,13 +556,15 @@ pub fn pg_upgrade(old: &Cluster, new: &Cluster, options: &[&str]) {
         .arg(old.data_dir())
         .arg("-D")
         .arg(new.data_dir())
-        .args(["-U", "postgres", "--retain", "-s"])
         // pg_upgrade runs the new cluster with fsync off and syncs it all at the end, as an
-        // operator's run does; skipped only where nothing loses unsynced writes. (Skipped on
-        // a power-loss disk as well, the 15 long run with seed 3550 lost the new cluster's
-        // checkpoint files to a power loss of the second server after its upgrade: "could not
-        // read file pg_logical/replorigin_checkpoint: read 0 of 4".)
+        // operator's run does. `--no-sync` skips that sync only where nothing loses unsynced
+        // writes: the 15 long run with seed 3550 skipped it on a power-loss disk and lost the
+        // new cluster's checkpoint files to a power loss after its upgrade ("could not read
+        // file pg_logical/replorigin_checkpoint: read 0 of 4"). Placed before `-s`, whose
+        // value is the argument after it (between them, the socket folder became a stray
+        // argument and every pg_upgrade failed).
         .args(new.no_sync())
+        .args(["-U", "postgres", "--retain", "-s"])
         .arg(&work)
         .args(options);
     run(&mut upgrade, "pg_upgrade");
