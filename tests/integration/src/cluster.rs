@@ -38,6 +38,15 @@ pub struct Cluster {
     disk: Option<power_loss::LazyFs>,
 }
 
+/// Why `Cluster::try_promote` did not end with a primary; each with the server's log.
+#[derive(Debug)]
+pub enum PromotionFailed {
+    /// The server stopped during its promotion.
+    Stopped(String),
+    /// It was still in recovery after 120 s.
+    TimedOut(String),
+}
+
 impl Cluster {
     /// Creates and starts a cluster with the extension preloaded, plus `settings`
     /// (postgresql.conf lines; a later line overrides an earlier one).
@@ -366,6 +375,29 @@ impl Cluster {
         let mut promote = as_server_owner(self.bin.join("pg_ctl"));
         promote.args(["-W", "-D"]).arg(&self.data_dir).arg("promote");
         run(&mut promote, "pg_ctl promote -W");
+    }
+
+    /// Promotes a standby and waits until it accepts writes; `Err` at once when the server
+    /// stops during the promotion (a failing fsync at the end of recovery PANICs the startup
+    /// process, and the server shuts down), where `pg_ctl promote -w` would wait its minute.
+    pub fn try_promote(&mut self) -> Result<(), PromotionFailed> {
+        self.request_promotion();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if self.stopped_by_itself() {
+                return Err(PromotionFailed::Stopped(self.log()));
+            }
+            let promoted = self.config().connect(NoTls).ok().and_then(|mut client| {
+                client.query_one("SELECT NOT pg_is_in_recovery()", &[]).ok().map(|row| row.get::<_, bool>(0))
+            });
+            if promoted == Some(true) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(PromotionFailed::TimedOut(self.log()));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Promotes a standby and waits until it accepts writes.

@@ -6,7 +6,7 @@
 use super::clients::APP_ROLE;
 use super::schedule::{BadStart, BeforePromotion, Group, Schedule, LARGER_LEAD_MS, POWER_LOSS_CLOCK_HOLD};
 use super::{Endpoint, Shared, MOVABLE_SHARDS, PAIR_SHARDS, SECOND_SHARDS};
-use crate::{apply_settings, Answer, Cluster, Disk, FakeClock, HaStandIn};
+use crate::{apply_settings, Answer, Cluster, Disk, FakeClock, HaStandIn, PromotionFailed};
 use postgres::{Client, NoTls};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -224,14 +224,36 @@ impl System {
         }
     }
 
-    /// The standby's promotion, its machine losing power right after PostgreSQL removed
-    /// `standby.signal` (LazyFS kills itself at that unlink): before the end-of-recovery
-    /// record, before the worker could start. Started again, it runs crash recovery as a
-    /// primary on the old timeline, and must still record the promotion guard before it issues
-    /// (docs/reliability.md, F4). Returns where its WAL switched from the old primary's: the
-    /// end of what it had received (no history file marks it, since the new timeline never
-    /// began), read while it is cut off and nothing more can arrive.
-    fn promote_losing_power_at_its_end(&mut self) -> u64 {
+    /// The standby's promotion, as an HA manager does it: a standby that stops during its
+    /// promotion is started again and promoted again (the 15 long run with seed 3550, 372 s: a
+    /// failing fsync of the standby's replay, drawn as the failover began, PANICked the startup
+    /// process right after the promotion request, and the server shut down). Returns where its
+    /// WAL switched from the old primary's.
+    fn promote_standby(&mut self) -> u64 {
+        let received = self.received_lsn();
+        let mut attempts = 0;
+        loop {
+            match self.standby.cluster.try_promote() {
+                Ok(()) => return switchpoint(&mut self.standby.cluster.wait_until_accepting()),
+                Err(PromotionFailed::Stopped(log)) => {
+                    attempts += 1;
+                    assert!(attempts < 5, "the standby stopped during each of 5 promotions\n{log}");
+                }
+                Err(failed) => panic!("the standby was not promoted: {failed:?}"),
+            }
+            let signal_left = self.standby.cluster.data_dir().join("standby.signal").exists();
+            self.standby.start();
+            if !signal_left {
+                // Stopped after PostgreSQL removed standby.signal: back as a primary on the old
+                // timeline (F4's moment, its guard owed on disk), switched where what it had
+                // received ended, as in `promote_losing_power_at_its_end`.
+                return received;
+            }
+        }
+    }
+
+    /// The end of the WAL the standby has received (or replayed, when more), as an LSN.
+    fn received_lsn(&mut self) -> u64 {
         let received: String = self
             .standby
             .cluster
@@ -242,11 +264,23 @@ impl System {
             )
             .unwrap()
             .get(0);
+        super::parse_lsn(&received).unwrap_or_else(|| panic!("not an LSN: {received:?}"))
+    }
+
+    /// The standby's promotion, its machine losing power right after PostgreSQL removed
+    /// `standby.signal` (LazyFS kills itself at that unlink): before the end-of-recovery
+    /// record, before the worker could start. Started again, it runs crash recovery as a
+    /// primary on the old timeline, and must still record the promotion guard before it issues
+    /// (docs/reliability.md, F4). Returns where its WAL switched from the old primary's: the
+    /// end of what it had received (no history file marks it, since the new timeline never
+    /// began), read while it is cut off and nothing more can arrive.
+    fn promote_losing_power_at_its_end(&mut self) -> u64 {
+        let received = self.received_lsn();
         let postmaster = self.standby.cluster.lose_power_right_after("unlink", r"standby\.signal");
         self.standby.cluster.request_promotion();
         self.standby.cluster.restore_power(postmaster);
         self.standby.start();
-        super::parse_lsn(&received).unwrap_or_else(|| panic!("not an LSN: {received:?}"))
+        received
     }
 
     /// A power loss of the group's primary: killed, its unsynced writes lost, started again,
@@ -402,8 +436,7 @@ impl System {
         let switched_at = if let BeforePromotion::StandbyCutOff { power_lost_at_its_end: true, .. } = before {
             self.promote_losing_power_at_its_end()
         } else {
-            self.standby.cluster.promote();
-            switchpoint(&mut self.standby.cluster.wait_until_accepting())
+            self.promote_standby()
         };
         let mut client = self.standby.cluster.wait_until_accepting();
         let ended = self.shared.directory.read().unwrap().epoch[Group::Pair.index()];
