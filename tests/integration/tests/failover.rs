@@ -109,6 +109,28 @@ fn a_standby_promoted_behind_its_primary_resumes_above_it() {
     assert!(log.contains("snowflake_id: recovery ended; shards resume at"), "{log}");
 }
 
+/// A standby cut off from its primary (a partition: its WAL receiver stopped, the server
+/// running) for longer than its promotion bound, while the primary issued 9 s ahead of its
+/// clock; the primary dies and the standby is promoted. The floor it replayed holds the bound
+/// (10.6 s here) above its clock reading at its last replay, 12 s before: below the primary's
+/// IDs. Only the promotion guard, the bound above the clock at the promotion itself, resumes
+/// above them (the floor alone: `tests/mutations/promotion-guard.patch`).
+#[test]
+fn a_standby_cut_off_for_longer_than_its_bound_resumes_above_its_primary() {
+    let mut primary = primary_with_table_t("partitioned-primary", &CUT_OFF_SETTINGS);
+    let standby = Cluster::start_standby_of(&primary, "partitioned-standby", &CUT_OFF_SETTINGS);
+    let highest = cut_off_while_the_primary_runs_ahead(&mut primary, &standby);
+
+    standby.promote();
+    let first = first_row_once_issuing(&mut standby.wait_until_accepting());
+    assert!(
+        first > highest,
+        "the standby promoted after its cut-off issued {first}, not above the old primary's {highest}"
+    );
+    let log = standby.log();
+    assert!(log.contains("snowflake_id: recovery ended; shards resume at"), "{log}");
+}
+
 /// The machine of a standby being promoted loses power right after PostgreSQL removed
 /// `standby.signal` (LazyFS kills itself at that unlink), before the end-of-recovery record,
 /// before the worker could start: the start that follows is a crash recovery with no signal
@@ -119,30 +141,14 @@ fn a_standby_promoted_behind_its_primary_resumes_above_it() {
 /// last replay, 12 s before the primary, its standby cut off, issued 9 s ahead of its clock.
 #[test]
 fn a_promotion_cut_by_a_power_loss_at_its_end_still_records_its_guard() {
-    let settings = ["snowflake_id.max_lead_ms = 10s", "snowflake_id.max_wait_ms = 10s"];
-    let mut primary = primary_with_table_t("cut-primary", &settings);
-    let mut standby = Cluster::create_standby_on(Disk::PowerLoss, &primary, "cut-standby", &settings);
+    let mut primary = primary_with_table_t("cut-primary", &CUT_OFF_SETTINGS);
+    let mut standby = Cluster::create_standby_on(Disk::PowerLoss, &primary, "cut-standby", &CUT_OFF_SETTINGS);
     standby.start_with(&[]);
-    insert_and_replay(&primary, &standby);
     assert!(
         standby.data_dir().join("snowflake_id.promotion_pending").exists(),
         "a standby's start did not write that it owes a promotion guard"
     );
-    // The standby is cut off (a partition: its WAL receiver stopped, the server running) for
-    // longer than its bound while the primary goes on, then issues 9 s ahead of its clock,
-    // and dies.
-    apply_settings(&mut standby.connect(), &[("primary_conninfo", "")]);
-    std::thread::sleep(std::time::Duration::from_secs(12));
-    let mut client = primary.connect();
-    client
-        .query_one(
-            "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '9 s', 0, 0))",
-            &[],
-        )
-        .unwrap();
-    let highest: i64 = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).unwrap().get(0);
-    drop(client);
-    primary.kill_postmaster();
+    let highest = cut_off_while_the_primary_runs_ahead(&mut primary, &standby);
 
     let postmaster = standby.lose_power_right_after("unlink", r"standby\.signal");
     standby.request_promotion();
@@ -165,6 +171,30 @@ fn a_promotion_cut_by_a_power_loss_at_its_end_still_records_its_guard() {
     wait_until("the settled debt's file is removed", || {
         !standby.data_dir().join("snowflake_id.promotion_pending").exists()
     });
+}
+
+/// The pair's settings for a cut-off: a promotion bound of 10.6 s (`max_lead_ms` + 1 +
+/// `reserve_ms` + `max_clock_skew_ms`), and calls waiting long enough for a start's lead.
+const CUT_OFF_SETTINGS: [&str; 2] = ["snowflake_id.max_lead_ms = 10s", "snowflake_id.max_wait_ms = 10s"];
+
+/// Once `standby` has replayed a row, cuts it off (a partition: its WAL receiver stopped, the
+/// server running) for 12 s, longer than its promotion bound, while the primary goes on, then
+/// has the primary issue 9 s ahead of its clock, and kills the primary. The ID it issued last.
+fn cut_off_while_the_primary_runs_ahead(primary: &mut Cluster, standby: &Cluster) -> i64 {
+    insert_and_replay(primary, standby);
+    apply_settings(&mut standby.connect(), &[("primary_conninfo", "")]);
+    std::thread::sleep(std::time::Duration::from_secs(12));
+    let mut client = primary.connect();
+    client
+        .query_one(
+            "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '9 s', 0, 0))",
+            &[],
+        )
+        .unwrap();
+    let highest: i64 = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).unwrap().get(0);
+    drop(client);
+    primary.kill_postmaster();
+    highest
 }
 
 /// The old primary ran with a longer lead than the standby: the floor the standby replayed
