@@ -15,7 +15,8 @@
 //!   (IDs of one shard increase in the order they are issued), across the crash too;
 //! - the killed node's keys after the restart are above every key it committed before the crash;
 //! - the snowflake table's subscriptions count no conflict (`pg_stat_subscription_stats`, 18),
-//!   while the bigserial control's count some: the test sees what it guards against.
+//!   while the bigserial control's count some (a key inserted on two nodes at once, beside
+//!   what the load's colliding sequences made): the test sees what it guards against.
 //!
 //! Rows, rates and conflict counts are printed for the notes, never asserted as speeds.
 //!
@@ -50,6 +51,9 @@ const KILLED: usize = 2;
 /// Rows inserted by one statement; then UPDATES rows updated and one deleted, in one transaction.
 const ROWS_PER_INSERT: i32 = 20;
 const UPDATES: usize = 3;
+/// The key of the control row inserted on two nodes at once, to make a conflict for certain:
+/// below every key a bigserial issues.
+const SURE_CONFLICT_KEY: i64 = -1;
 /// The first node's port; the kit's sockets are in the test's own folder.
 const FIRST_PORT: u16 = 5461;
 /// Generous bounds, for a loaded machine: replication catching up, a node coming back.
@@ -686,12 +690,37 @@ fn three_nodes_active_active_with_a_node_killed() {
         assert!(logged.is_empty(), "node{node} logged conflicts on snowflake keys: {logged:?}");
     }
     if conflicts_counted {
-        // The control's conflicts are counted as its apply workers reach them.
+        // The counters must be able to count, or the zero above says nothing. The load's
+        // bigserial keys collide, but whether a collision is counted (a replicated row meets a
+        // committed local one) or refused on its own node (the local insert meets a replicated
+        // row: 23505, no conflict) is a race the load may lose every time. So one conflict is
+        // made for certain: node1 and node3 insert the same key in transactions open on both at
+        // once, so that each commits before the other's row arrives to meet it. (A control
+        // subscription between them halted by an earlier conflict has counted that one.)
+        let load_conflicts: i64 = (1..=NODES).map(|node| conflicts(&mut mesh.connect(node), "control")).sum();
+        let sure = [1, 3].map(|node| {
+            let mut client = mesh.connect(node);
+            client
+                .batch_execute(&format!(
+                    "BEGIN; INSERT INTO control.load (id, writer, n) VALUES ({SURE_CONFLICT_KEY}, -1, {node})"
+                ))
+                .unwrap();
+            client
+        });
+        for mut client in sure {
+            client.batch_execute("COMMIT").unwrap();
+        }
         while control_conflicts == 0 {
             control_conflicts = (1..=NODES).map(|node| conflicts(&mut mesh.connect(node), "control")).sum();
-            assert!(Instant::now() < deadline, "the bigserial control shows no conflict:\n{}", status(&mesh));
+            assert!(
+                Instant::now() < deadline,
+                "the bigserial control counts no conflict, not even the key inserted on node1 and node3 at \
+                 once:\n{}",
+                status(&mesh)
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
+        println!("the bigserial control's conflicts counted during the load: {load_conflicts}");
     } else {
         println!("PostgreSQL {major} counts no conflicts (pg_stat_subscription_stats has confl_* from 18)");
     }
