@@ -96,6 +96,7 @@ pub fn check(
         *summary.faults.entry(done.kind).or_default() += 1;
     }
     summary.rebuilt_standbys = shared.rebuilt_standbys.lock().unwrap().clone();
+    summary.repeated_promotions = shared.repeated_promotions.lock().unwrap().clone();
     summary.skipped_steps = shared.skipped_steps.load(std::sync::atomic::Ordering::Relaxed);
     summary.findings = findings;
     summary

@@ -35,6 +35,10 @@ pub struct Summary {
     /// Standbys the harness rebuilt, their replay stuck (not a finding: PostgreSQL's, or the
     /// disk's; said so that a run which needed it is seen).
     pub rebuilt_standbys: Vec<String>,
+    /// Promotions the harness repeated, the standby stopped during them (a failing fsync of
+    /// its replay, say: an HA manager starts it again and promotes again; said for the same
+    /// reason).
+    pub repeated_promotions: Vec<String>,
     /// Fault steps skipped because their lane reached them over a minute late.
     pub skipped_steps: usize,
     pub findings: Vec<String>,
@@ -177,6 +181,14 @@ impl Summary {
         let _ = writeln!(out, "  standbys rebuilt, their replay stuck: {}", self.rebuilt_standbys.len());
         for rebuilt in &self.rebuilt_standbys {
             let _ = writeln!(out, "    {rebuilt}");
+        }
+        let _ = writeln!(
+            out,
+            "  promotions repeated, their standby stopped during them: {}",
+            self.repeated_promotions.len()
+        );
+        for repeated in &self.repeated_promotions {
+            let _ = writeln!(out, "    {repeated}");
         }
         if self.passed() {
             let _ = writeln!(out, "  every check passed");

@@ -79,6 +79,9 @@ pub struct Shared {
     /// The pair's standbys the harness rebuilt because their replay stood still (see
     /// `System::rebuild_standby_if_stuck`), each said as the summary says it.
     pub rebuilt_standbys: Mutex<Vec<String>>,
+    /// Promotions the harness repeated because the standby stopped during them (see
+    /// `System::promote_standby`), each said as the summary says it.
+    pub repeated_promotions: Mutex<Vec<String>>,
     /// Fault steps a lane skipped, reached too late (`nemesis::LATE_BY`).
     pub skipped_steps: AtomicUsize,
 }
@@ -183,6 +186,7 @@ impl Shared {
             moves: Mutex::new(Vec::new()),
             switchpoints: Mutex::new(BTreeMap::new()),
             rebuilt_standbys: Mutex::new(Vec::new()),
+            repeated_promotions: Mutex::new(Vec::new()),
             skipped_steps: AtomicUsize::new(0),
         }
     }

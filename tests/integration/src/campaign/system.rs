@@ -238,6 +238,20 @@ impl System {
                 Err(PromotionFailed::Stopped(log)) => {
                     attempts += 1;
                     assert!(attempts < 5, "the standby stopped during each of 5 promotions\n{log}");
+                    // Said in the summary: a run whose failovers needed it is seen.
+                    let why = log
+                        .lines()
+                        .rev()
+                        .find(|line| line.contains("PANIC:") || line.contains("FATAL:"))
+                        .unwrap_or("no PANIC or FATAL in its log");
+                    let said = format!(
+                        "{:.1} s: {} stopped during its promotion and was promoted again: {}",
+                        self.shared.now_ms() as f64 / 1000.0,
+                        self.standby.name,
+                        why.trim()
+                    );
+                    println!("campaign: promotion repeated: {said}");
+                    self.shared.repeated_promotions.lock().unwrap().push(said);
                 }
                 Err(failed) => panic!("the standby was not promoted: {failed:?}"),
             }
