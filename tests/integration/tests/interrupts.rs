@@ -3,7 +3,7 @@
 //! was claimed whole before, so a cancelled call leaves the shard past all of it, as a
 //! rolled-back nextval leaves a sequence: nothing half-claimed, nothing issued twice.
 
-use snowflake_id_integration::{db_error, issued, Cluster};
+use snowflake_id_integration::{db_error, issued, wait_until, Cluster};
 use std::time::{Duration, Instant};
 
 const BATCH: &str = "SELECT count(*) FROM snowflake_nextvals(7, 100000000)";
@@ -13,13 +13,28 @@ const PROMPTLY: Duration = Duration::from_secs(2);
 
 #[test]
 fn statement_timeout_and_cancel_stop_a_huge_batch_promptly() {
-    // 100 million IDs of one shard are 24.4 s of borrowed time at 4,096 per ms.
+    // 100 million IDs of one shard are 24.4 s of borrowed time at 4,096 per ms. The claim of
+    // a batch past the durable reservation first waits for the worker to record a higher
+    // ceiling (a WAL flush and an fsync), and that wait honours the statement_timeout too: on
+    // a slow disk the 100 ms would end the call before it claimed anything. So the
+    // reservation is kept 30 s ahead, and the batch waits for nothing but storing its rows.
     let cluster = Cluster::start(
         "interrupts",
-        &["snowflake_id.max_lead_ms = 60000", "snowflake_id.max_wait_ms = 5000"],
+        &[
+            "snowflake_id.max_lead_ms = 60000",
+            "snowflake_id.max_wait_ms = 5000",
+            "snowflake_id.reserve_ms = 30000",
+        ],
     );
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    wait_until("the reservation is recorded 25 s ahead of the clock", || {
+        let now_ms: i64 = client
+            .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8", &[])
+            .unwrap()
+            .get(0);
+        cluster.recorded_ceiling_unix_ms() > now_ms + 25_000
+    });
 
     client.batch_execute("SET statement_timeout = '100ms'").unwrap();
     let started = Instant::now();
