@@ -4,6 +4,8 @@
 # built into a scratch copy of PostgreSQL, and run against twice: the named integration test,
 # then the fault campaign with seeds drawn at random (never chosen), each for a few minutes.
 # A mutation is caught by a run that fails. Hours for the whole table: run it in the background.
+# A guard that acts only after pg_upgrade (upgrade-guard) runs its seeds on the major below,
+# upgraded to the mutated build in the middle of each run.
 #
 #   ./scripts/mutations.sh                         every mutation: its test, then 5 drawn seeds
 #                                                  of 2 minutes on PostgreSQL 18
@@ -110,9 +112,15 @@ for patch in "${mutations[@]}"; do
       printf '%s\ttest %s\tyes\t%s\n' "$name" "$test" "$(grep -m1 -A1 'panicked at' "$log" | tail -n 1 | cut -c1-200)" >> "$table"
     fi
   fi
+  # A guard that acts only in a cluster made by pg_upgrade (its named test is major_upgrade) is
+  # drawn only by a run that upgrades: the campaign then runs on the major below and moves its
+  # second server to the mutated build with pg_upgrade in the middle of the run.
+  runs_on=$major upgrade=()
+  if [ "$test" = major_upgrade ]; then runs_on=$((major - 1)) upgrade=(--upgrade-to "$major"); fi
   for seed in $seed_list; do
     folder=$out/$name
-    "$src/scripts/campaign.sh" --seed "$seed" --minutes "$minutes" --no-install --out "$folder" > "$folder.seed-$seed.log" 2>&1 || true
+    PG_MAJOR=$runs_on "$src/scripts/campaign.sh" --seed "$seed" --minutes "$minutes" --no-install "${upgrade[@]}" \
+      --out "$folder" > "$folder.seed-$seed.log" 2>&1 || true
     summary=$folder/seed-$seed/summary.txt
     # A fault that could not be carried out (a server that did not come back) is a finding too,
     # also when the run stopped on it before writing its summary.
