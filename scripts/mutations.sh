@@ -5,7 +5,8 @@
 # then the fault campaign with seeds drawn at random (never chosen), each for a few minutes.
 # A mutation is caught by a run that fails. Hours for the whole table: run it in the background.
 # A guard that acts only after pg_upgrade (upgrade-guard) runs its seeds on the major below,
-# upgraded to the mutated build in the middle of each run.
+# upgraded to the mutated build in the middle of each run; the major below runs the extension
+# installed in its shared tree (scripts/test.sh installs it there; this script does not).
 #
 #   ./scripts/mutations.sh                         every mutation: its test, then 5 drawn seeds
 #                                                  of 2 minutes on PostgreSQL 18
