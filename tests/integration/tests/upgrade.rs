@@ -3,10 +3,13 @@
 //! working, the new function is there, and the upgraded extension equals a fresh install of
 //! the current version object by object, definitions and privileges included. 0.6.0 changes
 //! what `snowflake_decode` returns (a named type): views over it are carried over, the same
-//! views with their privileges; anything else over it stops the update, named.
+//! views with their privileges; anything else over it stops the update, named. A function the
+//! update creates, made first in the extension's schema by that schema's owner, stops the
+//! update with 42723 until a superuser drops it; an extension in a schema of its own cannot be
+//! squatted so.
 
-use postgres::Client;
-use snowflake_id_integration::Cluster;
+use postgres::{Client, NoTls};
+use snowflake_id_integration::{db_error, Cluster};
 
 /// Every object of the extension with its definition, privileges and comment, sorted.
 fn extension_objects(client: &mut Client) -> Vec<String> {
@@ -247,4 +250,189 @@ fn update_to_0_6_0_stops_on_objects_over_snowflake_decode_other_than_views() {
     assert_eq!(version(&mut client), "0.6.0");
     let shards: i64 = client.query_one("SELECT count(*) FROM shards WHERE shard = 3", &[]).unwrap().get(0);
     assert_eq!(shards, 10);
+}
+
+/// A connection to the database `dbname` of `cluster` as `role`.
+fn connect_as(cluster: &Cluster, role: &str, dbname: &str) -> Client {
+    let mut config = cluster.config();
+    config.user(role).dbname(dbname);
+    config.connect(NoTls).unwrap_or_else(|error| panic!("connect to {dbname} as {role}: {error}"))
+}
+
+/// The functions named `snowflake_auto_keys_schemas`: schema, owner, and the extension they
+/// belong to (empty for none), sorted.
+fn auto_keys_schemas_functions(client: &mut Client) -> Vec<String> {
+    client
+        .query(
+            "SELECT concat_ws(' | ', p.pronamespace::regnamespace::text, p.proowner::regrole::text,
+                              coalesce((SELECT e.extname FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+                                        WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'), ''))
+             FROM pg_proc p WHERE p.proname = 'snowflake_auto_keys_schemas' ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+/// The default version: what `ALTER EXTENSION snowflake_id UPDATE` updates to.
+fn default_version(client: &mut Client) -> String {
+    client
+        .query_one("SELECT default_version FROM pg_available_extensions WHERE name = 'snowflake_id'", &[])
+        .unwrap()
+        .get(0)
+}
+
+/// (Issue 52, finding 9.) The owner of the extension's schema can block an update by creating,
+/// before it, a function the update script creates: in a database at 0.7.0 whose owner, mallory
+/// (LOGIN only), therefore owns `public` (PostgreSQL 15+: `pg_database_owner`), she creates
+/// `public.snowflake_auto_keys_schemas()`, which the script to 0.7.1 creates. `ALTER EXTENSION
+/// snowflake_id UPDATE` fails with 42723 naming it, and changes nothing: the version, the
+/// extension's objects and her function are as they were. The remedy the upgrade notes give
+/// (docs/operations.md), her function dropped by a superuser in the update's transaction,
+/// updates it to the default version, equal to a fresh install.
+#[test]
+fn a_function_squatted_in_public_stops_the_update_until_a_superuser_drops_it() {
+    let cluster = Cluster::start("upgrade_squatted", &[]);
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE ROLE mallory LOGIN").unwrap();
+    admin.batch_execute("CREATE DATABASE squatted OWNER mallory").unwrap();
+    admin.batch_execute("CREATE DATABASE fresh").unwrap();
+    let mut superuser = cluster.connect_to("squatted");
+    superuser
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id VERSION '0.7.0';
+             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(3));
+             INSERT INTO orders SELECT FROM generate_series(1, 10);",
+        )
+        .unwrap();
+    let owner: String = superuser
+        .query_one("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'public'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(owner, "pg_database_owner");
+
+    let mut mallory = connect_as(&cluster, "mallory", "squatted");
+    mallory
+        .batch_execute(
+            "CREATE FUNCTION public.snowflake_auto_keys_schemas() RETURNS text[]
+             LANGUAGE sql AS $$ SELECT ARRAY['public'] $$",
+        )
+        .unwrap();
+    let objects_before = extension_objects(&mut superuser);
+    let squatted = vec!["public | mallory | ".to_string()];
+    assert_eq!(auto_keys_schemas_functions(&mut superuser), squatted);
+
+    let db = db_error(&mut superuser, "ALTER EXTENSION snowflake_id UPDATE");
+    assert_eq!(db.code().code(), "42723", "{db:?}");
+    assert!(db.message().contains("snowflake_auto_keys_schemas"), "{db:?}");
+    eprintln!("the update refused: {}: {}", db.code().code(), db.message());
+    assert_eq!(version(&mut superuser), "0.7.0");
+    assert_eq!(extension_objects(&mut superuser), objects_before);
+    assert_eq!(auto_keys_schemas_functions(&mut superuser), squatted);
+    let shard: i32 = superuser
+        .query_one("INSERT INTO orders DEFAULT VALUES RETURNING snowflake_shard(id)", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(shard, 3);
+
+    // The remedy: a superuser drops the squatted function in the update's transaction (so that
+    // it cannot be created again in between) and updates.
+    superuser
+        .batch_execute(
+            "BEGIN;
+             DROP FUNCTION public.snowflake_auto_keys_schemas();
+             ALTER EXTENSION snowflake_id UPDATE;
+             COMMIT;",
+        )
+        .unwrap();
+    let default_version = default_version(&mut superuser);
+    assert_eq!(version(&mut superuser), default_version);
+    assert_eq!(auto_keys_schemas_functions(&mut superuser), vec!["public | postgres | snowflake_id".to_string()]);
+    let mut fresh = cluster.connect_to("fresh");
+    fresh.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    assert_eq!(extension_objects(&mut superuser), extension_objects(&mut fresh));
+    let count: i64 = superuser.query_one("SELECT count(*) FROM orders", &[]).unwrap().get(0);
+    assert_eq!(count, 11);
+}
+
+/// (Issue 52, finding 9.) The extension created in a schema of its own, where no untrusted role
+/// has CREATE (`CREATE SCHEMA snowflake; CREATE EXTENSION snowflake_id SCHEMA snowflake`), as
+/// docs/security.md recommends, cannot be squatted that way: mallory, who owns the database and
+/// so `public`, may create `public.snowflake_auto_keys_schemas()`, which the update does not
+/// look at, and may not create it in `snowflake` (42501). The update from 0.7.0 goes through,
+/// the extension then equals a fresh install in a schema of its own, and its defaults, event
+/// triggers and horizon work with every function qualified.
+#[test]
+fn an_extension_in_a_schema_of_its_own_cannot_be_squatted() {
+    let cluster = Cluster::start("upgrade_own_schema", &[]);
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE ROLE mallory LOGIN").unwrap();
+    admin.batch_execute("CREATE DATABASE own_schema OWNER mallory").unwrap();
+    admin.batch_execute("CREATE DATABASE fresh").unwrap();
+    let mut superuser = cluster.connect_to("own_schema");
+    superuser
+        .batch_execute(
+            "CREATE SCHEMA snowflake;
+             CREATE EXTENSION snowflake_id SCHEMA snowflake VERSION '0.7.0';
+             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake.snowflake_nextval(3));
+             INSERT INTO orders SELECT FROM generate_series(1, 10);",
+        )
+        .unwrap();
+    let mut mallory = connect_as(&cluster, "mallory", "own_schema");
+    mallory
+        .batch_execute(
+            "CREATE FUNCTION public.snowflake_auto_keys_schemas() RETURNS text[]
+             LANGUAGE sql AS $$ SELECT ARRAY['public'] $$",
+        )
+        .unwrap();
+    let db = db_error(
+        &mut mallory,
+        "CREATE FUNCTION snowflake.snowflake_auto_keys_schemas() RETURNS text[] LANGUAGE sql AS $$ SELECT ARRAY['public'] $$",
+    );
+    assert_eq!(db.code().code(), "42501", "{db:?}");
+
+    superuser.batch_execute("ALTER EXTENSION snowflake_id UPDATE").unwrap();
+    let default_version = default_version(&mut superuser);
+    assert_eq!(version(&mut superuser), default_version);
+    assert_eq!(
+        auto_keys_schemas_functions(&mut superuser),
+        vec!["public | mallory | ".to_string(), "snowflake | postgres | snowflake_id".to_string()]
+    );
+    let mut fresh = cluster.connect_to("fresh");
+    fresh.batch_execute("CREATE SCHEMA snowflake; CREATE EXTENSION snowflake_id SCHEMA snowflake").unwrap();
+    assert_eq!(extension_objects(&mut superuser), extension_objects(&mut fresh));
+
+    // It works from its own schema: the default issues shard 3; the narrow-default check
+    // refuses an integer column; auto_keys gives a bigserial the qualified default; the
+    // horizon passes the IDs committed.
+    superuser.batch_execute("INSERT INTO orders DEFAULT VALUES; SELECT pg_sleep(0.01)").unwrap();
+    let row = superuser
+        .query_one(
+            "SELECT count(*), bool_and(snowflake.snowflake_shard(id) = 3),
+                    max(id) < snowflake.snowflake_horizon(3) FROM orders",
+            &[],
+        )
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, bool>(1), row.get::<_, bool>(2)), (11, true, true));
+    let narrow = db_error(
+        &mut superuser,
+        "CREATE TABLE narrow (id integer DEFAULT snowflake.snowflake_nextval(3))",
+    );
+    assert_eq!(narrow.code().code(), "42804", "{narrow:?}");
+    superuser
+        .batch_execute(
+            "SET snowflake_id.auto_keys = public; SET snowflake_id.shard = 5;
+             CREATE TABLE made_after (id bigserial PRIMARY KEY);",
+        )
+        .unwrap();
+    let default: String = superuser
+        .query_one(
+            "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'made_after'::regclass",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(default, "snowflake.snowflake_nextval()");
 }
