@@ -67,23 +67,43 @@ fn snowflake_stats() -> TableIterator<
 
 /// One row about the whole server: the reservation worker's process id (NULL while none
 /// runs: it is not in `pg_stat_activity`, having no database connection), the end of the
-/// durable reservation (calls stop there if the worker does not renew it), and the fence in
-/// force on every call (`snowflake_id.shards` as the worker last applied it, ranges merged;
-/// NULL when every shard may be issued, `none` for none). Volatile, parallel safe; raises
-/// 55000 when the library is not preloaded.
+/// durable reservation (calls stop there if the worker does not renew it), the fence in force
+/// on every call (`snowflake_id.shards` as the worker last applied it, ranges merged; NULL when
+/// every shard may be issued, `none` for none), and the lease (`fence::lease`): its URL and
+/// length (NULL while it is off), since when it is lost and every shard fenced for it (NULL
+/// while it holds or is off), and when the request of its last 200 was sent (NULL when none
+/// since the worker started). A proxy or a client can tell from these that a server which is
+/// still read-write is fenced. Volatile, parallel safe; raises 55000 when the library is not
+/// preloaded.
 #[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::type_complexity)] // pgrx reads the column names from the tuple written out here
 fn snowflake_status() -> TableIterator<
     'static,
     (
         name!(worker_pid, Option<i32>),
         name!(reserved_until, TimestampWithTimeZone),
         name!(fence, Option<String>),
+        name!(lease_url, Option<String>),
+        name!(lease_ms, Option<i32>),
+        name!(lease_lost_since, Option<TimestampWithTimeZone>),
+        name!(lease_last_200, Option<TimestampWithTimeZone>),
     ),
 > {
     let layout = preloaded_layout("snowflake_status");
     let worker_pid = worker::running_pid(shmem::reservation().expect("preloaded"));
     let open = (0..layout.shard_count()).all(fence::shared::allows);
-    TableIterator::once((worker_pid, reserved_until(&layout), (!open).then(fence::shared::text)))
+    let lease_on = fence::lease::configured().is_some();
+    let (lease_url, lease_ms) = fence::lease::settings_text();
+    let when = |unix_ms: Option<u64>| unix_ms.map(|ms| timestamptz_of_unix_ms(ms as i64));
+    TableIterator::once((
+        worker_pid,
+        reserved_until(&layout),
+        (!open).then(fence::shared::text),
+        lease_on.then_some(lease_url),
+        lease_on.then_some(lease_ms),
+        when(fence::shared::lease_lost_since()),
+        when(fence::shared::lease_last_yes().filter(|_| lease_on)),
+    ))
 }
 
 /// Whether the fence in force on the whole server (`snowflake_id.shards`, as the reservation

@@ -61,10 +61,16 @@ pub unsafe fn hook_text_utf8<'a>(value: *const c_char) -> Result<&'a str, String
 /// An integer setting's text read the way PostgreSQL reads it (also `0x1A`, octal `012`
 /// and surrounding spaces), so the comparison with the applied value never disagrees.
 pub fn parse_int_as_postgres(text: &str) -> Option<i32> {
+    parse_int_with_unit(text, 0)
+}
+
+/// As `parse_int_as_postgres`, for a setting of unit `unit_flags` (`GUC_UNIT_MS`: `2s` is 2000).
+pub fn parse_int_with_unit(text: &str, unit_flags: u32) -> Option<i32> {
     let text = CString::new(text).ok()?;
     let mut value = 0;
-    // SAFETY: `text` is NUL-terminated; no unit flags, and no hint is asked for.
-    let parsed = unsafe { pg_sys::parse_int(text.as_ptr(), &mut value, 0, std::ptr::null_mut()) };
+    // SAFETY: `text` is NUL-terminated; the flags are a GUC unit, and no hint is asked for.
+    let parsed =
+        unsafe { pg_sys::parse_int(text.as_ptr(), &mut value, unit_flags as i32, std::ptr::null_mut()) };
     parsed.then_some(value)
 }
 
@@ -93,6 +99,15 @@ impl ConfiguredAtStart {
     /// the configured text's, read as PostgreSQL reads it. The refusal's reason is in the
     /// WARNING just before.
     pub fn stop_unless_applied(&self, applied: impl FnOnce(&str) -> bool) {
+        self.stop_unless_applied_because(
+            "snowflake_id will not start with a setting it cannot apply: the IDs would not follow the configured \
+             layout.",
+            applied,
+        )
+    }
+
+    /// As `stop_unless_applied`, with `detail` saying what starting anyway would do.
+    pub fn stop_unless_applied_because(&self, detail: &str, applied: impl FnOnce(&str) -> bool) {
         let Some(text) = &self.text else { return };
         if applied(text) {
             return;
@@ -104,10 +119,7 @@ impl ConfiguredAtStart {
             format!("invalid value for parameter \"{name}\": \"{text}\""),
             "_PG_init",
         )
-        .set_detail(
-            "snowflake_id will not start with a setting it cannot apply: the IDs would not follow the configured \
-             layout.",
-        )
+        .set_detail(detail)
         .set_hint(format!(
             "Correct {name} in postgresql.conf (see the warning above for why it was refused), then start the server."
         ))

@@ -14,6 +14,8 @@ pub mod generator;
 pub mod horizon;
 /// The bit layout of an ID: widths, shifts, masks, pack and unpack. The one source of truth.
 pub mod layout;
+/// The lease's rules: which URLs and answers count, when it is lost, on a clock that counts suspend.
+pub mod lease;
 /// The durable reservation's shared words, and whoever keeps it (`ReservationKeeper`).
 pub mod reservation;
 /// The atomics of the shared state: std's, or loom's for the model checks of `tests/loom.rs`.

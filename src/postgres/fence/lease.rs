@@ -11,41 +11,65 @@
 //! the old primary has stopped issuing before the other can be promoted (docs/high-availability.md
 //! weighs this against a watchdog, a lease file and callbacks).
 //!
+//! The rules (which URLs and answers count, when the lease is lost, the clock that counts a
+//! suspend) are `snowflake_core::lease`'s. Here:
+//! - the settings, and a start refused when one configured cannot be used: a lease that
+//!   silently fell back to "off" is the split brain it exists to prevent;
+//! - the asking, on a thread of the worker's own (`Asker`): the worker's loop, which renews the
+//!   reservation and closes the fence, never waits on the HA manager. Each request has one
+//!   deadline of `ANSWER_DEADLINE` for all of it (connecting, writing, reading the status
+//!   line), so a peer that dribbles its answer byte by byte gets no more time than a silent
+//!   one; the host's name is resolved once per setting, not per request;
+//! - who may answer: on a loopback address, the answer counts only from a listening socket of
+//!   this server's own OS user or root (`listener_owner`), so that a local user who binds the
+//!   port of a dead HA manager cannot speak for it;
+//! - the keeper (`Keeper`), which the worker asks each turn of its loop whether the lease
+//!   holds, judged at that moment.
+//!
 //! The fence starts closed: a worker that starts (the server's start, a promotion, the worker's
 //! restart) has not yet been told that this server leads. It asks every 100 ms while closed and
-//! every `lease_ms / 5` (at most once a second) while open, each answer awaited at most 250 ms,
-//! in the worker's own loop: a hung HA manager delays the reservation's renewal by that much at
-//! most, and the reservation keeps 250 ms to 500 ms ahead. What it measures from is the moment a
-//! request that got 200 was *sent*, so a slow answer counts against the lease, never for it, and
-//! it measures on the monotonic clock, which steps of the wall clock do not move.
+//! every `lease_ms / 5` (at most once a second) while open.
 //!
 //! | setting | context | why |
 //! |---|---|---|
 //! | `lease_url` | reload (SIGHUP) | the HA manager's address, the server's configuration: each node's own (its REST port) |
 //! | `lease_ms` | reload (SIGHUP) | 0 (off) by default; keep it well below the HA manager's ttl |
+//!
+//! A value refused at start stops the server; one refused at a reload keeps the value before.
 
-use super::super::guc::{self, refuse_setting};
+use super::super::clock;
+use super::super::guc::{self, refuse_setting, ConfiguredAtStart};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
-use std::ffi::{c_char, c_void, CString};
+use snowflake_core::lease::{
+    ask_interval_ms, boot_clock_ms, parse_status_line, LeaseJudge, LeaseUrl, StatusLine, STATUS_LINE_MAX,
+};
+pub use snowflake_core::lease::{parse_url, Verdict};
+use std::ffi::{c_char, c_void, CStr, CString};
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+const LEASE_URL_SETTING: &CStr = c"snowflake_id.lease_url";
+const LEASE_MS_SETTING: &CStr = c"snowflake_id.lease_ms";
 
 static LEASE_URL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
 static LEASE_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 
-/// Each answer is awaited at most this long.
-const ANSWER_TIMEOUT: Duration = Duration::from_millis(250);
-/// How often a closed fence asks again.
-const ASK_WHILE_CLOSED_MS: u64 = 100;
+/// All of one request (connecting, writing, reading the status line) gets at most this long.
+const ANSWER_DEADLINE: Duration = Duration::from_millis(250);
 
-/// Defines the two settings; called from `settings::init` while preloading.
+/// Defines the two settings; called from `settings::init` while preloading. Stops the server
+/// when either was configured with a value PostgreSQL refused (it would keep its default, and
+/// the lease would be off while the configuration says on).
 pub fn define() {
+    let url_configured = ConfiguredAtStart::capture(LEASE_URL_SETTING);
+    let ms_configured = ConfiguredAtStart::capture(LEASE_MS_SETTING);
     // SAFETY: the hook is `#[pg_guard]`ed and only reads its argument.
     unsafe {
         GucRegistry::define_string_guc_with_hooks(
-            c"snowflake_id.lease_url",
+            LEASE_URL_SETTING,
             c"The HA manager's address that answers 200 only on the leader (Patroni: http://127.0.0.1:8008/primary).",
             c"With snowflake_id.lease_ms above 0, this server issues no ID once this address has not answered \
               200 for that long.",
@@ -58,7 +82,7 @@ pub fn define() {
         );
     }
     GucRegistry::define_int_guc(
-        c"snowflake_id.lease_ms",
+        LEASE_MS_SETTING,
         c"How long this server issues IDs after the HA manager last said it is the leader; 0 for always.",
         c"Keep it well below the time the HA manager takes to promote another node (Patroni's ttl), so \
           that a primary whose HA manager died stops issuing before another is promoted.",
@@ -68,42 +92,12 @@ pub fn define() {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
-}
-
-/// Where to ask: a plain HTTP URL (`http://host:port/path`), parsed by the setting's check and
-/// by the worker alike.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LeaseUrl {
-    host: String,
-    port: u16,
-    path: String,
-}
-
-/// The URL, or why it is not one the worker can ask: `http://` (the HA manager's REST API
-/// on this machine; no TLS), a host (a name or an IPv4 address; an IPv6 one in brackets), an
-/// optional port (80), and a path (`/` when none).
-pub fn parse_url(text: &str) -> Result<LeaseUrl, String> {
-    let rest = text
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("\"{text}\" does not start with http:// (the worker asks without TLS)."))?;
-    let (authority, path) = match rest.find('/') {
-        Some(slash) => (&rest[..slash], &rest[slash..]),
-        None => (rest, "/"),
-    };
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => {
-            (host, port.parse::<u16>().map_err(|_| format!("\"{port}\" is not a port number."))?)
-        }
-        _ => (authority, 80),
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() || !host.chars().all(|c| c.is_ascii_alphanumeric() || ".-:".contains(c)) {
-        return Err(format!("\"{authority}\" is not a host and port."));
-    }
-    if path.chars().any(|c| c.is_ascii_control() || c == ' ') {
-        return Err("The path holds a space or a control character.".into());
-    }
-    Ok(LeaseUrl { host: host.to_string(), port, path: path.to_string() })
+    const OFF_INSTEAD: &str = "snowflake_id will not start with a lease setting it cannot apply: the lease would be \
+                               off, and this server would issue IDs while its HA manager says another server leads.";
+    url_configured.stop_unless_applied_because(OFF_INSTEAD, |text| guc::text(&LEASE_URL) == text);
+    ms_configured.stop_unless_applied_because(OFF_INSTEAD, |text| {
+        guc::parse_int_with_unit(text, pg_sys::GUC_UNIT_MS) == Some(guc::read(&LEASE_MS))
+    });
 }
 
 #[pgrx::pg_guard]
@@ -145,80 +139,280 @@ pub fn settings_text() -> (String, i32) {
     (guc::text(&LEASE_URL), guc::read(&LEASE_MS))
 }
 
-/// Whether `url` answers 200 now: one HTTP/1.0 GET, each step within `ANSWER_TIMEOUT`.
-fn answers_yes(url: &LeaseUrl) -> bool {
-    let ask = || -> std::io::Result<bool> {
-        let address = (url.host.as_str(), url.port)
-            .to_socket_addrs()?
-            .next()
-            .ok_or_else(|| std::io::Error::other("no address"))?;
-        let mut stream = TcpStream::connect_timeout(&address, ANSWER_TIMEOUT)?;
-        stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
-        stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
-        write!(stream, "GET {} HTTP/1.0\r\nHost: {}\r\nConnection: close\r\n\r\n", url.path, url.host)?;
-        // The status line is all that is read: "HTTP/1.x 200 ...".
-        let mut head = [0u8; 12];
-        stream.read_exact(&mut head)?;
-        Ok(head.starts_with(b"HTTP/1.") && &head[8..12] == b" 200")
-    };
-    ask().unwrap_or(false)
+/// What the worker wants asked, and what its asking thread last learnt: one lock, held only to
+/// copy these few fields (never across I/O), so the worker never waits on a request.
+#[derive(Default)]
+struct Exchange {
+    /// The URL to ask (`None`: the lease is off) and how often.
+    url: Option<LeaseUrl>,
+    interval_ms: u64,
+    /// Bumped whenever the URL changes: an answer is recorded only for the URL it was asked of.
+    generation: u64,
+    /// When (boot clock, and wall clock for the messages) the last request that got 200 was
+    /// sent, for `generation`.
+    last_yes: Option<(u64, i64)>,
+    /// Why the last request did not get 200 (`None` after a 200), for the log.
+    last_failure: Option<String>,
 }
 
-/// What the worker knows of the lease: when it last asked, and when a request that got 200 was
-/// sent (`None`: never, in this worker). On the monotonic clock: a wall clock stepped back or
-/// ahead (NTP, a faked clock) neither lengthens nor cuts the lease.
+/// The asking thread's handle: the exchange and the condition that wakes the thread when the
+/// worker changes what to ask.
+struct Asker {
+    shared: Arc<(Mutex<Exchange>, Condvar)>,
+}
+
+impl Asker {
+    /// Starts the thread. Every signal is blocked in it: PostgreSQL's handlers (SIGHUP, SIGTERM,
+    /// the latch's SIGURG or SIGUSR1) must run in the worker's own thread, and the thread calls
+    /// nothing of PostgreSQL (no palloc, no elog), only the socket API and the clock.
+    fn start() -> std::io::Result<Asker> {
+        let shared = Arc::new((Mutex::new(Exchange::default()), Condvar::new()));
+        let for_thread = Arc::clone(&shared);
+        // SAFETY: sigset and pthread_sigmask on this thread's own mask, restored right after
+        // the spawn; the new thread inherits the blocked mask.
+        let spawned = unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut before: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before);
+            let spawned = std::thread::Builder::new()
+                .name("snowflake lease".into())
+                .spawn(move || ask_forever(&for_thread));
+            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+            spawned
+        };
+        spawned.map(|_| Asker { shared })
+    }
+}
+
+/// The asking thread's loop: one request per interval to the URL the worker last set, each
+/// answer recorded for that URL's generation.
+fn ask_forever(shared: &(Mutex<Exchange>, Condvar)) {
+    let (exchange, wake) = shared;
+    let mut resolved: Option<(LeaseUrl, Result<SocketAddr, String>)> = None;
+    loop {
+        let (url, generation, interval_ms) = {
+            let mut state = exchange.lock().unwrap_or_else(|e| e.into_inner());
+            while state.url.is_none() {
+                state = wake.wait(state).unwrap_or_else(|e| e.into_inner());
+            }
+            (state.url.clone().expect("set"), state.generation, state.interval_ms)
+        };
+        // The name is resolved when the URL changes, not per request: a slow resolver delays
+        // the first answer only (the lease is lost meanwhile, as for any missing answer).
+        if resolved.as_ref().is_none_or(|(for_url, address)| *for_url != url || address.is_err()) {
+            resolved = Some((url.clone(), resolve(&url)));
+        }
+        let address = resolved.as_ref().map(|(_, address)| address.clone()).expect("just set");
+        let sent_boot_ms = boot_clock_ms();
+        let sent_wall_ms = clock::wall_clock_unix_ms();
+        let started = Instant::now();
+        let answer = address.and_then(|address| ask(&url, address, started + ANSWER_DEADLINE));
+        {
+            let mut state = exchange.lock().unwrap_or_else(|e| e.into_inner());
+            if state.generation == generation {
+                match answer {
+                    Ok(()) => {
+                        if state.last_yes.is_none_or(|(last, _)| last < sent_boot_ms) {
+                            state.last_yes = Some((sent_boot_ms, sent_wall_ms));
+                        }
+                        state.last_failure = None;
+                    }
+                    Err(why) => state.last_failure = Some(why),
+                }
+            }
+            // Waits out the rest of the interval, or until the worker changes the URL or the
+            // interval.
+            let rest = Duration::from_millis(interval_ms).saturating_sub(started.elapsed());
+            if !rest.is_zero() && state.generation == generation && state.interval_ms == interval_ms {
+                let _ = wake.wait_timeout(state, rest);
+            }
+        }
+    }
+}
+
+fn resolve(url: &LeaseUrl) -> Result<SocketAddr, String> {
+    (url.host.as_str(), url.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("{} could not be resolved: {e}", url.host))?
+        .next()
+        .ok_or_else(|| format!("{} has no address", url.host))
+}
+
+/// One request, all of it before `deadline`: `Ok` when the answer's status line says 200, from a
+/// listener this server trusts; otherwise why not.
+fn ask(url: &LeaseUrl, address: SocketAddr, deadline: Instant) -> Result<(), String> {
+    let left = || {
+        let left = deadline.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left).ok_or_else(|| format!("no answer within {ANSWER_DEADLINE:?}"))
+    };
+    let failed = |step: &str, e: std::io::Error| format!("{step} {address}: {e}");
+    let mut stream = TcpStream::connect_timeout(&address, left()?).map_err(|e| failed("connecting to", e))?;
+    listener_owner_trusted(&stream)?;
+    let host = if url.host.contains(':') { format!("[{}]", url.host) } else { url.host.clone() };
+    stream.set_write_timeout(Some(left()?)).map_err(|e| failed("writing to", e))?;
+    // In one write: a server may answer and close after its first read.
+    let request =
+        format!("GET {} HTTP/1.0\r\nHost: {host}:{}\r\nConnection: close\r\n\r\n", url.path, url.port);
+    stream.write_all(request.as_bytes()).map_err(|e| failed("writing to", e))?;
+    let mut head = Vec::with_capacity(64);
+    let mut buffer = [0u8; 64];
+    loop {
+        match parse_status_line(&head) {
+            StatusLine::Status(200) => return Ok(()),
+            StatusLine::Status(code) => return Err(format!("answered {code}")),
+            StatusLine::Malformed => {
+                return Err("answered with something that is not an HTTP/1 status line".into())
+            }
+            StatusLine::Incomplete if head.len() >= STATUS_LINE_MAX => {
+                return Err("answered with a status line that does not end".into())
+            }
+            StatusLine::Incomplete => {}
+        }
+        stream.set_read_timeout(Some(left()?)).map_err(|e| failed("reading from", e))?;
+        match stream.read(&mut buffer) {
+            Ok(0) => return Err("closed the connection before a status line".into()),
+            Ok(read) => head.extend_from_slice(&buffer[..read]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(failed("reading from", e)),
+        }
+    }
+}
+
+/// On a loopback connection, the OS user that owns the socket that accepted it must be this
+/// server's own (the HA manager runs PostgreSQL, so it runs as its user: Patroni does) or root.
+/// Any other local user could have bound the port after the HA manager died, and would speak
+/// for it. Read from /proc/net/tcp(6), where the accepted socket is listed with its listener's
+/// owner; a connection to another host is not checked (no way to see its owner).
+fn listener_owner_trusted(stream: &TcpStream) -> Result<(), String> {
+    let (Ok(ours), Ok(theirs)) = (stream.local_addr(), stream.peer_addr()) else { return Ok(()) };
+    if !theirs.ip().is_loopback() {
+        return Ok(());
+    }
+    let table = if theirs.is_ipv4() { "/proc/net/tcp" } else { "/proc/net/tcp6" };
+    let Ok(text) = std::fs::read_to_string(table) else { return Ok(()) };
+    let (local, remote) = (proc_net_address(theirs), proc_net_address(ours));
+    let owner = text.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.get(1) == Some(&local.as_str()) && fields.get(2) == Some(&remote.as_str()))
+            .then(|| fields.get(7).and_then(|uid| uid.parse::<u32>().ok()))
+            .flatten()
+    });
+    // SAFETY: geteuid has no preconditions.
+    let server_uid = unsafe { libc::geteuid() };
+    match owner {
+        Some(uid) if uid == server_uid || uid == 0 => Ok(()),
+        Some(uid) => Err(format!(
+            "the answer on {theirs} comes from a socket of OS user {uid}, neither this server's ({server_uid}) nor \
+             root: not counted (another user may hold the HA manager's port)"
+        )),
+        None => Err(format!("the socket that accepted the connection on {theirs} is not listed in {table}")),
+    }
+}
+
+/// An address as /proc/net/tcp(6) prints it: the address's 32-bit words in the machine's
+/// byte order, each as 8 hex digits, then the port as 4.
+fn proc_net_address(address: SocketAddr) -> String {
+    let octets = match address.ip() {
+        IpAddr::V4(ip) => ip.octets().to_vec(),
+        IpAddr::V6(ip) => ip.octets().to_vec(),
+    };
+    let words: String = octets
+        .chunks(4)
+        .map(|word| format!("{:08X}", u32::from_ne_bytes([word[0], word[1], word[2], word[3]])))
+        .collect();
+    format!("{words}:{:04X}", address.port())
+}
+
+/// What the worker knows of the lease (see the top): its asking thread, started on first use,
+/// and the judge of `snowflake_core::lease`, on the boot clock.
 #[derive(Default)]
 pub struct Keeper {
-    last_asked: Option<Instant>,
-    last_yes: Option<Instant>,
-}
-
-/// What one look at the lease decided, for the worker to apply to the fence.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Off, or held: the fence is the setting's.
-    Held,
-    /// Not shown for longer than the lease (or not yet): every shard is fenced.
-    Lost,
+    asker: Option<Asker>,
+    judge: LeaseJudge,
+    /// The URL asked, to notice a reload that changes it.
+    url: Option<LeaseUrl>,
+    /// When the last 200's request was sent, on the wall clock, for `snowflake_status()`.
+    last_yes_wall_ms: Option<i64>,
+    /// The last reason for a missing 200 written to the log: each reason is logged once, until
+    /// a 200 comes.
+    logged_failure: Option<String>,
 }
 
 impl Keeper {
-    /// Asks when it is time to (see the top), and says whether the lease holds now.
-    /// `fence_closed`: whether the lease's fence is closed now, so that it is asked about more
-    /// often.
+    /// Tells the asking thread what to ask and how often, takes in what it learnt, and says
+    /// whether the lease holds now. `fence_closed`: whether the lease's fence is closed now, so
+    /// that it is asked about more often. Never waits on the HA manager.
     pub fn look(&mut self, fence_closed: bool) -> Verdict {
-        let Some((url, lease_ms)) = configured() else { return Verdict::Held };
-        let interval_ms = if fence_closed { ASK_WHILE_CLOSED_MS } else { (lease_ms / 5).clamp(50, 1000) };
-        let now = Instant::now();
-        if self.last_asked.is_none_or(|asked| now.duration_since(asked) >= Duration::from_millis(interval_ms))
-        {
-            self.last_asked = Some(now);
-            if answers_yes(&url) {
-                self.last_yes = Some(now);
+        let config = configured();
+        let url = config.as_ref().map(|(url, _)| url.clone());
+        if url != self.url {
+            self.judge.forget();
+            self.last_yes_wall_ms = None;
+            self.url = url.clone();
+        }
+        let Some((_, lease_ms)) = config else {
+            self.publish(None);
+            return Verdict::Held;
+        };
+        if self.asker.is_none() {
+            match Asker::start() {
+                Ok(asker) => self.asker = Some(asker),
+                Err(error) => {
+                    pgrx::warning!("snowflake_id: could not start the lease's asking thread: {error}");
+                    return Verdict::Lost;
+                }
             }
         }
-        match self.last_yes {
-            Some(yes) if now.duration_since(yes) < Duration::from_millis(lease_ms) => Verdict::Held,
-            _ => Verdict::Lost,
+        let (exchange, wake) = &*self.asker.as_ref().expect("started").shared;
+        let failure = {
+            let mut state = exchange.lock().unwrap_or_else(|e| e.into_inner());
+            let interval_ms = ask_interval_ms(lease_ms, fence_closed);
+            if state.url != url || state.interval_ms != interval_ms {
+                if state.url != url {
+                    state.url = url;
+                    state.generation += 1;
+                    state.last_yes = None;
+                    state.last_failure = None;
+                }
+                state.interval_ms = interval_ms;
+                wake.notify_one();
+            }
+            if let Some((boot_ms, wall_ms)) = state.last_yes {
+                self.judge.yes_sent_at(boot_ms);
+                self.last_yes_wall_ms = Some(wall_ms);
+            }
+            state.last_failure.clone()
+        };
+        if failure != self.logged_failure {
+            if let Some(why) = &failure {
+                let (url, _) = settings_text();
+                pgrx::log!("snowflake_id: the lease's request to {url} got no 200: {why}");
+            }
+            self.logged_failure = failure;
         }
+        self.publish(self.last_yes_wall_ms);
+        self.judge.verdict(boot_clock_ms(), lease_ms)
+    }
+
+    fn publish(&self, last_yes_wall_ms: Option<i64>) {
+        super::shared::set_lease_last_yes(last_yes_wall_ms.map_or(0, |ms| ms.max(1) as u64));
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_url, LeaseUrl};
+    use super::proc_net_address;
 
     #[test]
-    fn lease_urls_are_parsed_as_the_check_parses_them() {
-        let url = |host: &str, port, path: &str| Ok(LeaseUrl { host: host.into(), port, path: path.into() });
-        assert_eq!(parse_url("http://127.0.0.1:8008/primary"), url("127.0.0.1", 8008, "/primary"));
-        assert_eq!(parse_url("http://localhost/primary"), url("localhost", 80, "/primary"));
-        assert_eq!(parse_url("http://[::1]:8008/primary"), url("::1", 8008, "/primary"));
-        assert_eq!(parse_url("http://127.0.0.1:8008"), url("127.0.0.1", 8008, "/"));
-        assert!(parse_url("https://127.0.0.1:8008/primary").is_err());
-        assert!(parse_url("http://127.0.0.1:80080/primary").is_err());
-        assert!(parse_url("http://:8008/primary").is_err());
-        assert!(parse_url("http://a b/primary").is_err());
-        assert!(parse_url("http://host/pri mary").is_err());
+    fn addresses_are_written_as_proc_net_tcp_writes_them() {
+        // As the kernel prints them on a little-endian machine (x86_64, arm64).
+        if cfg!(target_endian = "little") {
+            assert_eq!(proc_net_address("127.0.0.1:8008".parse().unwrap()), "0100007F:1F48");
+            assert_eq!(
+                proc_net_address("[::1]:8008".parse().unwrap()),
+                "000000000000000000000000".to_owned() + "01000000:1F48"
+            );
+        }
     }
 }

@@ -47,6 +47,11 @@ static mut WORD_COUNT: usize = 0;
 /// load of `allows` it may not yet: the call then takes the fence for a reload the worker has
 /// not applied, waits, and looks again (`api::issuing`), which only delays the message.
 static mut LEASE_LOST_AT: *const AtomicU64 = std::ptr::null();
+/// And one more: when (Unix ms) the request of the lease's last 200 was sent, 0 when none since
+/// the worker started or while the lease is off; for `snowflake_status()` only (Relaxed).
+static mut LEASE_LAST_YES_AT: *const AtomicU64 = std::ptr::null();
+/// The words after the fence's: `LEASE_LOST_AT` and `LEASE_LAST_YES_AT`.
+const LEASE_WORDS: usize = 2;
 
 /// 64 shards per word.
 fn words_needed() -> usize {
@@ -68,7 +73,7 @@ fn words() -> &'static [AtomicU64] {
 /// Requests the fence's shared memory: called from `shmem`'s request hook.
 pub fn request() {
     // SAFETY: called by `shmem`'s hook, in the postmaster, when shared memory is requested.
-    unsafe { pg_sys::RequestAddinShmemSpace((words_needed() + 1) * size_of::<AtomicU64>()) };
+    unsafe { pg_sys::RequestAddinShmemSpace((words_needed() + LEASE_WORDS) * size_of::<AtomicU64>()) };
 }
 
 /// Maps the fence, filling it from this process's `snowflake_id.shards` when it is created
@@ -81,7 +86,7 @@ pub unsafe fn attach() {
     let mut found = false;
     // SAFETY: as the caller promises; zeroed memory is a valid fence (no shard) and lease word.
     unsafe {
-        let bytes = (count + 1) * size_of::<AtomicU64>();
+        let bytes = (count + LEASE_WORDS) * size_of::<AtomicU64>();
         let base = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), bytes, &mut found);
         if !found {
             std::ptr::write_bytes(base.cast::<u8>(), 0, bytes);
@@ -89,6 +94,7 @@ pub unsafe fn attach() {
         WORDS = base.cast::<AtomicU64>();
         WORD_COUNT = count;
         LEASE_LOST_AT = WORDS.add(count);
+        LEASE_LAST_YES_AT = WORDS.add(count + 1);
     }
     if !found {
         // Until the worker has asked, a lease that is on counts as lost (see `lease`).
@@ -136,6 +142,22 @@ pub fn lease_lost_since() -> Option<u64> {
     // SAFETY: written once per process before any SQL runs, then only read; null without preloading.
     let word = unsafe { LEASE_LOST_AT.as_ref() }?;
     Some(word.load(SeqCst)).filter(|&since| since != 0)
+}
+
+/// When (Unix ms) the request of the lease's last 200 was sent; `None` when none since the
+/// worker started, or while the lease is off.
+pub fn lease_last_yes() -> Option<u64> {
+    // SAFETY: as in `lease_lost_since`.
+    let word = unsafe { LEASE_LAST_YES_AT.as_ref() }?;
+    Some(word.load(Relaxed)).filter(|&at| at != 0)
+}
+
+/// The worker's part: publishes `lease_last_yes` (0 for none).
+pub fn set_lease_last_yes(at_ms: u64) {
+    // SAFETY: as in `lease_lost_since`.
+    if let Some(word) = unsafe { LEASE_LAST_YES_AT.as_ref() } {
+        word.store(at_ms, Relaxed);
+    }
 }
 
 /// The worker's part when the lease is lost (at `now_ms`): every shard fenced, the lease named

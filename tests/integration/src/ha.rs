@@ -14,7 +14,15 @@ pub enum Answer {
     Replica,
     /// Nothing: each connection closed unanswered, as when the manager is dead.
     Gone,
+    /// These bytes, whatever they are: a peer that is not an HTTP server, or lies like one.
+    Raw(&'static str),
+    /// This answer one byte at a time, one byte per interval: a slow or hostile peer.
+    Dribble(&'static str, Duration),
 }
+
+/// Patroni's answers, as `Raw` or `Dribble` take them.
+pub const LEADER_ANSWER: &str = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+pub const REPLICA_ANSWER: &str = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n";
 
 /// A stand-in for an HA manager's REST API: an HTTP server on a loopback port answering every
 /// request as told (`Answer`), for the lease (`snowflake_id.lease_url`). Stopped when dropped.
@@ -40,16 +48,34 @@ impl HaStandIn {
                     std::thread::sleep(Duration::from_millis(5));
                     continue;
                 };
-                let response = match *answer_of_thread.lock().unwrap() {
-                    Answer::Leader => "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
-                    Answer::Replica => "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n",
+                let (response, byte_every) = match *answer_of_thread.lock().unwrap() {
+                    Answer::Leader => (LEADER_ANSWER, None),
+                    Answer::Replica => (REPLICA_ANSWER, None),
                     Answer::Gone => continue, // dropped: the connection closes unanswered
+                    Answer::Raw(bytes) => (bytes, None),
+                    Answer::Dribble(bytes, every) => (bytes, Some(every)),
                 };
                 stream.set_nonblocking(false).unwrap();
                 stream.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
                 let mut request = [0u8; 512];
                 let _ = stream.read(&mut request);
-                let _ = stream.write_all(response.as_bytes());
+                match byte_every {
+                    None => {
+                        let _ = stream.write_all(response.as_bytes());
+                    }
+                    // Each dribble on a thread of its own, so that the next request is accepted
+                    // meanwhile, as a real server would.
+                    Some(every) => {
+                        std::thread::spawn(move || {
+                            for byte in response.as_bytes() {
+                                if stream.write_all(std::slice::from_ref(byte)).is_err() {
+                                    return;
+                                }
+                                std::thread::sleep(every);
+                            }
+                        });
+                    }
+                }
             }
         });
         HaStandIn { port, answer, stop, thread: Some(thread) }
@@ -61,7 +87,12 @@ impl HaStandIn {
 
     /// The postgresql.conf line that points a server's lease at this stand-in.
     pub fn lease_url_setting(&self) -> String {
-        format!("snowflake_id.lease_url = 'http://127.0.0.1:{}/primary'", self.port)
+        format!("snowflake_id.lease_url = '{}'", self.lease_url())
+    }
+
+    /// The URL of this stand-in's `/primary`.
+    pub fn lease_url(&self) -> String {
+        format!("http://127.0.0.1:{}/primary", self.port)
     }
 }
 

@@ -7,9 +7,16 @@
 //! the next 200 and IDs go on above every earlier one; a server started while its HA manager
 //! says no issues nothing. The Patroni kit's test does the same with the real thing
 //! (`patroni.rs`).
+//!
+//! Then as a hostile or broken peer would try it (each of these fooled 0.8.0): lease settings
+//! PostgreSQL refuses at start (the server started with the lease off); answers that only look
+//! like 200; a 503 or a 200 dribbled one byte every 240 ms (the fence closed seconds late, and
+//! the worker, waiting on it, let the reservation run out); a listener of another OS user on
+//! the HA manager's port.
 
 use postgres::Client;
-use snowflake_id_integration::{db_error, Answer, Cluster, HaStandIn};
+use snowflake_id_integration::{db_error, Answer, Cluster, HaStandIn, LEADER_ANSWER, REPLICA_ANSWER};
+use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 const LEASE_MS: u64 = 2000;
@@ -125,4 +132,229 @@ fn a_primary_without_its_lease_issues_nothing() {
     let log = cluster.log();
     assert!(log.contains("the lease is lost"), "the server log does not say the lease was lost");
     assert!(log.contains("the lease holds"), "the server log does not say the lease holds again");
+}
+
+/// A lease setting that PostgreSQL refuses at start stops the server, naming it, instead of
+/// starting with the lease off.
+#[test]
+fn a_lease_setting_that_cannot_be_used_stops_the_start() {
+    let url = "snowflake_id.lease_url = 'http://127.0.0.1:8008/primary'";
+    let lease = "snowflake_id.lease_ms = 2000";
+    for (name, settings, parameter, value, reason) in [
+        (
+            "lease-https",
+            ["snowflake_id.lease_url = 'https://127.0.0.1:8008/primary'", lease],
+            "lease_url",
+            "https://127.0.0.1:8008/primary",
+            "without TLS",
+        ),
+        (
+            "lease-userinfo",
+            ["snowflake_id.lease_url = 'http://patroni:secret@127.0.0.1:8008/primary'", lease],
+            "lease_url",
+            "http://patroni:secret@127.0.0.1:8008/primary",
+            "user information",
+        ),
+        (
+            "lease-ms-range",
+            [url, "snowflake_id.lease_ms = 4000000"],
+            "lease_ms",
+            "4000000",
+            "outside the valid range",
+        ),
+    ] {
+        let mut cluster = Cluster::create(name, &settings);
+        let log = match cluster.try_start_with(&[]) {
+            Ok(()) => panic!("the server started with {settings:?}"),
+            Err(log) => log,
+        };
+        let fatal = format!("FATAL:  invalid value for parameter \"snowflake_id.{parameter}\": \"{value}\"");
+        assert!(log.contains(&fatal), "no line {fatal} in\n{log}");
+        assert!(log.contains(reason), "the refusal does not say why ({reason}):\n{log}");
+        assert!(log.contains("the lease would be off"), "{log}");
+        assert!(log.contains("HINT:  Correct snowflake_id."), "{log}");
+    }
+}
+
+/// The lease's columns of `snowflake_status()`: (url, lease_ms, lost since, last 200).
+fn lease_status(client: &mut Client) -> (Option<String>, Option<i32>, bool, Option<f64>) {
+    let row = client
+        .query_one(
+            "SELECT lease_url, lease_ms, lease_lost_since IS NOT NULL,
+                    extract(epoch FROM clock_timestamp() - lease_last_200)::float8
+             FROM snowflake_status()",
+            &[],
+        )
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2), row.get(3))
+}
+
+/// How far the durable reservation runs ahead of the clock, in ms.
+fn reservation_ahead_ms(client: &mut Client) -> f64 {
+    client
+        .query_one("SELECT extract(epoch FROM reserved_until - clock_timestamp())::float8 * 1000 FROM snowflake_status()", &[])
+        .unwrap()
+        .get(0)
+}
+
+/// Switches the stand-in to `answer` while the lease holds, and checks that the fence closes
+/// within `lease_ms + 1 s` of the switch (the documented bound counts from the last 200, which
+/// was sent before it), while the reservation worker keeps renewing (it never waits on the HA
+/// manager). Returns the refusal's delay.
+fn refused_after(client: &mut Client, ha: &HaStandIn, answer: Answer, what: &str) -> Duration {
+    ha.answer(Answer::Leader);
+    until_issuing(client, Duration::from_secs(5));
+    ha.answer(answer);
+    let switched = Instant::now();
+    let mut lowest_ahead = f64::MAX;
+    let refused = loop {
+        lowest_ahead = lowest_ahead.min(reservation_ahead_ms(client));
+        match client.query_one("SELECT snowflake_nextval(1)", &[]) {
+            Ok(_) => {}
+            Err(error) => {
+                assert_lease_refusal(error.as_db_error().expect("a database error"));
+                break switched.elapsed();
+            }
+        }
+        assert!(
+            switched.elapsed() < Duration::from_secs(10),
+            "{what}: still issuing after {:?}",
+            switched.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    println!("lease, {what}: refused {} ms after the switch; the reservation at least {lowest_ahead:.0} ms ahead meanwhile", refused.as_millis());
+    assert!(
+        refused <= Duration::from_millis(LEASE_MS + 1000),
+        "{what}: refused {refused:?} after the last 200, past lease_ms + 1 s"
+    );
+    // The worker renews every 50 ms to keep 250 to 500 ms ahead; 0.8.0's, blocked by a dribble,
+    // let it fall to a few ms.
+    assert!(lowest_ahead >= 100.0, "{what}: the reservation fell to {lowest_ahead:.0} ms ahead");
+    refused
+}
+
+#[test]
+fn slow_foreign_and_lying_answers_never_hold_the_lease() {
+    let ha = HaStandIn::start();
+    // Any case of the scheme, and a fragment (never sent), are a URL the worker can ask.
+    let url = format!("snowflake_id.lease_url = '{}#leader'", ha.lease_url().replace("http://", "HTTP://"));
+    let lease = format!("snowflake_id.lease_ms = {LEASE_MS}");
+    let cluster = Cluster::start("lease-hostile", &[&url, &lease]);
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    until_issuing(&mut client, Duration::from_secs(5));
+    let (status_url, status_ms, lost, last_200_age) = lease_status(&mut client);
+    assert!(status_url.unwrap().starts_with("HTTP://127.0.0.1:"));
+    assert_eq!(status_ms, Some(LEASE_MS as i32));
+    assert!(!lost, "the lease holds, yet snowflake_status() says lost");
+    assert!(last_200_age.is_some_and(|age| age < 2.0), "last 200 {last_200_age:?} s ago");
+
+    // What 0.8.0 took for 200.
+    refused_after(&mut client, &ha, Answer::Raw("HTTP/1.1 2000 OK\r\n\r\n"), "HTTP/1.1 2000");
+    refused_after(&mut client, &ha, Answer::Raw("HTTP/1.x 200 OK\r\n\r\n"), "HTTP/1.x 200");
+    let (_, _, lost, _) = lease_status(&mut client);
+    assert!(lost, "refused for the lease, yet snowflake_status() does not say it is lost");
+    // A 503 dribbled one byte every 240 ms: 0.8.0 took each byte as a fresh 250 ms, and closed
+    // the fence 5.7 s after the last 200.
+    refused_after(
+        &mut client,
+        &ha,
+        Answer::Dribble(REPLICA_ANSWER, Duration::from_millis(240)),
+        "a dribbled 503",
+    );
+    // A 200 dribbled so: no answer within the request's deadline, so no 200 (0.8.0 counted it,
+    // late, and its worker waited on it while the reservation ran out).
+    refused_after(
+        &mut client,
+        &ha,
+        Answer::Dribble(LEADER_ANSWER, Duration::from_millis(240)),
+        "a dribbled 200",
+    );
+
+    // Back to plain 200: issuing again, above everything before.
+    ha.answer(Answer::Leader);
+    until_issuing(&mut client, Duration::from_secs(5));
+    let log = cluster.log();
+    assert!(
+        log.contains("is not an HTTP/1 status line"),
+        "the log does not say why an impostor's 200 did not count"
+    );
+}
+
+/// Whoever else listens on the HA manager's port once it died does not speak for it: a 200
+/// from a socket of another OS user (`nobody`) does not hold the lease.
+#[test]
+fn a_listener_of_another_os_user_does_not_hold_the_lease() {
+    let ha = HaStandIn::start();
+    let lease = format!("snowflake_id.lease_ms = {LEASE_MS}");
+    let cluster = Cluster::start("lease-squatter", &[&ha.lease_url_setting(), &lease]);
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    until_issuing(&mut client, Duration::from_secs(5));
+
+    // A squatter: another OS user's HTTP server answering 200 to everything, on a port of its own.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let squatter_code = format!(
+        "import http.server\n\
+         class H(http.server.BaseHTTPRequestHandler):\n    \
+           def do_GET(self):\n        self.send_response(200); self.end_headers()\n    \
+           def log_message(self, *a): pass\n\
+         http.server.HTTPServer(('127.0.0.1', {port}), H).serve_forever()\n"
+    );
+    let nobody = |flag: &str| -> u32 {
+        let out = std::process::Command::new("id").args([flag, "nobody"]).output().unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().parse().unwrap()
+    };
+    struct StopOnDrop(std::process::Child);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let squatter = StopOnDrop(
+        std::process::Command::new("python3")
+            .args(["-c", &squatter_code])
+            .uid(nobody("-u"))
+            .gid(nobody("-g"))
+            .spawn()
+            .expect("python3 starts as nobody"),
+    );
+    let squatter_pid = squatter.0.id();
+    // Wait until it answers (as root, this test's user, a plain GET).
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "the squatter did not start listening");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // One statement each: ALTER SYSTEM refuses to run in a transaction block, as a multi-statement
+    // query is.
+    client
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET snowflake_id.lease_url = 'http://127.0.0.1:{port}/primary'"
+        ))
+        .unwrap();
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let (_, error, after) =
+        until_refused(&mut client, Instant::now(), Duration::from_millis(LEASE_MS + 2000));
+    assert_lease_refusal(&error);
+    println!("lease: refused {} ms after pointing at another user's listener", after.as_millis());
+    // And it stays refused while the squatter answers 200.
+    std::thread::sleep(Duration::from_millis(LEASE_MS));
+    assert_lease_refusal(&db_error(&mut client, "SELECT snowflake_nextval(1)"));
+    let log = cluster.log();
+    assert!(
+        log.contains("comes from a socket of OS user"),
+        "the log does not say why the 200 did not count:\n{log}"
+    );
+    drop(squatter);
+    println!("lease: the squatter (pid {squatter_pid}) stopped");
+
+    // The real HA manager's address again: the lease holds.
+    client.batch_execute("ALTER SYSTEM RESET snowflake_id.lease_url").unwrap();
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    until_issuing(&mut client, Duration::from_secs(5));
 }

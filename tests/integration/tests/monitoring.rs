@@ -232,6 +232,11 @@ fn the_exporter_turns_the_generator_into_metrics() {
     let remaining = before.get("snowflake_id_layout_remaining_seconds", &layout);
     assert!((remaining - (3_903_090_455.552 - unix_now())).abs() < 60.0, "{remaining} s left");
     assert_eq!(before.get("snowflake_id_fence_info", &[("shards", "")]), 1.0);
+    // No lease configured: off, not held, never lost, no 200.
+    assert_eq!(before.get("snowflake_id_fence_lease_configured", &[("shards", "")]), 0.0);
+    assert_eq!(before.get("snowflake_id_fence_lease_held", &[("shards", "")]), 0.0);
+    assert_eq!(before.get("snowflake_id_fence_lease_lost_seconds", &[("shards", "")]), 0.0);
+    assert_eq!(before.get("snowflake_id_fence_lease_last_200_age_seconds", &[("shards", "")]), -1.0);
     assert_eq!(before.find("snowflake_id_issued_total", &[]), None);
     assert_eq!(before.find("snowflake_id_horizon_holders", &[]), None);
     // A transaction left open on shard 6: one holder, held about as long as it has been open.
