@@ -42,11 +42,13 @@ die() { echo "mesh: $*" >&2; exit 1; }
 
 server_major() { "$PG_BIN/postgres" --version | sed -E 's/^[^0-9]*([0-9]+).*$/\1/'; }
 
-# The nodes of the mesh, in order (node1, node2, ..., node10).
+# The nodes of the mesh, in order (node1, node2, ..., node10): folders named node<number>
+# only, so that every name this script puts into a path or a connection string is its own.
 nodes() {
   local dir
   for dir in "$MESH_DIR"/node*/; do
-    [ -f "$dir/data/PG_VERSION" ] && basename "$dir"
+    dir=${dir%/}
+    [[ ${dir##*/} =~ ^node[0-9]+$ ]] && [ -f "$dir/data/PG_VERSION" ] && echo "${dir##*/}"
   done | sort -V
 }
 
@@ -59,19 +61,39 @@ node_port() {
 }
 
 # node_sql NAME [psql args...]: runs on the node's database, unaligned output without headers.
+# The kit's own statements run as the superuser with search_path = pg_catalog, pg_temp: on the
+# default path ("$user", public) a role allowed to create schemas in the database could create
+# one named postgres, and a function there that matches an argument's type better than
+# pg_catalog's (a format(text, name)) would run with the superuser's rights.
+KIT_PATH="-c search_path=pg_catalog,pg_temp"
 node_sql() {
   local name=$1; shift
-  PG_PORT=$(node_port "$name") cluster_psql "$MESH_DIR/$name" -d mesh -qtA "$@"
+  PGOPTIONS="${PGOPTIONS:-} $KIT_PATH" PG_PORT=$(node_port "$name") cluster_psql "$MESH_DIR/$name" -d mesh -qtA "$@"
 }
 # node_show NAME [psql args...]: the same, as tables for people to read.
 node_show() {
   local name=$1; shift
-  PG_PORT=$(node_port "$name") cluster_psql "$MESH_DIR/$name" -d mesh -q -P footer=off "$@"
+  PGOPTIONS="${PGOPTIONS:-} $KIT_PATH" PG_PORT=$(node_port "$name") cluster_psql "$MESH_DIR/$name" -d mesh -q -P footer=off "$@"
+}
+# node_run NAME [psql args...]: as node_sql, on the database's own search_path: for the schema
+# (deploy/sql/mesh.sql) and the operator's DDL, which name the extension's functions unqualified.
+node_run() {
+  local name=$1; shift
+  PG_PORT=$(node_port "$name") cluster_psql "$MESH_DIR/$name" -d mesh -qtA "$@"
 }
 
 running() { cluster_running "$MESH_DIR/$1"; }
 
-connstr_of() { echo "host=${LISTEN:-$MESH_DIR/$1} port=$(node_port "$1") dbname=mesh user=postgres"; }
+# conninfo_value TEXT: TEXT as a value of a libpq connection string (quoted, ' and \ escaped).
+conninfo_value() {
+  local value=${1//\\/\\\\}
+  value=${value//\'/\\\'}
+  printf "'%s'" "$value"
+}
+
+connstr_of() {
+  echo "host=$(conninfo_value "${LISTEN:-$MESH_DIR/$1}") port=$(node_port "$1") dbname=mesh user=postgres"
+}
 
 # failed_to_start NAME: says why, with the end of the node's log, and stops.
 failed_to_start() {
@@ -111,14 +133,20 @@ start_node() {
 # FROM itself only (origin = none: not those FROM applied from other nodes, which TO receives
 # from them directly), from now on (copy_data = false: the nodes start alike). The name is
 # unique on both sides: subscription and slot <publication>_<from>_to_<to>.
+#
+# No text goes into SQL by the shell (scripts/lint-sql-text.sh): names and values are psql
+# variables, which psql quotes (:"name" an identifier, :'name' a literal), in SQL read from
+# a quoted heredoc.
 subscribe() {
-  local publication=$1 from=$2 to=$3 name=$1_$2_to_$3 options="origin = none, copy_data = false"
+  local publication=$1 from=$2 to=$3 name=$1_$2_to_$3 disable_on_error=false
   # A control subscription stops at its first error (a key conflict) instead of retrying.
-  [ "$publication" = app ] || options+=", disable_on_error = true"
+  [ "$publication" = app ] || disable_on_error=true
   # (Not in a transaction block: it creates the slot on FROM. Its NOTICE saying so is left out.)
-  PGOPTIONS="-c client_min_messages=warning" node_sql "$to" -c "CREATE SUBSCRIPTION $name
-    CONNECTION '$(connstr_of "$from") application_name=$name'
-    PUBLICATION $publication WITH ($options, slot_name = '$name')" ||
+  PGOPTIONS="-c client_min_messages=warning" node_sql "$to" -v name="$name" -v publication="$publication" \
+    -v conninfo="$(connstr_of "$from") application_name=$name" -v disable_on_error="$disable_on_error" <<'SQL' ||
+CREATE SUBSCRIPTION :"name" CONNECTION :'conninfo' PUBLICATION :"publication"
+  WITH (origin = none, copy_data = false, disable_on_error = :'disable_on_error', slot_name = :'name');
+SQL
     die "node $to could not subscribe to $from's publication $publication"
 }
 
@@ -188,7 +216,7 @@ up() {
     start_node "node$i" $((FIRST_PORT + i - 1)) "$count"
   done
   for ((i = 1; i <= count; i++)); do
-    node_sql "node$i" -f "$SQL_DIR/mesh.sql"
+    node_run "node$i" -f "$SQL_DIR/mesh.sql"
   done
   # The full mesh: every node subscribes to every other node's publications.
   for ((to = 1; to <= count; to++)); do
@@ -214,11 +242,13 @@ Stop and remove the mesh:   ./deploy/mesh.sh down
 MSG
 }
 
-# converged TABLE: true when every node holds the same rows of TABLE.
+# converged SCHEMA TABLE: true when every node holds the same rows of SCHEMA.TABLE.
 converged() {
   local node sums
   sums=$(for node in $(nodes); do
-    node_sql "$node" -c "SELECT count(*) || ' ' || coalesce(md5(string_agg(t::text, ',' ORDER BY t.id)), '') FROM $1 t"
+    node_sql "$node" -v schema="$1" -v table="$2" <<'SQL'
+SELECT count(*) || ' ' || coalesce(md5(string_agg(t::text, ',' ORDER BY t.id)), '') FROM :"schema".:"table" t
+SQL
   done | sort -u | wc -l)
   [ "$sums" -eq 1 ]
 }
@@ -241,10 +271,10 @@ example() {
   done
   wait
   for ((i = 0; i < 300; i++)); do
-    converged app.orders && break
+    converged app orders && break
     sleep 0.2
   done
-  converged app.orders || die "app.orders did not converge within 60 s"
+  converged app orders || die "app.orders did not converge within 60 s"
   # The control's conflicts are counted once the apply workers reach the rows.
   for ((i = 0; i < 100; i++)); do
     for node in $(nodes); do
@@ -253,7 +283,7 @@ example() {
     sleep 0.2
   done
   echo "== app.orders, as every node holds it: written on every node, each key from its writer's shard"
-  node_show node1 -c "SELECT id, snowflake_shard(id) AS shard, node, customer, amount FROM app.orders ORDER BY node, id"
+  node_show node1 -c "SELECT id, public.snowflake_shard(id) AS shard, node, customer, amount FROM app.orders ORDER BY node, id"
   echo "== control.orders on node1 (bigserial): keys of every node's sequence, and what arrived of the others'"
   node_show node1 -c "SELECT id, node, customer FROM control.orders ORDER BY id, node"
   status || true
@@ -271,18 +301,33 @@ ddl() {
     running "$node" || die "node $node is not running; start it first (./deploy/mesh.sh start)"
   done
   for node in $(nodes); do
-    observed=$(node_sql "$node" --single-transaction -f "$file" \
+    observed=$(node_run "$node" --single-transaction -f "$file" -c "SET LOCAL search_path = pg_catalog, pg_temp" \
       -c "SELECT string_agg(t::text, ' ') FROM public.mesh_observe_tables() t" | tail -n 1) ||
       die "$file failed on $node${done_on[*]:+, after it ran on ${done_on[*]}}"
     done_on+=("$node")
   done
   [ -z "$observed" ] || echo "keys applied from other nodes are observed in the new tables: $observed"
+  # The names of the subscriptions are catalog text, which any role allowed to create a
+  # subscription chooses: the server quotes them (format's %I), and psql runs each statement
+  # (\gexec); never does the shell paste them into SQL. Refreshed are the enabled subscriptions
+  # of superusers (the kit's own); a refresh connects where the subscription's owner says, and
+  # the subscriptions of other roles are theirs to refresh.
   for node in $(nodes); do
-    for sub in $(node_sql "$node" -c "SELECT subname FROM pg_subscription WHERE subenabled ORDER BY subname"); do
-      node_sql "$node" -c "ALTER SUBSCRIPTION $sub REFRESH PUBLICATION WITH (copy_data = false)"
-    done
-    sub=$(node_sql "$node" -c "SELECT string_agg(subname, ' ') FROM pg_subscription WHERE NOT subenabled")
+    node_sql "$node" <<'SQL'
+SELECT format('ALTER SUBSCRIPTION %I REFRESH PUBLICATION WITH (copy_data = false)', s.subname)
+FROM pg_subscription s JOIN pg_roles r ON r.oid = s.subowner
+WHERE s.subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND s.subenabled AND r.rolsuper
+ORDER BY s.subname \gexec
+SQL
+    sub=$(node_sql "$node" -c "SELECT string_agg(format('%I', subname), ' ' ORDER BY subname) FROM pg_subscription
+      WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND NOT subenabled")
     [ -z "$sub" ] || echo "mesh: $node: disabled, so not refreshed: $sub"
+    sub=$(node_sql "$node" -c "SELECT string_agg(format('%I (owner %I)', s.subname, r.rolname), ', ' ORDER BY s.subname)
+      FROM pg_subscription s JOIN pg_roles r ON r.oid = s.subowner
+      WHERE s.subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND s.subenabled AND NOT r.rolsuper")
+    [ -z "$sub" ] || echo "mesh: $node: owned by a role that is not superuser, so not refreshed: $sub"
   done
   echo "ran $file on ${done_on[*]}; subscriptions refreshed"
 }
@@ -305,30 +350,37 @@ start() {
   check_fences
 }
 
-# lag_of SUBSCRIPTION PUBLISHER: bytes of WAL the publisher wrote that the subscription has
-# not confirmed yet (its slot on the publisher), and the time its last change took to apply.
-lag_of() {
-  running "$2" || { echo "(publisher down)|"; return 0; }
-  node_sql "$2" -c "SELECT coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint::text, '?')
-      || '|' || coalesce((SELECT r.replay_lag::text FROM pg_stat_replication r WHERE r.application_name = s.slot_name), '')
-    FROM pg_replication_slots s WHERE s.slot_name = '$1'"
+# lags_to NODE: a line "subscription|lag_bytes|replay_lag" per subscription the kit made on
+# NODE (<publication>_<from>_to_<NODE>, for every other node): the bytes of WAL its publisher
+# wrote that it has not confirmed yet (its slot there), and the time its last change took to
+# apply. The names are the kit's, made here from the nodes' folders, never read from a catalog
+# (any role allowed to create a subscription names its own), and they go to SQL as psql
+# variables.
+lags_to() {
+  local node=$1 from publication name
+  for from in $(nodes); do
+    [ "$from" != "$node" ] || continue
+    for publication in "${PUBLICATIONS[@]}"; do
+      name=${publication}_${from}_to_${node}
+      if ! running "$from"; then
+        echo "$name|(publisher down)|"
+        continue
+      fi
+      node_sql "$from" -v name="$name" <<'SQL'
+SELECT s.slot_name || '|' || coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint::text, '?')
+    || '|' || coalesce((SELECT r.replay_lag::text FROM pg_stat_replication r WHERE r.application_name = s.slot_name), '')
+  FROM pg_replication_slots s WHERE s.slot_name = :'name'
+SQL
+    done
+  done
 }
 
+# status: per node, its subscriptions (of the mesh's database), their state, lag and conflict
+# counters (PostgreSQL 18 counts conflicts; before, a conflict shows as an apply error). The
+# subscriptions' names are catalog text: only the server handles them (psql variables carry
+# what the shell passes).
 status() {
-  local node sub lags counters conflicts bad=() problems
-  # Conflict counters came in PostgreSQL 18; before, a conflict shows as an apply error.
-  if [ "$(server_major)" -ge 18 ]; then
-    counters="st.confl_insert_exists AS insert_exists, st.confl_update_origin_differs AS update_origin_differs,
-      st.confl_update_exists AS update_exists, st.confl_update_missing AS update_missing,
-      st.confl_delete_origin_differs AS delete_origin_differs, st.confl_delete_missing AS delete_missing,
-      st.confl_multiple_unique_conflicts AS multiple_unique, st.apply_error_count AS apply_errors"
-    conflicts="st.confl_insert_exists + st.confl_update_origin_differs + st.confl_update_exists
-      + st.confl_update_missing + st.confl_delete_origin_differs + st.confl_delete_missing
-      + st.confl_multiple_unique_conflicts > 0"
-  else
-    counters="st.apply_error_count AS apply_errors"
-    conflicts=false
-  fi
+  local node bad=() problems
   [ -n "$(nodes)" ] || die "no mesh in $MESH_DIR (./deploy/mesh.sh up)"
   for node in $(nodes); do
     if ! running "$node"; then
@@ -338,26 +390,47 @@ status() {
     fi
     echo "== $node: port $(node_port "$node"), $(node_sql "$node" -c \
       "SELECT 'shard ' || current_setting('snowflake_id.shard') || ', fence ' || current_setting('snowflake_id.shards')")"
-    lags=
-    for sub in $(node_sql "$node" -c "SELECT subname FROM pg_subscription ORDER BY subname"); do
-      lags+="${lags:+,}('$sub', '$(lag_of "$sub" "$(sed -E 's/^[a-z]+_(.*)_to_.*$/\1/' <<<"$sub")")')"
-    done
-    [ -n "$lags" ] || lags="(NULL, NULL)"
-    node_show "$node" -c "SELECT s.subname AS subscription,
-        CASE WHEN NOT s.subenabled THEN 'disabled' WHEN w.pid IS NULL THEN 'no worker' ELSE 'streaming' END AS state,
-        split_part(l.lag, '|', 1) AS lag_bytes, split_part(l.lag, '|', 2) AS replay_lag, $counters
-      FROM pg_subscription s
-      LEFT JOIN pg_stat_subscription w ON w.subid = s.oid AND w.relid IS NULL AND w.leader_pid IS NULL
-      LEFT JOIN pg_stat_subscription_stats st ON st.subid = s.oid
-      LEFT JOIN (VALUES $lags) l (subname, lag) ON l.subname = s.subname
-      ORDER BY s.subname"
-    problems=$(node_sql "$node" -c "SELECT string_agg(s.subname || CASE WHEN NOT s.subenabled THEN ' is disabled'
-        WHEN w.pid IS NULL THEN ' has no apply worker' ELSE ' has conflicts' END, ', ')
-      FROM pg_subscription s
-      LEFT JOIN pg_stat_subscription w ON w.subid = s.oid AND w.relid IS NULL AND w.leader_pid IS NULL
-      LEFT JOIN pg_stat_subscription_stats st ON st.subid = s.oid
-      WHERE s.subname LIKE 'app\_%' AND (NOT s.subenabled OR w.pid IS NULL
-        OR $conflicts)")
+    node_show "$node" -v lags="$(lags_to "$node")" <<'SQL'
+SELECT current_setting('server_version_num')::int >= 180000 AS conflict_counters \gset
+CREATE TEMPORARY VIEW mesh_status_subscriptions AS
+  SELECT s.subname AS subscription,
+      CASE WHEN NOT s.subenabled THEN 'disabled' WHEN w.pid IS NULL THEN 'no worker' ELSE 'streaming' END AS state,
+      l.lag_bytes, l.replay_lag, to_jsonb(st) AS stats
+    FROM pg_subscription s
+    LEFT JOIN pg_stat_subscription w ON w.subid = s.oid AND w.relid IS NULL AND w.leader_pid IS NULL
+    LEFT JOIN pg_stat_subscription_stats st ON st.subid = s.oid
+    LEFT JOIN (SELECT split_part(line, '|', 1) AS subname, split_part(line, '|', 2) AS lag_bytes,
+                      split_part(line, '|', 3) AS replay_lag
+               FROM regexp_split_to_table(:'lags', E'\n') line) l ON l.subname = s.subname
+    WHERE s.subdbid = (SELECT oid FROM pg_database WHERE datname = current_database());
+\if :conflict_counters
+SELECT subscription, state, lag_bytes, replay_lag,
+    (stats ->> 'confl_insert_exists')::bigint AS insert_exists,
+    (stats ->> 'confl_update_origin_differs')::bigint AS update_origin_differs,
+    (stats ->> 'confl_update_exists')::bigint AS update_exists,
+    (stats ->> 'confl_update_missing')::bigint AS update_missing,
+    (stats ->> 'confl_delete_origin_differs')::bigint AS delete_origin_differs,
+    (stats ->> 'confl_delete_missing')::bigint AS delete_missing,
+    (stats ->> 'confl_multiple_unique_conflicts')::bigint AS multiple_unique,
+    (stats ->> 'apply_error_count')::bigint AS apply_errors
+  FROM mesh_status_subscriptions ORDER BY subscription;
+\else
+SELECT subscription, state, lag_bytes, replay_lag, (stats ->> 'apply_error_count')::bigint AS apply_errors
+  FROM mesh_status_subscriptions ORDER BY subscription;
+\endif
+SQL
+    problems=$(node_sql "$node" <<'SQL'
+SELECT string_agg(format('%I', s.subname) || CASE WHEN NOT s.subenabled THEN ' is disabled'
+    WHEN w.pid IS NULL THEN ' has no apply worker' ELSE ' has conflicts' END, ', ' ORDER BY s.subname)
+  FROM pg_subscription s
+  LEFT JOIN pg_stat_subscription w ON w.subid = s.oid AND w.relid IS NULL AND w.leader_pid IS NULL
+  LEFT JOIN pg_stat_subscription_stats st ON st.subid = s.oid
+  WHERE s.subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND s.subname LIKE 'app\_%' AND (NOT s.subenabled OR w.pid IS NULL
+      OR coalesce((SELECT sum(c.value::bigint) FROM jsonb_each_text(to_jsonb(st)) c
+                   WHERE c.key LIKE 'confl\_%'), 0) > 0)
+SQL
+    )
     [ -z "$problems" ] || bad+=("$node: $problems")
   done
   check_fences

@@ -125,6 +125,10 @@ struct Mesh {
 
 impl Mesh {
     fn up(major: u32) -> Mesh {
+        Mesh::up_with(major, NODES)
+    }
+
+    fn up_with(major: u32, nodes: usize) -> Mesh {
         // The extension is installed by the test command's earlier step; the kit runs the
         // PostgreSQL under test.
         let (port, major) = (FIRST_PORT.to_string(), major.to_string());
@@ -134,7 +138,7 @@ impl Mesh {
             ("SNOWFLAKE_MESH_EXAMPLE", "0"),
             ("PG_MAJOR", major.as_str()),
         ];
-        Mesh { kit: Kit::up("mesh", NODES, &env) }
+        Mesh { kit: Kit::up("mesh", nodes, &env) }
     }
 
     /// Runs `mesh.sh args`, which must succeed; returns what it printed.
@@ -160,6 +164,13 @@ impl Mesh {
 
     fn connect(&self, node: usize) -> Client {
         self.config(node).connect(NoTls).unwrap_or_else(|e| panic!("connect to {}: {e}", node_name(node)))
+    }
+
+    fn connect_as(&self, node: usize, user: &str) -> Client {
+        self.config(node)
+            .user(user)
+            .connect(NoTls)
+            .unwrap_or_else(|e| panic!("connect to {} as {user}: {e}", node_name(node)))
     }
 
     fn data_dir(&self, node: usize) -> PathBuf {
@@ -859,4 +870,107 @@ fn replies_sort_after_their_posts_with_a_clock_behind() {
         .get(0);
     assert!(lead < 5.0, "node2's keys moved {lead:.1} s ahead after the refused observation");
     mesh.run(&["status"]);
+}
+
+/// Whether role `eve` is a superuser.
+fn eve_is_superuser(admin: &mut Client) -> bool {
+    admin.query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'eve'", &[]).unwrap().get(0)
+}
+
+/// The names of subscriptions are catalog text that whoever creates a subscription chooses:
+/// since PostgreSQL 16 a role granted pg_create_subscription, with CREATE on the database. The
+/// operator runs `mesh.sh status` and `mesh.sh ddl` as the superuser; 0.8.0 pasted those names
+/// into the SQL they run, and this role, eve, made itself superuser with each (form feeds pass
+/// the shell's word splitting, and PostgreSQL takes them for white space):
+///
+/// - `status` put every name into a string literal (`WHERE s.slot_name = '<name>'`, on the
+///   publisher the name's `<publication>_<node>_to_` part names): the name
+///   `app_node1_to_x';ALTER<FF>ROLE<FF>eve<FF>SUPERUSER;--` closed the literal;
+/// - `ddl` put the names of the enabled subscriptions bare into `ALTER SUBSCRIPTION <name>
+///   REFRESH ...`: the name `eve_x<FF>DISABLE;ALTER<FF>ROLE<FF>eve<FF>SUPERUSER;--`, enabled
+///   by eve, made `ALTER SUBSCRIPTION eve_x DISABLE` one statement (eve's subscription eve_x)
+///   and the ALTER ROLE the next.
+///
+/// And the kit's own statements must not resolve names in a schema eve can create: schema
+/// `postgres` is first on the superuser's default search_path ("$user"), and eve puts there a
+/// `format(text, name)`, a better match for `format('%I', subname)` than pg_catalog's.
+///
+/// With the names as psql variables or quoted by the server (`format('%I')`, `\gexec`) and the
+/// kit's statements on search_path = pg_catalog, pg_temp, eve stays what she is; `ddl` leaves
+/// her enabled subscription alone (a refresh connects where its owner says) and says so.
+#[test]
+fn subscription_names_never_reach_sql() {
+    let Some((_one, major)) = mesh_turn() else { return };
+    let mesh = Mesh::up_with(major, 2);
+    let mut admin = mesh.connect(1);
+    admin
+        .batch_execute(
+            "CREATE ROLE eve LOGIN; GRANT pg_create_subscription TO eve; GRANT CREATE ON DATABASE mesh TO eve",
+        )
+        .unwrap();
+    let mut eve = mesh.connect_as(1, "eve");
+    // Not connected (connect = false): nothing is checked but the connection string's form (a
+    // role that is not superuser must give a password).
+    const CONNINFO: &str = "host=/nonexistent dbname=mesh user=eve password=x";
+    let status_name = "app_node1_to_x';ALTER\x0cROLE\x0ceve\x0cSUPERUSER;--";
+    eve.batch_execute(&format!(
+        "CREATE SUBSCRIPTION \"{status_name}\" CONNECTION '{CONNINFO}' PUBLICATION app WITH (connect = false)"
+    ))
+    .unwrap();
+    // The look-alike a superuser's statement would find first on the default search_path.
+    eve.batch_execute(
+        "CREATE SCHEMA postgres;
+         CREATE FUNCTION postgres.format(text, name) RETURNS text LANGUAGE plpgsql AS $$
+         BEGIN
+             ALTER ROLE eve SUPERUSER;
+             RETURN pg_catalog.format($1, $2);
+         END $$",
+    )
+    .unwrap();
+
+    let report = status(&mesh);
+    let after_status = eve_is_superuser(&mut admin);
+    admin.batch_execute("ALTER ROLE eve NOSUPERUSER").unwrap();
+    assert!(
+        report.contains("app_node1_to_x';ALTER"),
+        "mesh.sh status does not show eve's subscription:\n{report}"
+    );
+
+    let ddl_name = "eve_x\x0cDISABLE;ALTER\x0cROLE\x0ceve\x0cSUPERUSER;--";
+    for name in ["eve_x", ddl_name] {
+        eve.batch_execute(&format!(
+            "CREATE SUBSCRIPTION \"{name}\" CONNECTION '{CONNINFO}' PUBLICATION app WITH (connect = false)"
+        ))
+        .unwrap();
+    }
+    eve.batch_execute(&format!("ALTER SUBSCRIPTION \"{ddl_name}\" ENABLE")).unwrap();
+    let file = mesh.dir().join("more.sql");
+    std::fs::write(&file, "CREATE TABLE app.more (id bigint PRIMARY KEY DEFAULT snowflake_nextval());\n")
+        .unwrap();
+    let out = mesh.kit.command(&["ddl", file.to_str().unwrap()]).output().expect("run mesh.sh ddl");
+    let after_ddl = eve_is_superuser(&mut admin);
+    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    println!("mesh.sh status, with eve's subscription:\n{report}\nmesh.sh ddl:\n{printed}");
+    assert!(
+        !after_status && !after_ddl,
+        "eve, granted pg_create_subscription and CREATE on the database, made herself superuser through \
+         the names of her subscriptions or a look-alike function: with mesh.sh status {after_status}, \
+         with mesh.sh ddl {after_ddl}"
+    );
+    assert!(out.status.success(), "mesh.sh ddl failed:\n{printed}");
+    assert!(
+        printed.contains("owned by a role that is not superuser, so not refreshed"),
+        "mesh.sh ddl does not say it left eve's subscription alone:\n{printed}"
+    );
+    // The kit's own subscriptions took the new table.
+    let taken: i64 = mesh
+        .connect(2)
+        .query_one(
+            "SELECT count(*) FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
+             WHERE r.srrelid = 'app.more'::regclass",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(taken, 1, "node2's subscription to node1's app publication did not take app.more");
 }
