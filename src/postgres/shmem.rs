@@ -55,7 +55,10 @@ pub struct StartState {
     /// On a standby, the lead settings of the last ceiling record replayed, as the primary wrote
     /// them (`reservation::wal::PackedLead`; 0: none, or records of versions before 0.8.0 that
     /// carry none). Written by the startup process before the record's end above, read by the
-    /// worker at the promotion after it, for the promotion bound and the lead it keeps.
+    /// worker at the promotion after it, for the promotion bound and the lead it keeps. Lost
+    /// with shared memory: the replay also writes them into the record file when they exceed
+    /// this server's own (`reservation::record`), where a promotion that replayed no ceiling
+    /// since the standby restarted finds them (`reservation::worker::old_primary_lead`).
     pub last_replayed_lead: AtomicU64,
 }
 

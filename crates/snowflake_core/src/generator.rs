@@ -366,6 +366,44 @@ pub fn max_ceiling_lead_ms(reserve_ms: u64, max_lead_ms: u64) -> u64 {
     max_lead_ms + 1 + reserve_ms
 }
 
+/// The lead settings a ceiling is reserved under: the `max_lead_ms` in force (`lead_in_force`)
+/// and `reserve_ms`. With them, how far ahead of its own clock a server can have issued IDs
+/// (`bound_ms`). A primary writes them into the WAL record of every ceiling, so that a promoted
+/// standby's bound covers a primary that ran with larger ones than its own (settings drift);
+/// a server's record file keeps them with its ceiling when they exceed its own settings
+/// (`lead_to_record`), so that a restart does not forget them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeadSettings {
+    pub max_lead_ms: u64,
+    pub reserve_ms: u64,
+}
+
+impl LeadSettings {
+    /// How far ahead of its own clock a server with these settings can have issued IDs
+    /// (`max_ceiling_lead_ms`).
+    pub fn bound_ms(self) -> u64 {
+        max_ceiling_lead_ms(self.reserve_ms, self.max_lead_ms)
+    }
+
+    /// Whether a server with `own` settings, going by its own alone, would fall short of
+    /// these: a smaller bound (a promotion guard too low) or a smaller `max_lead_ms` (calls
+    /// refused until the clock catches up with a ceiling reserved under these).
+    pub fn exceed(self, own: LeadSettings) -> bool {
+        self.max_lead_ms > own.max_lead_ms || self.bound_ms() > own.bound_ms()
+    }
+}
+
+/// What a server's record file keeps with a ceiling: the lead settings it was reserved under
+/// (on a standby, those its primary wrote into the record replayed; on a primary, those in
+/// force) when they exceed the server's own, `None` otherwise. A restart (or a crash) of a
+/// standby loses what it replayed into shared memory, and its recovery starts at the last
+/// restartpoint, which may lie past the last ceiling's WAL record: the record file is then the
+/// only place left that says how far ahead the primary ran. Only when they exceed: a record
+/// without them reads as before, also to the versions before this rule.
+pub fn lead_to_record(reserved_under: Option<LeadSettings>, own: LeadSettings) -> Option<LeadSettings> {
+    reserved_under.filter(|lead| lead.exceed(own))
+}
+
 /// The reservation worker's rule: the ceiling to make durable next, or `None` while the
 /// current one will do. The ceiling is kept a headroom ahead of the clock and renewed once
 /// it is half that close, so the disk is written a few times a second; it also covers, with
@@ -1021,5 +1059,24 @@ mod tests {
         assert_eq!(LAYOUT.counter_time_part(claimed.last), now + 100);
         assert!(reservation.ceiling.load(Relaxed) > now + 100);
         assert_eq!(clock.slept, vec![1]);
+    }
+
+    #[test]
+    fn a_record_keeps_only_lead_settings_that_exceed_the_servers_own() {
+        let own = LeadSettings { max_lead_ms: 2_000, reserve_ms: 250 };
+        let primary = LeadSettings { max_lead_ms: 60_000, reserve_ms: 250 };
+        assert_eq!(own.bound_ms(), 2_251);
+        assert_eq!(lead_to_record(Some(primary), own), Some(primary));
+        // Nothing to keep: none replayed (records before 0.8.0), the same, or smaller ones.
+        assert_eq!(lead_to_record(None, own), None);
+        assert_eq!(lead_to_record(Some(own), own), None);
+        assert_eq!(lead_to_record(Some(LeadSettings { max_lead_ms: 1_000, reserve_ms: 100 }), own), None);
+        // A longer reserve alone makes a longer bound: the promotion guard needs it.
+        let longer_reserve = LeadSettings { max_lead_ms: 2_000, reserve_ms: 1_000 };
+        assert_eq!(lead_to_record(Some(longer_reserve), own), Some(longer_reserve));
+        // A larger max_lead_ms with a bound no longer: claims still need the lead kept.
+        let larger_lead = LeadSettings { max_lead_ms: 2_200, reserve_ms: 0 };
+        assert!(larger_lead.bound_ms() < own.bound_ms());
+        assert_eq!(lead_to_record(Some(larger_lead), own), Some(larger_lead));
     }
 }

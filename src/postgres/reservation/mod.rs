@@ -23,7 +23,7 @@
 //!
 //! The chain, each link importing only the ones before it, so that `shmem` can restore the
 //! ceiling at its creation without importing what runs on it:
-//! * `record`: the file's line, its checksum, reading and writing it;
+//! * `record`: the file's line, its checksum, the lead settings it keeps, reading and writing it;
 //! * `legacy_wal`: whether WAL of versions up to 0.2.0 may remain (a flag in the record);
 //! * this module: recording a ceiling, the lead bound both guards use, and the one way to
 //!   ask the worker for more (`Worker`, `wait_until_reserved`);
@@ -47,42 +47,34 @@ use record::Record;
 use snowflake_core::generator::{self, Reservation, ReservationKeeper};
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
-/// Records a ceiling so that it survives a crash at any moment.
-fn write_durably(ceiling_unix_ms: i64) -> std::io::Result<()> {
-    record::write(Record { ceiling_unix_ms, wal128: legacy_wal::may_remain() })
+/// Records a ceiling so that it survives a crash at any moment, with the lead settings it was
+/// reserved under when they exceed this server's own (`generator::lead_to_record`): on a
+/// standby those its primary wrote into the record replayed, on a primary those in force.
+fn write_durably(ceiling_unix_ms: i64, reserved_under: Option<LeadSettings>) -> std::io::Result<()> {
+    let lead = generator::lead_to_record(reserved_under, configured_lead_settings());
+    record::write(Record { ceiling_unix_ms, wal128: legacy_wal::may_remain(), lead })
 }
 
-/// The lead settings a ceiling is reserved under: with them, how far ahead of its own clock a
-/// server can have issued IDs (`bound_ms`). The worker writes them into the WAL record of
-/// every ceiling (`wal`), so that a promoted standby's bound covers a primary that ran with
-/// larger ones than its own (settings drift: an HA manager's per-node parameters, or an
-/// `ALTER SYSTEM` a base backup did not carry).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LeadSettings {
-    /// The `max_lead_ms` in force (`generator::lead_in_force`): the setting or a larger one kept.
-    pub max_lead_ms: u64,
-    pub reserve_ms: u64,
+/// The lead settings a ceiling is reserved under (`generator::LeadSettings`): the worker writes
+/// them into the WAL record of every ceiling (`wal`), so that a promoted standby's bound covers
+/// a primary that ran with larger ones than its own (settings drift: an HA manager's per-node
+/// parameters, or an `ALTER SYSTEM` a base backup did not carry), and the record file keeps
+/// them when larger than the server's own (`write_durably`), so that a restart of the standby
+/// before its promotion does not forget them.
+pub use generator::LeadSettings;
+
+/// This server's lead settings, now: the `max_lead_ms` in force (`generator::lead_in_force`:
+/// the setting or a larger one kept) and `reserve_ms`.
+pub fn lead_settings_in_force(reservation: &Reservation) -> LeadSettings {
+    LeadSettings {
+        max_lead_ms: clock_policy_in_force(reservation).max_lead_ms,
+        reserve_ms: settings::reserve_ms(),
+    }
 }
 
-impl LeadSettings {
-    /// This server's, now.
-    pub fn in_force(reservation: &Reservation) -> Self {
-        LeadSettings {
-            max_lead_ms: clock_policy_in_force(reservation).max_lead_ms,
-            reserve_ms: settings::reserve_ms(),
-        }
-    }
-
-    /// This server's settings alone, without a lead it keeps for a while.
-    fn configured() -> Self {
-        LeadSettings { max_lead_ms: settings::clock_policy().max_lead_ms, reserve_ms: settings::reserve_ms() }
-    }
-
-    /// How far ahead of its own clock a server with these settings can have issued IDs
-    /// (`generator::max_ceiling_lead_ms`).
-    pub fn bound_ms(self) -> u64 {
-        generator::max_ceiling_lead_ms(self.reserve_ms, self.max_lead_ms)
-    }
+/// This server's settings alone, without a lead it keeps for a while.
+fn configured_lead_settings() -> LeadSettings {
+    LeadSettings { max_lead_ms: settings::clock_policy().max_lead_ms, reserve_ms: settings::reserve_ms() }
 }
 
 /// The clock policy with the `max_lead_ms` in force (`generator::lead_in_force`), for the
@@ -99,7 +91,7 @@ pub fn clock_policy_in_force(reservation: &Reservation) -> generator::ClockPolic
 /// How far ahead of its own clock a server with this server's lead settings can have issued
 /// IDs. The pg_upgrade guard (`restore::record_upgrade_guard`) resumes this far ahead.
 fn old_server_lead_bound_ms() -> u64 {
-    LeadSettings::configured().bound_ms()
+    configured_lead_settings().bound_ms()
 }
 
 /// How far ahead of this server's clock a promotion resumes the shards at least: above every

@@ -6,17 +6,30 @@
 //! record that still parses would otherwise be trusted, and a ceiling read too low repeats
 //! IDs. Lines written by 0.3.0 and 0.4.0 (no checksum) are still read, as written before 0.5.0.
 //!
+//! Since 0.8.1 a line may carry, after the flag, the lead settings its ceiling was reserved
+//! under (` max_lead_ms=0000060000 reserve_ms=0000000250`), when they exceed the server's own
+//! (`generator::lead_to_record`): a standby keeps there the lead its primary wrote into the WAL
+//! record it replayed, so that its promotion after a restart (or a crash), whose recovery may
+//! start past that WAL record, still covers the primary's lead and keeps issuing under it. A
+//! line without them is the line 0.5.0 to 0.8.0 write, so they still read it; the longer line
+//! they refuse (the server does not start, naming the file), as a layout's `id_bits` is refused
+//! by the versions before it: only on a server whose primary, or its own kept lead, runs with
+//! larger lead settings than its own, and until the next record without them.
+//!
 //! A line written by pg_upgrade's starts of a new cluster ends with a mark after its checksum
 //! (`compat::UNCONFIRMED_BY_PG_UPGRADE`): its ceiling is only an estimate of the old server's,
 //! and the first real start refuses it (`restore`) until the old server's line is copied over it
 //! or the mark deleted, which leaves a line that reads as any other.
 //!
-//! Every line written has the same length (the number is zero-padded to 20 characters, any
-//! `i64`; the flag and the checksum have fixed widths), so the worker writes each one over
-//! the last in place with one fdatasync (`durable_file::overwrite`).
+//! Every line of one kind has the same length (the number is zero-padded to 20 characters, any
+//! `i64`, the settings to 10, any `u32`; the flag and the checksum have fixed widths), so the
+//! worker writes each one over the last in place with one fdatasync (`durable_file::overwrite`);
+//! a line of the other kind replaces the file (rename), which happens only when the settings
+//! come or go.
 
 use crate::postgres::{compat, durable_file};
 use snowflake_core::crc32c::crc32c;
+use snowflake_core::generator::LeadSettings;
 
 /// The record file, relative to the data directory (every server process's working
 /// directory). pg_basebackup copies it, so a new standby starts with a lower bound too.
@@ -26,6 +39,8 @@ const TEMP_FILE: &str = "snowflake_id.reservation.tmp";
 /// The line's start, the same in every version: the ceiling follows it.
 pub const PREFIX: &str = "snowflake_id reservation ceiling_unix_ms=";
 const WAL128_FIELD: &str = " wal128=";
+const MAX_LEAD_FIELD: &str = " max_lead_ms=";
+const RESERVE_FIELD: &str = " reserve_ms=";
 const CRC_FIELD: &str = " crc32c=";
 
 /// What a record says.
@@ -38,6 +53,9 @@ pub struct Record {
     /// up to 0.2.0 wrote under) may still have to be replayed from this data directory's WAL:
     /// the record was written before 0.5.0 or says so (see `reservation::legacy_wal`).
     pub wal128: bool,
+    /// The lead settings the ceiling was reserved under, kept because they exceed the server's
+    /// own when it wrote the line (see the top); `None` in every line before 0.8.1.
+    pub lead: Option<LeadSettings>,
 }
 
 /// A record, and whether pg_upgrade's starts wrote it without knowing the old server's.
@@ -49,8 +67,13 @@ pub struct Noted {
 
 /// The record's one line.
 pub fn format(record: Record) -> String {
-    let Record { ceiling_unix_ms, wal128 } = record;
-    let fields = format!("{PREFIX}{ceiling_unix_ms:020}{WAL128_FIELD}{}", u8::from(wal128));
+    let Record { ceiling_unix_ms, wal128, lead } = record;
+    let mut fields = format!("{PREFIX}{ceiling_unix_ms:020}{WAL128_FIELD}{}", u8::from(wal128));
+    if let Some(LeadSettings { max_lead_ms, reserve_ms }) = lead {
+        // GUC integers, within u32 (as in the WAL record they come from).
+        let (max_lead_ms, reserve_ms) = (max_lead_ms.min(u32::MAX.into()), reserve_ms.min(u32::MAX.into()));
+        fields.push_str(&format!("{MAX_LEAD_FIELD}{max_lead_ms:010}{RESERVE_FIELD}{reserve_ms:010}"));
+    }
     format!("{fields}{CRC_FIELD}{:08x}\n", crc32c(fields.as_bytes()))
 }
 
@@ -68,7 +91,7 @@ pub fn parse(text: &str) -> Result<Record, String> {
     let Some((fields, crc)) = line.rsplit_once(CRC_FIELD) else {
         // Written by 0.4.0 (zero-padded) or earlier (not): no checksum, no flag.
         let ceiling_unix_ms = parse_ceiling(line).ok_or_else(|| format!("unexpected content {text:?}"))?;
-        return Ok(Record { ceiling_unix_ms, wal128: true });
+        return Ok(Record { ceiling_unix_ms, wal128: true, lead: None });
     };
     let recorded = u32::from_str_radix(crc, 16).ok().filter(|_| crc.len() == 8);
     let computed = crc32c(fields.as_bytes());
@@ -78,15 +101,28 @@ pub fn parse(text: &str) -> Result<Record, String> {
              is torn or damaged"
         ));
     }
-    let (ceiling, wal128) =
-        fields.split_once(WAL128_FIELD).ok_or_else(|| format!("unexpected content {text:?}"))?;
-    let ceiling_unix_ms = parse_ceiling(ceiling).ok_or_else(|| format!("unexpected content {text:?}"))?;
+    let unexpected = || format!("unexpected content {text:?}");
+    let (ceiling, rest) = fields.split_once(WAL128_FIELD).ok_or_else(unexpected)?;
+    let ceiling_unix_ms = parse_ceiling(ceiling).ok_or_else(unexpected)?;
+    // The flag, then the lead settings in lines of 0.8.1 on that carry them.
+    let (wal128, lead) = match rest.split_once(MAX_LEAD_FIELD) {
+        Some((wal128, lead)) => (wal128, Some(parse_lead(lead).ok_or_else(unexpected)?)),
+        None => (rest, None),
+    };
     let wal128 = match wal128 {
         "0" => false,
         "1" => true,
-        _ => return Err(format!("unexpected content {text:?}")),
+        _ => return Err(unexpected()),
     };
-    Ok(Record { ceiling_unix_ms, wal128 })
+    Ok(Record { ceiling_unix_ms, wal128, lead })
+}
+
+/// `0000060000 reserve_ms=0000000250`, what follows ` max_lead_ms=`.
+fn parse_lead(field: &str) -> Option<LeadSettings> {
+    let (max_lead_ms, reserve_ms) = field.split_once(RESERVE_FIELD)?;
+    let number =
+        |digits: &str| digits.bytes().all(|b| b.is_ascii_digit()).then(|| digits.parse().ok()).flatten();
+    Some(LeadSettings { max_lead_ms: number(max_lead_ms)?, reserve_ms: number(reserve_ms)? })
 }
 
 fn parse_ceiling(field: &str) -> Option<i64> {
@@ -125,19 +161,30 @@ mod tests {
 
     #[test]
     fn the_record_round_trips_with_the_same_length_and_refuses_anything_else() {
+        let leads = [None, Some(LeadSettings { max_lead_ms: 60_000, reserve_ms: 250 })];
         for ceiling_unix_ms in [0, 1_704_067_200_000, -5, i64::MIN, i64::MAX] {
             for wal128 in [false, true] {
-                let record = Record { ceiling_unix_ms, wal128 };
-                assert_eq!(parse(&format(record)), Ok(record));
-                assert_eq!(format(record).len(), format(Record { ceiling_unix_ms: 0, wal128: false }).len());
+                for lead in leads {
+                    let record = Record { ceiling_unix_ms, wal128, lead };
+                    assert_eq!(parse(&format(record)), Ok(record));
+                    let first = Record { ceiling_unix_ms: 0, wal128: false, lead };
+                    assert_eq!(format(record).len(), format(first).len());
+                }
             }
         }
+        let largest = LeadSettings { max_lead_ms: u32::MAX.into(), reserve_ms: u32::MAX.into() };
+        let record = Record { ceiling_unix_ms: 1, wal128: false, lead: Some(largest) };
+        assert_eq!(parse(&format(record)), Ok(record));
+        assert_eq!(format(record).len(), format(Record { lead: leads[1], ..record }).len());
         // 0.4.0 (padded) and 0.3.0 (unpadded) records still read, as written before 0.5.0.
         for old in [
             "snowflake_id reservation ceiling_unix_ms=00000001704067200000\n",
             "snowflake_id reservation ceiling_unix_ms=1704067200000\n",
         ] {
-            assert_eq!(parse(old), Ok(Record { ceiling_unix_ms: 1_704_067_200_000, wal128: true }));
+            assert_eq!(
+                parse(old),
+                Ok(Record { ceiling_unix_ms: 1_704_067_200_000, wal128: true, lead: None })
+            );
         }
         for text in [
             "",
@@ -145,14 +192,41 @@ mod tests {
             "ceiling=12\n",
             "snowflake_id reservation ceiling_unix_ms=x\n",
             "snowflake_id reservation ceiling_unix_ms=00000001704067200000 wal128=2 crc32c=00000000\n",
+            "snowflake_id reservation ceiling_unix_ms=00000001704067200000 wal128=0 max_lead_ms=1 crc32c=00000000\n",
         ] {
             assert!(parse(text).is_err(), "{text:?}");
         }
     }
 
     #[test]
+    fn a_line_without_lead_settings_is_the_line_of_0_5_0_to_0_8_0_and_one_with_them_is_checked_too() {
+        // Written by 0.8.0 (and 0.5.0 on): read, and written the same when no lead is kept.
+        let line = "snowflake_id reservation ceiling_unix_ms=00000001704067200000 wal128=0 crc32c=81574bf3\n";
+        let record = Record { ceiling_unix_ms: 1_704_067_200_000, wal128: false, lead: None };
+        assert_eq!(parse(line), Ok(record));
+        assert_eq!(format(record), line);
+        // With the lead settings a standby replayed from its primary, before the checksum.
+        let lead = Some(LeadSettings { max_lead_ms: 60_000, reserve_ms: 250 });
+        let line = "snowflake_id reservation ceiling_unix_ms=00000001704067200000 wal128=0 \
+                    max_lead_ms=0000060000 reserve_ms=0000000250 crc32c=a72c6d7a\n";
+        assert_eq!(parse(line), Ok(Record { lead, ..record }));
+        assert_eq!(format(Record { lead, ..record }), line);
+        // Fits one sector, so it is written in place like the shorter line.
+        assert!(line.len() <= 512);
+        // A damaged setting is refused like a damaged ceiling, and so is a signed one.
+        let error = parse(&line.replacen("60000", "20000", 1)).unwrap_err();
+        assert!(error.contains("checksum mismatch"), "{error}");
+        let fields = "snowflake_id reservation ceiling_unix_ms=00000001704067200000 wal128=0 \
+                      max_lead_ms=+000060000 reserve_ms=0000000250";
+        assert!(parse(&format!("{fields}{CRC_FIELD}{:08x}\n", crc32c(fields.as_bytes()))).is_err());
+        // And marked by pg_upgrade's starts, as any line.
+        let marked = format!("{}{}\n", line.trim_end(), compat::UNCONFIRMED_BY_PG_UPGRADE);
+        assert_eq!(parse_noted(&marked), Ok(Noted { record: Record { lead, ..record }, unconfirmed: true }));
+    }
+
+    #[test]
     fn pg_upgrade_marks_a_line_after_its_checksum_and_deleting_the_mark_confirms_it() {
-        let record = Record { ceiling_unix_ms: 1_704_067_200_000, wal128: false };
+        let record = Record { ceiling_unix_ms: 1_704_067_200_000, wal128: false, lead: None };
         let marked = format!("{}{}\n", format(record).trim_end(), compat::UNCONFIRMED_BY_PG_UPGRADE);
         assert_eq!(parse_noted(&marked), Ok(Noted { record, unconfirmed: true }));
         assert_eq!(parse_noted(&format(record)), Ok(Noted { record, unconfirmed: false }));
@@ -164,12 +238,12 @@ mod tests {
 
     #[test]
     fn a_damaged_record_that_still_parses_is_refused() {
-        let line = format(Record { ceiling_unix_ms: 1_704_067_200_000, wal128: false });
+        let line = format(Record { ceiling_unix_ms: 1_704_067_200_000, wal128: false, lead: None });
         // One digit of the ceiling changed (a bit flip: '7' is 0x37, '3' is 0x33), and a
         // record torn between two writes (the new ceiling's first 15 digits, the old one's rest:
         // "000000017049999" + "00000"; both ceilings share their first 11 digits).
         let flipped = line.replacen("17040", "13040", 1);
-        let newer = format(Record { ceiling_unix_ms: 1_704_999_999_999, wal128: false });
+        let newer = format(Record { ceiling_unix_ms: 1_704_999_999_999, wal128: false, lead: None });
         let cut = PREFIX.len() + 15;
         let torn = format!("{}{}", &newer[..cut], &line[cut..]);
         for damaged in [flipped, torn] {

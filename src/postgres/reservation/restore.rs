@@ -4,12 +4,13 @@
 
 use super::legacy_wal;
 use super::record::{self, Record, FILE, PREFIX};
-use super::{old_server_lead_bound_ms, time_part_of_ceiling};
+use super::{old_server_lead_bound_ms, time_part_of_ceiling, LeadSettings};
 use crate::postgres::{clock, compat, durable_file};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::utc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
 
 /// The recorded ceiling as a time part (0 on a server that never issued an ID). Read by
 /// the postmaster when it creates shared memory; an unreadable record stops the server,
@@ -27,12 +28,19 @@ pub fn recorded_ceiling() -> u64 {
         }
     };
     RECORDED_AT_START.store(ceiling, Relaxed);
+    *RECORDED_LEAD_AT_START.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
+        noted.and_then(|noted| noted.record.lead);
     ceiling
 }
 
 /// The ceiling the file held when the postmaster last created shared memory, inherited by
 /// the startup process: crash recovery never resumes below it (see `wal::replay_ceiling`).
 static RECORDED_AT_START: AtomicU64 = AtomicU64::new(0);
+
+/// The lead settings the file kept with that ceiling (`record::Record::lead`), inherited by
+/// the worker: on a standby restarted since the last ceiling it replayed, the lead its primary
+/// ran with (`worker::old_primary_lead`); on a primary, a lead it kept (`worker`'s start).
+static RECORDED_LEAD_AT_START: Mutex<Option<LeadSettings>> = Mutex::new(None);
 
 /// Every start under pg_upgrade (`postgres -b`), of the new cluster or the old one, and
 /// `pg_upgrade --check`'s too: pg_upgrade carries the tables, not this file, and the old
@@ -64,7 +72,9 @@ fn record_upgrade_guard(noted: Option<record::Noted>) -> u64 {
     if noted.is_some_and(|noted| noted.record.ceiling_unix_ms >= guard_unix_ms) {
         return time_part_of_ceiling(ceiling_unix_ms);
     }
-    let record = Record { ceiling_unix_ms, wal128: legacy_wal::may_remain() };
+    // The lead settings the old record kept, if any, stay with it.
+    let lead = noted.and_then(|noted| noted.record.lead);
+    let record = Record { ceiling_unix_ms, wal128: legacy_wal::may_remain(), lead };
     let written = if new_cluster { record::write_unconfirmed(record) } else { record::write(record) };
     if let Err(error) = written {
         durable_file::not_recorded("the snowflake_id reservation", FILE, " during a binary upgrade", error);
@@ -133,4 +143,9 @@ fn corrupt_record(reason: &str) -> ! {
 /// `RECORDED_AT_START`).
 pub fn recorded_at_start() -> u64 {
     RECORDED_AT_START.load(Relaxed)
+}
+
+/// The lead settings the file kept with it (see `RECORDED_LEAD_AT_START`).
+pub fn recorded_lead_at_start() -> Option<LeadSettings> {
+    *RECORDED_LEAD_AT_START.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

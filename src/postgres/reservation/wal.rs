@@ -209,12 +209,15 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
 /// * in crash recovery, left alone: it already holds what was issued under, and rewriting
 ///   it with the older records replayed first could only set it back;
 /// * on a standby (or in archive recovery), rewritten durably with every ceiling replayed
-///   (raised to the guard of the highest clock reading, `standby_floor_unix_ms`), before the
-///   next record is. Shared memory does not survive a restart of the standby, nor
-///   the postmaster re-creating it after a backend crash, and recovery then starts again at
-///   the last restartpoint: once its redo point has moved past a record, the file is the only
-///   place left that knows the ceiling (the old primary may have run with a longer lead than
-///   this server's promotion guard covers, or issued while its clock ran ahead). Restartpoints
+///   (raised to the guard of the highest clock reading, `standby_floor_unix_ms`), and the lead
+///   settings the record carries when they exceed this server's own, before the next record
+///   is. Shared memory does not survive a restart of the standby, nor the postmaster
+///   re-creating it after a backend crash, and recovery then starts again at the last
+///   restartpoint: once its redo point has moved past a record, the file is the only place
+///   left that knows the ceiling (the old primary may have run with a longer lead than this
+///   server's promotion guard covers, or issued while its clock ran ahead), and the lead
+///   settings the promotion must keep issuing under (without them every call would be refused
+///   until the clock caught up with a ceiling reserved under a longer lead). Restartpoints
 ///   offer an extension no hook, but one can only follow the replay of a checkpoint record
 ///   that comes after the ceiling's, so a file written as the ceiling is replayed is always
 ///   in time; and promotion replays every record first. After a restart, records already
@@ -248,7 +251,9 @@ fn replay_ceiling(replayed: Replayed, record_end: pg_sys::XLogRecPtr) {
     if let Some(reservation) = shmem::reservation() {
         reservation.replay(time_part_of_ceiling(floor_unix_ms));
     }
-    if let Err(error) = write_durably(floor_unix_ms) {
+    // With the primary's lead settings when they exceed this server's: its promotion after a
+    // restart, which may replay no ceiling, finds them there (`worker::old_primary_lead`).
+    if let Err(error) = write_durably(floor_unix_ms, lead) {
         durable_file::not_recorded("the snowflake_id reservation", FILE, " during replay", error);
     }
 }

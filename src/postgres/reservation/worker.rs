@@ -5,8 +5,8 @@
 
 use super::record::FILE;
 use super::{
-    legacy_wal, promotion_bound_ms, promotion_pending, switchover, time_part_of_ceiling, wal, write_durably,
-    LeadSettings,
+    lead_settings_in_force, legacy_wal, promotion_bound_ms, promotion_pending, restore, switchover,
+    time_part_of_ceiling, wal, write_durably, LeadSettings,
 };
 use crate::postgres::{clock, compat, durable_file, fence, fixed_layout, settings, shmem};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
@@ -87,8 +87,9 @@ fn record_promotion_guard(reservation: &Reservation) {
             "the old primary ran with snowflake_id.max_lead_ms =",
         );
     }
-    wal::log_ceiling(ceiling_unix_ms, LeadSettings::in_force(reservation));
-    if let Err(error) = write_durably(ceiling_unix_ms) {
+    let lead = lead_settings_in_force(reservation);
+    wal::log_ceiling(ceiling_unix_ms, lead);
+    if let Err(error) = write_durably(ceiling_unix_ms, Some(lead)) {
         // Without the record the shards cannot resume above it after a crash: issue nothing.
         durable_file::not_recorded("the snowflake_id reservation", FILE, " after recovery", error);
     }
@@ -112,10 +113,16 @@ fn record_promotion_guard(reservation: &Reservation) {
 
 /// The lead settings the old primary wrote with the last ceiling replayed, if its version
 /// writes them (0.8.0 on): read after the record's end, as `clean_stop_of_old_primary` reads it.
+/// When no ceiling was replayed since shared memory was made (the standby restarted, or
+/// crashed, after a restartpoint past the last one, and its primary wrote none since), those
+/// the record file kept with the ceiling replayed before (`restore::recorded_lead_at_start`):
+/// written there only when they exceed this server's own, which is when they count.
 fn old_primary_lead() -> Option<LeadSettings> {
     let start = shmem::start_state()?;
-    start.last_replayed_ceiling_end.load(Acquire);
-    wal::PackedLead::unpack(start.last_replayed_lead.load(Relaxed))
+    match start.last_replayed_ceiling_end.load(Acquire) {
+        0 => restore::recorded_lead_at_start(),
+        _ => wal::PackedLead::unpack(start.last_replayed_lead.load(Relaxed)),
+    }
 }
 
 /// Keeps `max_lead_ms` in force where larger than the setting (`generator::lead_in_force`),
@@ -221,6 +228,15 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
             );
         }
         start.promotion_guard_pending.store(false, Release);
+    } else if let Some(recorded) = restore::recorded_lead_at_start() {
+        // A primary restarted while it kept a lead (after a promotion from a primary with a
+        // longer one, or a lowered setting): it keeps it until the clock catches up, as before.
+        keep_lead(
+            reservation,
+            recorded.max_lead_ms,
+            reservation.ceiling.load(Relaxed),
+            "the reservation was recorded under snowflake_id.max_lead_ms =",
+        );
     }
     legacy_wal::worker_started();
     let layout = fixed_layout::get();
@@ -305,7 +321,7 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
     // A clock outside the ID range makes every call refuse anyway; nothing to reserve.
     let Ok(now) = layout.time_part(clock::wall_clock_unix_ms()) else { return Ok(()) };
     forget_spent_lead(reservation, now);
-    let lead = LeadSettings::in_force(reservation);
+    let lead = lead_settings_in_force(reservation);
     let max_lead_ms = lead.max_lead_ms;
     if let Some(lower) = generator::lower_ceiling(
         now,
@@ -318,7 +334,7 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
         // Already published: until it is recorded, the higher record on disk still holds.
         let lower_unix_ms = layout.unix_ms(lower);
         wal::log_ceiling(lower_unix_ms, lead);
-        write_durably(lower_unix_ms)?;
+        write_durably(lower_unix_ms, Some(lead))?;
         pgrx::log!(
             "snowflake_id: the clock had jumped ahead and is back, and no ID was issued up there: the \
              reservation moves back to {}",
@@ -335,7 +351,7 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
     let started = Instant::now();
     let ceiling_unix_ms = layout.unix_ms(ceiling);
     wal::log_ceiling(ceiling_unix_ms, lead);
-    write_durably(ceiling_unix_ms)?;
+    write_durably(ceiling_unix_ms, Some(lead))?;
     reservation.publish_ceiling(ceiling);
     LAST_RECORDING_MS.store(started.elapsed().as_millis() as u64, Relaxed);
     Ok(())

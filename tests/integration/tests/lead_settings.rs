@@ -8,9 +8,20 @@
 //!   shard 30 s ahead, asynchronous replication, the primary killed with `kill -9`: the
 //!   promotion resumes the bound of the primary's settings ahead (60.75 s, not 2.75 s), since
 //!   the ceilings' WAL records carry them, and the first call is served.
+//! * The same after the standby went down between its last ceiling and its promotion (0.8.1):
+//!   its primary (60 s by `ALTER SYSTEM`, which is not replicated) ran a shard 40 s ahead, a
+//!   restartpoint passed the last ceiling's WAL record, the primary was killed with `kill -9`,
+//!   and the standby was restarted cleanly, or killed with `kill -9` and started again, before
+//!   its promotion: its recovery replays no ceiling, and only its record file says what the
+//!   primary ran with. Its first call is served, above the primary's IDs and within the
+//!   primary's bound (0.8.0 refused every call for about a minute: "would carry ... 57 s ahead").
+//!   Restarted once more after the promotion, it still issues under the lead it keeps.
 
 use postgres::Client;
 use snowflake_id_integration::{apply_settings, db_error, next_id_ahead_ms, wait_until, Cluster};
+
+const TABLE: &str =
+    "CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1))";
 
 /// Moves `shard` so that its next ID lies `ahead_ms` ahead of the clock.
 fn run_ahead(client: &mut Client, shard: i32, ahead_ms: i64) {
@@ -58,12 +69,7 @@ fn a_lowered_max_lead_keeps_a_shard_that_runs_ahead_issuing() {
 fn a_standby_with_a_shorter_lead_resumes_above_its_primary_and_issues() {
     let mut primary = Cluster::start("drift-primary", &["snowflake_id.max_lead_ms = 60000"]);
     let mut client = primary.connect();
-    client
-        .batch_execute(
-            "CREATE EXTENSION snowflake_id;
-             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1));",
-        )
-        .unwrap();
+    client.batch_execute(TABLE).unwrap();
     // The standby's own postgresql.conf says 2 s: a later line than the copied 60 s.
     let standby = Cluster::start_standby_of(&primary, "drift-standby", &["snowflake_id.max_lead_ms = 2000"]);
     run_ahead(&mut client, 1, 30_000);
@@ -90,4 +96,94 @@ fn a_standby_with_a_shorter_lead_resumes_above_its_primary_and_issues() {
     // Other shards issue too, at the resumed position.
     let (_, second) = next_id_ahead_ms(&mut client, 2);
     assert!(second > 0);
+}
+
+/// How the standby goes down before its promotion, after a restartpoint past the last ceiling
+/// record it replayed.
+enum Down {
+    /// `pg_ctl stop -m fast`, then a start.
+    Restarted,
+    /// Every process killed with SIGKILL at once (`kill -9`, as a machine crash), then a start.
+    Crashed,
+}
+
+/// The primary runs with `max_lead_ms = 60000` set by ALTER SYSTEM after its standby was made
+/// (so the standby keeps the default 2 s) and issues 40 s ahead; the standby replays it, passes
+/// it with a restartpoint, and goes down as told while the primary is killed; started again and
+/// promoted, its first call must be served above the primary's IDs, within the primary's bound.
+fn a_standby_down_before_promotion_keeps_its_primarys_lead(name: &str, down: Down) -> Cluster {
+    let mut primary = Cluster::start(&format!("{name}-primary"), &[]);
+    let mut client = primary.connect();
+    client.batch_execute(TABLE).unwrap();
+    let mut standby = Cluster::start_standby_of(&primary, &format!("{name}-standby"), &[]);
+    // On the primary only: ALTER SYSTEM writes postgresql.auto.conf, which is not replicated.
+    apply_settings(&mut client, &[("snowflake_id.max_lead_ms", "1min")]);
+    run_ahead(&mut client, 1, 40_000);
+    client.batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000)").unwrap();
+    let highest: i64 = client.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    // The primary's worker writes no ceiling for the next 40 s (the one it has lies ahead of
+    // the shard): after this checkpoint and the standby's restartpoint, a restarted standby's
+    // recovery replays none.
+    client.batch_execute("CHECKPOINT").unwrap();
+    let lsn: String = client.query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).unwrap().get(0);
+    standby.wait_for_replay(&lsn);
+    standby.connect().batch_execute("CHECKPOINT").unwrap();
+    drop(client);
+    let record = std::fs::read_to_string(standby.data_dir().join("snowflake_id.reservation")).unwrap();
+    println!("the standby's record before it goes down: {}", record.trim_end());
+    primary.kill_postmaster();
+    match down {
+        Down::Restarted => standby.stop("fast"),
+        Down::Crashed => standby.kill_postmaster(),
+    }
+    standby.start_with(&[]);
+    drop(standby.wait_until_accepting());
+    standby.promote();
+    let mut client = standby.wait_until_accepting();
+    let first = client.query_one(
+        "SELECT id, extract(epoch FROM snowflake_timestamp(id) - clock_timestamp())::float8 * 1000
+         FROM (SELECT snowflake_nextval(1) AS id) AS issued",
+        &[],
+    );
+    let first =
+        first.unwrap_or_else(|error| panic!("the promoted standby refused its first call: {error:?}"));
+    let (first, ahead_ms): (i64, f64) = (first.get(0), first.get(1));
+    println!("{name}: the promoted standby's first ID is {ahead_ms:.0} ms ahead of the clock");
+    assert!(first > highest, "the first ID {first} is not above the old primary's {highest}");
+    // The primary's bound: 60,000 + 1 + 500 ms (reserve_ms), and max_clock_skew_ms (250 ms) on top.
+    assert!(ahead_ms <= 60_751.0, "resumed {ahead_ms:.0} ms ahead, beyond the primary's bound");
+    assert!(
+        standby.log().contains("the old primary ran with snowflake_id.max_lead_ms = 60000 ms"),
+        "the promotion did not keep the primary's lead"
+    );
+    // Other shards issue too, at the resumed position.
+    let (_, second) = next_id_ahead_ms(&mut client, 2);
+    assert!(second > first);
+    standby
+}
+
+#[test]
+fn a_standby_restarted_before_its_promotion_keeps_its_primarys_longer_lead() {
+    let mut promoted =
+        a_standby_down_before_promotion_keeps_its_primarys_lead("restarted-lead", Down::Restarted);
+    // Restarted again, now as a primary, before the clock has caught up: the lead it keeps is
+    // in its record too, and its calls are still served.
+    let mut client = promoted.connect();
+    let (_, before) = next_id_ahead_ms(&mut client, 1);
+    drop(client);
+    promoted.stop("fast");
+    promoted.start_with(&[]);
+    let mut client = promoted.wait_until_accepting();
+    let after = client.query_one("SELECT snowflake_nextval(1)", &[]);
+    let after: i64 = after.unwrap_or_else(|error| panic!("refused after a restart: {error:?}")).get(0);
+    assert!(after > before);
+    assert!(
+        promoted.log().contains("the reservation was recorded under snowflake_id.max_lead_ms = 60000 ms"),
+        "the restart did not keep the lead"
+    );
+}
+
+#[test]
+fn a_standby_crashed_before_its_promotion_keeps_its_primarys_longer_lead() {
+    a_standby_down_before_promotion_keeps_its_primarys_lead("crashed-lead", Down::Crashed);
 }
