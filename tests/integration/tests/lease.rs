@@ -59,9 +59,15 @@ fn until_issuing(client: &mut Client, within: Duration) -> i64 {
 }
 
 fn assert_lease_refusal(error: &postgres::error::DbError) {
+    assert_lease_refusal_of(error, LEASE_MS);
+}
+
+/// The lease's refusal, naming a lease of `lease_ms`.
+fn assert_lease_refusal_of(error: &postgres::error::DbError, lease_ms: u64) {
     assert_eq!(error.code().code(), "55000", "{error:?}");
     assert!(error.message().contains("cannot show that it is the primary"), "{error:?}");
-    assert!(error.detail().unwrap_or_default().contains("snowflake_id.lease_ms = 2000"), "{error:?}");
+    let named = format!("snowflake_id.lease_ms = {lease_ms}");
+    assert!(error.detail().unwrap_or_default().contains(&named), "{error:?}");
 }
 
 #[test]
@@ -202,8 +208,22 @@ fn reservation_ahead_ms(client: &mut Client) -> f64 {
 /// was sent before it), while the reservation worker keeps renewing (it never waits on the HA
 /// manager). Returns the refusal's delay.
 fn refused_after(client: &mut Client, ha: &HaStandIn, answer: Answer, what: &str) -> Duration {
+    refused_within(client, ha, answer, what, LEASE_MS)
+}
+
+/// `refused_after` for a server whose lease is `lease_ms`.
+fn refused_within(
+    client: &mut Client,
+    ha: &HaStandIn,
+    answer: Answer,
+    what: &str,
+    lease_ms: u64,
+) -> Duration {
     ha.answer(Answer::Leader);
     until_issuing(client, Duration::from_secs(5));
+    // One asking interval (lease_ms / 5) more, so that the last 200 is one asked for just now,
+    // not one from before a reload that lengthened the lease.
+    std::thread::sleep(Duration::from_millis(lease_ms / 5 + 200));
     ha.answer(answer);
     let switched = Instant::now();
     let mut lowest_ahead = f64::MAX;
@@ -212,7 +232,7 @@ fn refused_after(client: &mut Client, ha: &HaStandIn, answer: Answer, what: &str
         match client.query_one("SELECT snowflake_nextval(1)", &[]) {
             Ok(_) => {}
             Err(error) => {
-                assert_lease_refusal(error.as_db_error().expect("a database error"));
+                assert_lease_refusal_of(error.as_db_error().expect("a database error"), lease_ms);
                 break switched.elapsed();
             }
         }
@@ -225,7 +245,7 @@ fn refused_after(client: &mut Client, ha: &HaStandIn, answer: Answer, what: &str
     };
     println!("lease, {what}: refused {} ms after the switch; the reservation at least {lowest_ahead:.0} ms ahead meanwhile", refused.as_millis());
     assert!(
-        refused <= Duration::from_millis(LEASE_MS + 1000),
+        refused <= Duration::from_millis(lease_ms + 1000),
         "{what}: refused {refused:?} after the last 200, past lease_ms + 1 s"
     );
     // The worker renews every 50 ms to keep 250 to 500 ms ahead; 0.8.0's, blocked by a dribble,
@@ -271,6 +291,21 @@ fn slow_foreign_and_lying_answers_never_hold_the_lease() {
         Answer::Dribble(LEADER_ANSWER, Duration::from_millis(240)),
         "a dribbled 200",
     );
+
+    // The same dribbled 200 under a lease longer than the dribble (13 bytes of status line in
+    // 3.1 s): still no 200, as one deadline bounds the whole request. With a timeout per read
+    // (0.8.0's), each answer would arrive whole within the lease and hold it for ever.
+    client.batch_execute("ALTER SYSTEM SET snowflake_id.lease_ms = 5000").unwrap();
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    refused_within(
+        &mut client,
+        &ha,
+        Answer::Dribble(LEADER_ANSWER, Duration::from_millis(240)),
+        "a dribbled 200 under a 5 s lease",
+        5000,
+    );
+    client.batch_execute("ALTER SYSTEM RESET snowflake_id.lease_ms").unwrap();
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
 
     // Back to plain 200: issuing again, above everything before.
     ha.answer(Answer::Leader);
