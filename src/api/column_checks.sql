@@ -40,6 +40,17 @@ SET search_path = pg_catalog, pg_temp
    planning the query took three times as long as running it (5 ms a call, 1.7 ms with the
    plan kept; the event trigger below calls it for every CREATE and ALTER TABLE). */
 SET plan_cache_mode = force_generic_plan
+/* Every catalog read goes by index, from the oids of the tables asked about, whatever the
+   catalogs' statistics say. A plan kept for the session, or made from statistics taken before
+   some role filled a catalog, must not turn into a scan of that catalog: with 100,000
+   temporary column defaults of another role and pg_attrdef's statistics from before them, 0.8.0
+   read all of pg_attrdef on every ALTER TABLE (18-27 ms instead of 0.19) until the next
+   ANALYZE. So no sequential scan, and joins by nested loop over an index, each driven from the
+   statement's own objects: where a catalog has two indexes, the query gives only the one it
+   means to use a condition it can use (the others' conditions are tested after the read). */
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $checks$
 #variable_conflict use_column
 DECLARE
@@ -52,6 +63,18 @@ DECLARE
     -- too narrow passes. Its largest ID's digits: 19 at 63 bits, 16 at 53.
     id_bits integer := coalesce(current_setting('snowflake_id.id_bits', true)::integer, 63);
     id_digits integer := length((((1::bigint << (id_bits - 1)) - 1) * 2 + 1)::text);
+    -- The functions whose default makes a column a snowflake key, snowflake_nextval(integer)
+    -- and snowflake_nextval(), each found by its whole key (name, argument types, schema: one
+    -- probe of pg_proc's unique index). Never by name alone: that reads every function of the
+    -- name in every schema, and any role may make thousands in pg_temp (0.8.0: 50,000 of them
+    -- made every ALTER TABLE of the database 60 times slower).
+    generators oid[] := ARRAY[
+        (SELECT p.oid FROM pg_proc p
+         WHERE p.proname = 'snowflake_nextval' AND p.proargtypes = '23'::oidvector -- (integer)
+           AND p.pronamespace = '@extschema@'::regnamespace),
+        (SELECT p.oid FROM pg_proc p
+         WHERE p.proname = 'snowflake_nextval' AND p.proargtypes = ''::oidvector
+           AND p.pronamespace = '@extschema@'::regnamespace)];
 BEGIN
     IF tables IS NULL THEN
         checked := ARRAY(
@@ -62,38 +85,39 @@ BEGIN
     ELSE
         -- The tables, and the tables whose foreign keys reference them: a foreign key depends
         -- on the referenced table's columns (pg_depend's index on the referenced object).
+        -- (pg_depend read by its index on the referenced object alone: the kind of the
+        -- dependent object is tested after the read.)
         checked := ARRAY(
             SELECT DISTINCT c.oid FROM pg_class c
             WHERE c.oid = ANY (tables::oid[]) AND c.relkind IN ('r', 'p', 'f')
             UNION
             SELECT fk.conrelid FROM pg_depend dep
-            JOIN pg_constraint fk ON fk.oid = dep.objid AND fk.contype = 'f'
-            WHERE dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY (tables::oid[])
-              AND dep.classid = 'pg_constraint'::regclass);
+            JOIN pg_constraint fk ON fk.oid = CASE WHEN dep.classid = 'pg_constraint'::regclass THEN dep.objid END
+                                 AND fk.contype = 'f'
+            WHERE dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY (tables::oid[]));
     END IF;
     referenced := checked || ARRAY(
         SELECT DISTINCT fk.confrelid FROM pg_constraint fk
         WHERE fk.conrelid = ANY (checked) AND fk.contype = 'f');
     RETURN QUERY
-    WITH generators AS (
-        -- The functions whose default makes a column a snowflake key.
-        SELECT p.oid FROM pg_proc p
-        WHERE p.proname = 'snowflake_nextval' AND p.pronamespace = '@extschema@'::regnamespace
-    ),
-    columns AS (
+    WITH columns AS (
         -- The checked columns with their base type (through domains, and arrays' elements), and
         -- whether that type holds every ID exactly: bigint; numeric with the largest ID's digits
-        -- before the point (or unconstrained); text, and character varying of that many
-        -- characters or more; double precision when the layout has 53 bits or fewer (its 53-bit
-        -- significand: 2^53 - 1 and below are exact).
+        -- before the point (or unconstrained); the string types: text, name (63 bytes),
+        -- character varying and character of that many characters or more (character pads a
+        -- shorter ID with spaces, which its comparisons ignore), and any other string type
+        -- without a length (citext); double precision when the layout has 53 bits or fewer (its
+        -- 53-bit significand: 2^53 - 1 and below are exact).
         SELECT a.attrelid, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod) AS type_name,
                CASE base.oid
                    WHEN 'bigint'::regtype THEN true
                    WHEN 'numeric'::regtype THEN base.typmod < 0 OR ((base.typmod - 4) >> 16) - ((base.typmod - 4) & 65535) >= id_digits
                    WHEN 'text'::regtype THEN true
                    WHEN 'character varying'::regtype THEN base.typmod < 0 OR base.typmod - 4 >= id_digits
+                   WHEN 'character'::regtype THEN base.typmod < 0 OR base.typmod - 4 >= id_digits
+                   WHEN 'name'::regtype THEN true
                    WHEN 'double precision'::regtype THEN id_bits <= 53
-                   ELSE false
+                   ELSE base.category = 'S' AND base.typmod < 0
                END AS holds_ids,
                base.oid IN ('smallint'::regtype, 'integer'::regtype) AND NOT base.in_array AS is_small_integer
         FROM pg_attribute a
@@ -110,22 +134,55 @@ BEGIN
                 FROM chain JOIN pg_type t ON t.oid = chain.oid
                 WHERE t.typtype = 'd' OR (t.typsubscript = 'array_subscript_handler'::regproc AND t.typelem <> 0)
             )
-            SELECT chain.oid, chain.typmod, chain.in_array FROM chain ORDER BY chain.depth DESC LIMIT 1
+            SELECT chain.oid, chain.typmod, chain.in_array,
+                   (SELECT t.typcategory FROM pg_type t WHERE t.oid = chain.oid) AS category
+            FROM chain ORDER BY chain.depth DESC LIMIT 1
         ) AS base
         WHERE a.attrelid = ANY (checked) AND a.attnum > 0 AND NOT a.attisdropped
     ),
     keys AS (
-        -- Columns whose default gives them the ID of snowflake_nextval(): it calls it, and no
-        -- function but PostgreSQL's own (whose use is not recorded: casts, operators) around it.
+        -- Columns whose default gives them the ID of snowflake_nextval(): the call itself, or
+        -- the call cast to the column's type, and no function but PostgreSQL's own anywhere in
+        -- it (the use of a function of the application's is recorded in pg_depend). A default
+        -- that computes something else from the ID holds what it computes, whatever PostgreSQL
+        -- function does it: to_jsonb(snowflake_nextval(1)) on jsonb, int8range(...) on
+        -- int8range, (snowflake_nextval(1) % 16) on smallint (0.8.0 refused these, and so the
+        -- restore of a dump that has one).
         SELECT d.adrelid, d.adnum
         FROM pg_attrdef d
+        -- The functions the default calls (PostgreSQL's own are not recorded), read by
+        -- pg_depend's index on the dependent object alone.
+        CROSS JOIN LATERAL (
+            SELECT array_remove(ARRAY(
+                       SELECT CASE WHEN dep.refclassid = 'pg_proc'::regclass THEN dep.refobjid END
+                       FROM pg_depend dep
+                       WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid), NULL) AS functions
+        ) AS calls
         WHERE d.adrelid = ANY (referenced)
-          AND EXISTS (SELECT FROM pg_depend dep
-                      WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid
-                        AND dep.refclassid = 'pg_proc'::regclass AND dep.refobjid IN (SELECT oid FROM generators))
-          AND NOT EXISTS (SELECT FROM pg_depend dep
-                          WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid
-                            AND dep.refclassid = 'pg_proc'::regclass AND dep.refobjid NOT IN (SELECT oid FROM generators))
+          AND calls.functions && generators AND calls.functions <@ generators
+          AND EXISTS (
+              -- The default's expression tree (pg_node_tree's text), peeled from the top, one
+              -- cast at a time, down to the call: a cast is a coercion node (through I/O, a
+              -- relabelling, to a domain, of an array's elements), an array constructor (its
+              -- first element), or a function call written as a cast or implicit (an
+              -- assignment's), or a cast's function called by name (int4(...)). What is
+              -- peeled is each node's head, up to its first argument: the text that follows
+              -- starts with that argument.
+              WITH RECURSIVE peel (node, depth) AS (
+                  SELECT d.adbin::text, 0
+                  UNION ALL
+                  SELECT substr(peel.node, length(head.m[1]) + 1), peel.depth + 1
+                  FROM peel
+                  CROSS JOIN LATERAL regexp_match(peel.node,
+                      '^(\{(?:COERCEVIAIO|RELABELTYPE|COERCETODOMAIN|ARRAYCOERCEEXPR) [^{}]*?:arg |\{ARRAYEXPR [^{}]*?:elements \(|\{FUNCEXPR :funcid (\d+) [^{}]*?:funcformat (\d+) [^{}]*?:args \()') AS head(m)
+                  WHERE head.m IS NOT NULL AND peel.depth < 64
+                    AND (head.m[2] IS NULL OR head.m[3] IN ('1', '2')
+                         OR EXISTS (SELECT FROM pg_proc p
+                                    JOIN pg_cast c ON c.castsource = p.proargtypes[0] AND c.casttarget = p.prorettype
+                                    WHERE p.oid = head.m[2]::oid AND c.castfunc = p.oid))
+              )
+              SELECT FROM peel
+              WHERE (regexp_match(peel.node, '^\{FUNCEXPR :funcid (\d+) '))[1]::oid = ANY (generators))
     ),
     narrow_defaults AS (
         SELECT c.attrelid, c.attname, c.type_name, 'default too narrow' AS finding,
@@ -210,12 +267,17 @@ CREATE FUNCTION snowflake_check_defaults()
 RETURNS event_trigger
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
--- Its queries' plans made once per session (see snowflake_check_columns).
+-- Its queries' plans made once per session, every catalog read by index from the statement's
+-- own objects, whatever the statistics say (see snowflake_check_columns).
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $trigger$
 DECLARE
     touched regclass[];
     generators oid[];
+    constraints oid[];
     found record;
     -- How the messages name the IDs' width (snowflake_check_columns reads the same setting).
     id_width text := CASE WHEN coalesce(current_setting('snowflake_id.id_bits', true)::integer, 63) < 63
@@ -228,34 +290,51 @@ BEGIN
     IF cardinality(touched) = 0 THEN
         RETURN;
     END IF;
+    -- By their whole key, as snowflake_check_columns finds them.
+    generators := ARRAY[
+        (SELECT p.oid FROM pg_proc p
+         WHERE p.proname = 'snowflake_nextval' AND p.proargtypes = '23'::oidvector -- (integer)
+           AND p.pronamespace = '@extschema@'::regnamespace),
+        (SELECT p.oid FROM pg_proc p
+         WHERE p.proname = 'snowflake_nextval' AND p.proargtypes = ''::oidvector
+           AND p.pronamespace = '@extschema@'::regnamespace)];
     -- Nothing to refuse or warn of unless a column of these tables that is not a plain bigint
     -- has a default calling snowflake_nextval(), or such a column is on either side of a
     -- foreign key of theirs to one with that default: for an application's tables (bigint keys
     -- and references) a few indexed lookups instead of the whole check, which decides the rest
     -- (domains, numeric, text).
-    generators := ARRAY(SELECT p.oid FROM pg_proc p
-                        WHERE p.proname = 'snowflake_nextval' AND p.pronamespace = '@extschema@'::regnamespace);
+    -- The foreign keys of these tables and those referencing them: each catalog read by the
+    -- one index its conditions fit (pg_depend's on the referenced object; the kind of the
+    -- dependent object tested after the read).
+    constraints := ARRAY(
+        SELECT c.oid FROM pg_constraint c WHERE c.conrelid = ANY (touched::oid[])
+        UNION
+        SELECT CASE WHEN dep.classid = 'pg_constraint'::regclass THEN dep.objid END
+        FROM pg_depend dep
+        WHERE dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY (touched::oid[]));
+    -- Then one catalog is read from these oids (pg_attrdef by the table, pg_constraint by the
+    -- constraint), and every other row looked up by its key from the row at hand, in a
+    -- subquery run for that row: no join the planner could turn around to start from a
+    -- catalog it thought small when the plan was made.
     IF NOT EXISTS (
         SELECT FROM pg_attrdef d
-        JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
-        WHERE d.adrelid = ANY (touched::oid[]) AND a.atttypid <> 'bigint'::regtype
-          AND EXISTS (SELECT FROM pg_depend dep
-                      WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid
-                        AND dep.refclassid = 'pg_proc'::regclass AND dep.refobjid = ANY (generators))
+        WHERE d.adrelid = ANY (touched::oid[])
+          AND (SELECT a.atttypid FROM pg_attribute a WHERE a.attrelid = d.adrelid AND a.attnum = d.adnum)
+              <> 'bigint'::regtype
+          AND ARRAY(SELECT CASE WHEN dep.refclassid = 'pg_proc'::regclass THEN dep.refobjid END
+                    FROM pg_depend dep
+                    WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid) && generators
         UNION ALL
         SELECT FROM pg_constraint fk
         CROSS JOIN LATERAL unnest(fk.conkey, fk.confkey) AS k(child_att, parent_att)
-        JOIN pg_attribute a ON a.attrelid = fk.conrelid AND a.attnum = k.child_att
-        JOIN pg_attrdef d ON d.adrelid = fk.confrelid AND d.adnum = k.parent_att
-        WHERE fk.oid IN (SELECT c.oid FROM pg_constraint c WHERE c.conrelid = ANY (touched::oid[])
-                         UNION
-                         SELECT dep.objid FROM pg_depend dep
-                         WHERE dep.classid = 'pg_constraint'::regclass AND dep.refclassid = 'pg_class'::regclass
-                           AND dep.refobjid = ANY (touched::oid[]))
-          AND fk.contype = 'f' AND a.atttypid <> 'bigint'::regtype
-          AND EXISTS (SELECT FROM pg_depend dep
-                      WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid
-                        AND dep.refclassid = 'pg_proc'::regclass AND dep.refobjid = ANY (generators))) THEN
+        WHERE fk.oid = ANY (constraints) AND fk.contype = 'f'
+          AND (SELECT a.atttypid FROM pg_attribute a WHERE a.attrelid = fk.conrelid AND a.attnum = k.child_att)
+              <> 'bigint'::regtype
+          AND ARRAY(SELECT CASE WHEN dep.refclassid = 'pg_proc'::regclass THEN dep.refobjid END
+                    FROM pg_depend dep
+                    WHERE dep.classid = 'pg_attrdef'::regclass
+                      AND dep.objid = (SELECT d.oid FROM pg_attrdef d
+                                       WHERE d.adrelid = fk.confrelid AND d.adnum = k.parent_att)) && generators) THEN
         RETURN;
     END IF;
     FOR found IN SELECT * FROM @extschema@.snowflake_check_columns(touched)

@@ -62,6 +62,50 @@ fn one_statement(client: &mut Client, admin: &mut Client, statement: &str) -> (i
     (blocks, ms)
 }
 
+/// A server (pg_stat_statements preloaded and counting utility statements, then `settings`)
+/// with the extension and pg_stat_statements, carol (a login with default rights) and alice
+/// (her schema alice, shard 3), then `more` (statements); with the superuser's connection.
+fn start_with_alice_and_carol(name: &str, settings: &[&str], more: &str) -> (Cluster, Client) {
+    let mut all = vec![
+        "shared_preload_libraries = 'pg_stat_statements, snowflake_id'",
+        "pg_stat_statements.track_utility = on",
+    ];
+    all.extend_from_slice(settings);
+    let cluster = Cluster::start(name, &all);
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(&format!(
+            "CREATE EXTENSION snowflake_id;
+             CREATE EXTENSION pg_stat_statements;
+             CREATE ROLE carol LOGIN;
+             CREATE ROLE alice LOGIN;
+             CREATE SCHEMA alice AUTHORIZATION alice;
+             ALTER ROLE alice SET snowflake_id.shard = 3;
+             {more};"
+        ))
+        .unwrap();
+    (cluster, admin)
+}
+
+/// `count` temporary tables of `client`'s, named `prefix` and a number, each made by
+/// `CREATE TEMP TABLE <name> <definition>`, in one statement.
+fn temp_tables(client: &mut Client, count: usize, prefix: &str, definition: &str) {
+    client
+        .batch_execute(&format!(
+            "DO $$ BEGIN FOR i IN 1..{count} LOOP
+                 EXECUTE format('CREATE TEMP TABLE {prefix}%s {definition}', i);
+             END LOOP; END $$"
+        ))
+        .unwrap();
+}
+
+/// A new session of `role`.
+fn login(cluster: &Cluster, role: &str) -> Client {
+    let mut config = cluster.config();
+    config.user(role);
+    config.connect(NoTls).unwrap()
+}
+
 fn median(mut runs: Vec<(i64, f64)>) -> (i64, f64) {
     let mut times: Vec<f64> = runs.iter().map(|run| run.1).collect();
     times.sort_by(f64::total_cmp);
@@ -71,30 +115,9 @@ fn median(mut runs: Vec<(i64, f64)>) -> (i64, f64) {
 
 #[test]
 fn other_roles_temporary_columns_do_not_slow_ddl() {
-    let cluster = Cluster::start(
-        "ddl_cost",
-        &[
-            "shared_preload_libraries = 'pg_stat_statements, snowflake_id'",
-            "pg_stat_statements.track_utility = on",
-        ],
-    );
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute(
-            "CREATE EXTENSION snowflake_id;
-             CREATE EXTENSION pg_stat_statements;
-             CREATE ROLE carol LOGIN;
-             CREATE ROLE alice LOGIN;
-             CREATE SCHEMA alice AUTHORIZATION alice;
-             ALTER ROLE alice SET snowflake_id.shard = 3;
-             ALTER ROLE alice SET snowflake_id.auto_keys = alice;",
-        )
-        .unwrap();
-    let login = |role: &str| {
-        let mut config = cluster.config();
-        config.user(role);
-        config.connect(NoTls).unwrap()
-    };
+    let (cluster, mut admin) =
+        start_with_alice_and_carol("ddl_cost", &[], "ALTER ROLE alice SET snowflake_id.auto_keys = alice");
+    let login = |role: &str| login(&cluster, role);
     let mut alice = login("alice");
     // Both triggers act on alice's statements: the key is converted.
     let converted: String = {
@@ -114,14 +137,7 @@ fn other_roles_temporary_columns_do_not_slow_ddl() {
     let mut carol = login("carol");
     let columns: Vec<String> = (1..=CAROL_COLUMNS).map(|n| format!("0 AS c{n}")).collect();
     let started = Instant::now();
-    carol
-        .batch_execute(&format!(
-            "DO $$ BEGIN FOR i IN 1..{CAROL_TABLES} LOOP
-                 EXECUTE format('CREATE TEMP TABLE t%s AS SELECT {}', i);
-             END LOOP; END $$",
-            columns.join(", ")
-        ))
-        .unwrap();
+    temp_tables(&mut carol, CAROL_TABLES, "t", &format!("AS SELECT {}", columns.join(", ")));
     let temp_columns: i64 = admin
         .query_one(
             "SELECT count(*) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
@@ -173,5 +189,163 @@ fn other_roles_temporary_columns_do_not_slow_ddl() {
         blocks < pages / 4,
         "snowflake_check_columns() touched {blocks} buffers: other sessions' temporary tables"
     );
+    drop(carol);
+}
+
+/// carol's functions named snowflake_nextval in her temporary schema: 50,000 overloads (three
+/// arguments from 40 types), made in a few seconds.
+const CAROL_OVERLOADS: usize = 50_000;
+/// carol's temporary column defaults: 100 tables of 1,000 columns, half `integer DEFAULT 0`,
+/// half `bigint DEFAULT snowflake_nextval(1)` (a default that depends on the generators).
+const CAROL_DEFAULT_TABLES: usize = 100;
+const CAROL_DEFAULT_COLUMNS: usize = 1000;
+/// Each ALTER TABLE of `alter_cost`, run this many times; the median is kept.
+const ALTERS: usize = 15;
+
+/// The median buffers and ms of alice's `ALTER TABLE ... ADD COLUMN` on a new table of hers,
+/// with the event triggers enabled or disabled (by `admin`, between two statements of alice's
+/// session: an event trigger's state is read when it would fire).
+fn alter_cost(alice: &mut Client, admin: &mut Client, round: &str, triggers: bool) -> (i64, f64) {
+    let state = if triggers { "ENABLE" } else { "DISABLE" };
+    admin
+        .batch_execute(&format!(
+            "ALTER EVENT TRIGGER snowflake_check_defaults {state};
+             ALTER EVENT TRIGGER snowflake_auto_keys {state};"
+        ))
+        .unwrap();
+    let table = format!("alice.{round}_{}", if triggers { "on" } else { "off" });
+    alice
+        .batch_execute(&format!(
+            "CREATE TABLE {table} (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int)"
+        ))
+        .unwrap();
+    let runs = (1..=ALTERS)
+        .map(|n| one_statement(alice, admin, &format!("ALTER TABLE {table} ADD COLUMN c{n} int")))
+        .collect();
+    admin
+        .batch_execute(
+            "ALTER EVENT TRIGGER snowflake_check_defaults ENABLE;
+             ALTER EVENT TRIGGER snowflake_auto_keys ENABLE;",
+        )
+        .unwrap();
+    median(runs)
+}
+
+/// 0.8.1 (issue 52, finding 3): the generators are found by their whole key, and no plan of the
+/// triggers depends on the catalogs' statistics. In 0.8.0 `snowflake_check_defaults` looked the
+/// generators up by name, reading every function of that name in every schema: carol, a login
+/// with default rights, made 50,000 `pg_temp.snowflake_nextval` overloads and every ALTER TABLE
+/// of the database took 6.8-9.0 ms instead of 0.11 (those functions outlive her session: its
+/// exit cleanup runs out of locks). And with 100,000 temporary column defaults of hers and
+/// pg_attrdef's statistics from before them (autovacuum off here, so that no ANALYZE comes
+/// between), the plans kept by alice's session, and those a new session made, read all of
+/// pg_attrdef: 18-27 ms per ALTER TABLE against 0.19. Asserted is the work, as above: alice's
+/// ALTER TABLE, with the triggers on, touches about the buffers it touched before carol's
+/// objects, in the session that made its plans before them and in a new one. The times with the
+/// triggers on and off are printed.
+#[test]
+fn other_roles_overloads_and_temporary_defaults_do_not_slow_ddl() {
+    // The catalogs' statistics taken now, before carol's objects.
+    let (cluster, mut admin) = start_with_alice_and_carol(
+        "ddl_cost_catalogs",
+        &["autovacuum = off"],
+        "ALTER ROLE carol SET snowflake_id.shard = 4; ANALYZE",
+    );
+    let login = |role: &str| login(&cluster, role);
+    // alice's session makes its plans now, before carol's objects, and keeps them.
+    let mut alice = login("alice");
+    let before = [
+        alter_cost(&mut alice, &mut admin, "before", true),
+        alter_cost(&mut alice, &mut admin, "before", false),
+    ];
+
+    let mut carol = login("carol");
+    // Her defaults first: each call in a default is resolved by name, and with the overloads
+    // made that takes PostgreSQL itself a scan of all of them (minutes for 50,000 calls).
+    let started = Instant::now();
+    let columns: Vec<String> = (1..=CAROL_DEFAULT_COLUMNS)
+        .map(|n| {
+            if n % 2 == 0 {
+                format!("c{n} integer DEFAULT 0")
+            } else {
+                format!("c{n} bigint DEFAULT snowflake_nextval(1)")
+            }
+        })
+        .collect();
+    temp_tables(&mut carol, CAROL_DEFAULT_TABLES, "d", &format!("({})", columns.join(", ")));
+    let defaults: i64 = admin.query_one("SELECT count(*) FROM pg_attrdef", &[]).unwrap().get(0);
+    assert!(defaults >= (CAROL_DEFAULT_TABLES * CAROL_DEFAULT_COLUMNS) as i64);
+    println!("ddl_cost: carol made {defaults} column defaults in {:.1} s", started.elapsed().as_secs_f64());
+    let defaulted = [
+        alter_cost(&mut alice, &mut admin, "defaults", true),
+        alter_cost(&mut alice, &mut admin, "defaults", false),
+    ];
+    let started = Instant::now();
+    carol
+        .batch_execute(&format!(
+            "DO $$
+             DECLARE
+                 types text[] := ARRAY(SELECT t.oid::regtype::text FROM pg_type t
+                                       WHERE t.typtype = 'b' AND t.typnamespace = 'pg_catalog'::regnamespace
+                                         AND t.typname NOT LIKE '\\_%' AND t.typname NOT IN ('cstring', 'unknown')
+                                       ORDER BY t.oid LIMIT 40);
+                 made integer := 0;
+             BEGIN
+                 <<outer>> FOR i IN 1..40 LOOP FOR j IN 1..40 LOOP FOR k IN 1..40 LOOP
+                     EXIT outer WHEN made = {CAROL_OVERLOADS};
+                     EXECUTE format('CREATE FUNCTION pg_temp.snowflake_nextval(%s, %s, %s) RETURNS bigint
+                                     LANGUAGE sql AS ''SELECT 1''', types[i], types[j], types[k]);
+                     made := made + 1;
+                 END LOOP; END LOOP; END LOOP;
+             END $$"
+        ))
+        .unwrap();
+    let overloads: i64 = admin
+        .query_one("SELECT count(*) FROM pg_proc WHERE proname = 'snowflake_nextval'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(overloads, CAROL_OVERLOADS as i64 + 2);
+    println!(
+        "ddl_cost: carol made {CAROL_OVERLOADS} overloads of snowflake_nextval in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let overloaded = [
+        alter_cost(&mut alice, &mut admin, "overloads", true),
+        alter_cost(&mut alice, &mut admin, "overloads", false),
+    ];
+    // A new session of alice's makes its plans now, from the statistics of before.
+    let mut alice_again = login("alice");
+    let new_session = [
+        alter_cost(&mut alice_again, &mut admin, "again", true),
+        alter_cost(&mut alice_again, &mut admin, "again", false),
+    ];
+
+    let (base_blocks, base_ms) = before[0];
+    let rounds = [
+        ("before carol's objects", before),
+        ("with carol's 100,000 temporary defaults", defaulted),
+        ("with carol's defaults and 50,000 overloads", overloaded),
+        ("with both, in a new session", new_session),
+    ];
+    for (what, [(on_blocks, on_ms), (off_blocks, off_ms)]) in rounds {
+        println!(
+            "ddl_cost: alice's ALTER TABLE {what}: triggers on {on_blocks} buffers, {on_ms:.2} ms; \
+             off {off_blocks} buffers, {off_ms:.2} ms (median of {ALTERS})"
+        );
+    }
+    for (what, [(on_blocks, on_ms), _]) in rounds {
+        // The triggers read the statement's own catalog rows, about as many whatever carol
+        // made (0.8.0: more with every overload and, with statistics from before her defaults,
+        // every page of pg_attrdef and more).
+        assert!(
+            on_blocks <= 2 * base_blocks + 100,
+            "alice's ALTER TABLE {what} touched {on_blocks} buffers with the triggers on, {base_blocks} before \
+             carol's objects: the event triggers' cost grows with other roles' catalogs"
+        );
+        assert!(
+            on_ms <= 2.0 * base_ms + 250.0,
+            "alice's ALTER TABLE {what} took {on_ms:.1} ms with the triggers on, {base_ms:.1} ms before carol's objects"
+        );
+    }
     drop(carol);
 }
