@@ -292,16 +292,17 @@ fn slow_foreign_and_lying_answers_never_hold_the_lease() {
         "a dribbled 200",
     );
 
-    // The same dribbled 200 under a lease longer than the dribble (13 bytes of status line in
-    // 3.1 s): still no 200, as one deadline bounds the whole request. With a timeout per read
-    // (0.8.0's), each answer would arrive whole within the lease and hold it for ever.
+    // A 200 dribbled one byte every 100 ms under a 5 s lease: each answer's status line (13
+    // bytes) would arrive whole in 1.3 s, well within the lease, if only each read were timed
+    // (0.8.0's): every request would renew it, for ever. One deadline bounds the whole request,
+    // so none counts.
     client.batch_execute("ALTER SYSTEM SET snowflake_id.lease_ms = 5000").unwrap();
     client.batch_execute("SELECT pg_reload_conf()").unwrap();
     refused_within(
         &mut client,
         &ha,
-        Answer::Dribble(LEADER_ANSWER, Duration::from_millis(240)),
-        "a dribbled 200 under a 5 s lease",
+        Answer::Dribble(LEADER_ANSWER, Duration::from_millis(100)),
+        "a 200 dribbled in 1.3 s under a 5 s lease",
         5000,
     );
     client.batch_execute("ALTER SYSTEM RESET snowflake_id.lease_ms").unwrap();
