@@ -26,6 +26,9 @@ SQL_DIR=$PWD/deploy/sql
 
 die() { echo "fleet: $*" >&2; exit 1; }
 
+# No text goes into SQL by the shell (scripts/lint-sql-text.sh): numbers and names go to psql
+# as variables (-v), which psql quotes (:'name' a literal), in SQL read from a quoted heredoc.
+#
 # router_sql [psql args...]: runs on the router's database, unaligned output without headers.
 router_sql() { cluster_psql "$FLEET_DIR/router" -d fleet -qtA "$@"; }
 # server_sql NAME [psql args...]: the same on a shard server.
@@ -54,15 +57,19 @@ start_server() {
 new_shard_server() {
   start_server "$1"
   server_sql "$1" -f "$SQL_DIR/shard.sql"
-  router_sql -c "SELECT fleet.add_server('$1', '$(connstr_of "$1")')" >/dev/null
+  router_sql -v name="$1" -v conninfo="$(connstr_of "$1")" >/dev/null <<'SQL'
+SELECT fleet.add_server(:'name', :'conninfo')
+SQL
 }
 
 # fence_of NAME [SHARD]: the shard fence NAME should have: the logical shards it holds
 # active, and SHARD (one it is about to adopt); 'none' for none.
 fence_of() {
-  server_sql "$1" -c "SELECT coalesce(string_agg(shard::text, ',' ORDER BY shard), 'none')
-    FROM (SELECT shard FROM fleet.owned_shards WHERE state = 'active' UNION SELECT ${2:-NULL}::int) s
-    WHERE shard IS NOT NULL"
+  server_sql "$1" -v shard="${2:-}" <<'SQL'
+SELECT coalesce(string_agg(shard::text, ',' ORDER BY shard), 'none')
+  FROM (SELECT shard FROM fleet.owned_shards WHERE state = 'active' UNION SELECT nullif(:'shard', '')::int) s
+  WHERE shard IS NOT NULL
+SQL
 }
 
 # fence NAME [SHARD]: sets NAME's snowflake_id.shards to fence_of, and waits until new
@@ -71,7 +78,7 @@ fence_of() {
 fence() {
   local shards i
   shards=$(fence_of "$@")
-  server_sql "$1" -c "ALTER SYSTEM SET snowflake_id.shards = '$shards'"
+  server_sql "$1" -v shards="$shards" <<<"ALTER SYSTEM SET snowflake_id.shards = :'shards'"
   server_sql "$1" -c "SELECT pg_reload_conf()" >/dev/null
   for ((i = 0; i < 200; i++)); do
     [ "$(server_sql "$1" -c "SHOW snowflake_id.shards")" = "$shards" ] && return 0
@@ -86,7 +93,7 @@ fence() {
 fenced_off() {
   local i
   for ((i = 0; i < 200; i++)); do
-    [ "$(server_sql "$1" -c "SELECT snowflake_fence_allows($2)")" = f ] && return 0
+    [ "$(server_sql "$1" -v shard="$2" <<<"SELECT snowflake_fence_allows(:'shard'::int)")" = f ] && return 0
     sleep 0.05
   done
   die "the reservation worker of server $1 did not apply the fence without logical shard $2 (snowflake_status(), its log)"
@@ -99,8 +106,11 @@ standbys_replayed() {
   lsn=$(server_sql "$1" -c "SELECT pg_current_wal_lsn()")
   deadline=$((SECONDS + ${SNOWFLAKE_FLEET_STANDBY_WAIT_S:-300}))
   while :; do
-    behind=$(server_sql "$1" -c "SELECT string_agg(application_name || ' at ' || coalesce(replay_lsn::text, 'nothing'), ', ')
-      FROM pg_stat_replication WHERE replay_lsn IS NULL OR replay_lsn < '$lsn'")
+    behind=$(server_sql "$1" -v lsn="$lsn" <<'SQL'
+SELECT string_agg(application_name || ' at ' || coalesce(replay_lsn::text, 'nothing'), ', ')
+  FROM pg_stat_replication WHERE replay_lsn IS NULL OR replay_lsn < :'lsn'
+SQL
+    )
     [ -z "$behind" ] && return 0
     [ "$SECONDS" -lt "$deadline" ] || { echo "$behind"; return 1; }
     sleep 0.2
@@ -118,6 +128,8 @@ check_fleet() {
   bad=$(router_sql -c "SELECT string_agg(shard::text, ', ') FROM fleet.status() WHERE NOT ok")
   [ -z "$bad" ] || { router_show -c "SELECT * FROM fleet.status()"; die "logical shards not held as mapped: $bad"; }
   for name in $(router_sql -c "SELECT name FROM fleet.servers ORDER BY name"); do
+    # A name read from a table names a folder here: only a valid one.
+    valid_name "$name"
     [ "$(server_sql "$name" -c "SHOW snowflake_id.shards")" = "$(fence_of "$name")" ] ||
       die "server $name issues other shards than it holds: snowflake_id.shards = '$(server_sql "$name" -c "SHOW snowflake_id.shards")', holding '$(fence_of "$name")'"
   done
@@ -144,8 +156,8 @@ up() {
     new_shard_server "$name"
     share=$(( count / servers + (i <= count % servers ? 1 : 0) ))
     for ((n = 0; n < share; n++, shard++)); do
-      server_sql "$name" -c "SELECT fleet.create_shard($shard)" >/dev/null
-      router_sql -c "SELECT fleet.assign_shard($shard, '$name')" >/dev/null
+      server_sql "$name" -v shard="$shard" <<<"SELECT fleet.create_shard(:'shard'::int)" >/dev/null
+      router_sql -v shard="$shard" -v name="$name" <<<"SELECT fleet.assign_shard(:'shard'::int, :'name')" >/dev/null
     done
     fence "$name"
   done
@@ -172,17 +184,19 @@ move_shard() {
   local shard=$1 target=$2 source schema theirs ours reserved behind
   [[ $shard =~ ^[0-9]+$ ]] || die "a logical shard is a number: '$shard'"
   valid_name "$target"
-  source=$(router_sql -c "SELECT server FROM fleet.shard_map WHERE shard = $shard")
+  source=$(router_sql -v shard="$shard" <<<"SELECT server FROM fleet.shard_map WHERE shard = :'shard'::int")
   [ -n "$source" ] || die "logical shard $shard is not in the shard map"
+  # A name read from a table names a folder here: only a valid one.
+  valid_name "$source"
   [ "$source" != "$target" ] || die "logical shard $shard is already on $target"
-  [ -n "$(router_sql -c "SELECT 1 FROM fleet.servers WHERE name = '$target'")" ] ||
+  [ -n "$(router_sql -v name="$target" <<<"SELECT 1 FROM fleet.servers WHERE name = :'name'")" ] ||
     die "no server $target (add it with: ./deploy/fleet.sh add-server $target)"
-  schema=$(server_sql "$source" -c "SELECT fleet.schema_of($shard)")
+  schema=$(server_sql "$source" -v shard="$shard" <<<"SELECT fleet.schema_of(:'shard'::int)")
 
-  server_sql "$target" -c "SELECT fleet.expect_absent($shard)" >/dev/null
+  server_sql "$target" -v shard="$shard" <<<"SELECT fleet.expect_absent(:'shard'::int)" >/dev/null
   # From here until the router points at the target, writes to the shard fail (SQLSTATE
   # 55006) and can be retried; reads keep being served by the source.
-  server_sql "$source" -c "SELECT fleet.freeze_shard($shard)" >/dev/null
+  server_sql "$source" -v shard="$shard" <<<"SELECT fleet.freeze_shard(:'shard'::int)" >/dev/null
   local cancel old_fence
   old_fence=$(server_sql "$source" -c "SHOW snowflake_id.shards")
   cancel="logical shard $shard stays frozen (no writes) on $source; to cancel the move, drop schema $schema on $target if present, then on $source: SELECT fleet.thaw_shard($shard), and set snowflake_id.shards back to $old_fence (ALTER SYSTEM, then SELECT pg_reload_conf())"
@@ -192,30 +206,31 @@ move_shard() {
   fenced_off "$source" "$shard"
   "$PG_BIN/pg_dump" -h "$FLEET_DIR/$source" -p "$PG_PORT" -U postgres --schema="$schema" fleet |
     server_sql "$target" --single-transaction >/dev/null
-  theirs=$(server_sql "$source" -c "SELECT fleet.shard_fingerprint($shard)")
-  ours=$(server_sql "$target" -c "SELECT fleet.shard_fingerprint($shard)")
+  theirs=$(server_sql "$source" -v shard="$shard" <<<"SELECT fleet.shard_fingerprint(:'shard'::int)")
+  ours=$(server_sql "$target" -v shard="$shard" <<<"SELECT fleet.shard_fingerprint(:'shard'::int)")
   [ "$theirs" = "$ours" ] || die "the copy differs: $source has $theirs, $target has $ours; $cancel"
   # Every ID the source handed out lies below its reservation, also those never stored (a
   # bare snowflake_nextval, a rolled-back insert) and those of a server it was promoted from.
-  reserved=$(server_sql "$source" -c "SELECT snowflake_compose(reserved_until, $shard, 0) FROM snowflake_status()")
+  reserved=$(server_sql "$source" -v shard="$shard" <<<"SELECT snowflake_compose(reserved_until, :'shard'::int, 0) FROM snowflake_status()")
   fence "$target" "$shard"
   # The reservation may lie up to reserve_ms past the lead bound of the target's clock: then
   # snowflake_advance refuses (55000) until the clock has come that close, a moment later.
   local i
   for ((i = 0; ; i++)); do
-    server_sql "$target" -c "SELECT fleet.adopt_shard($shard, $reserved)" >/dev/null 2>"$FLEET_DIR/adopt.err" && break
+    server_sql "$target" -v shard="$shard" -v reserved="$reserved" <<<"SELECT fleet.adopt_shard(:'shard'::int, :'reserved'::bigint)" \
+      >/dev/null 2>"$FLEET_DIR/adopt.err" && break
     if [ "$i" -ge 100 ] || ! grep -q "ahead of the wall clock" "$FLEET_DIR/adopt.err"; then
       cat "$FLEET_DIR/adopt.err" >&2
       false
     fi
     sleep 0.1
   done
-  router_sql -c "SELECT fleet.assign_shard($shard, '$target')" >/dev/null
+  router_sql -v shard="$shard" -v name="$target" <<<"SELECT fleet.assign_shard(:'shard'::int, :'name')" >/dev/null
   trap - ERR
   if ! behind=$(standbys_replayed "$target"); then
     die "moved logical shard $shard to $target, but its standbys have not replayed the copy ($behind): $source keeps its copy (frozen, fenced off); once they have, drop it there: SELECT fleet.drop_shard($shard)"
   fi
-  server_sql "$source" -c "SELECT fleet.drop_shard($shard)" >/dev/null
+  server_sql "$source" -v shard="$shard" <<<"SELECT fleet.drop_shard(:'shard'::int)" >/dev/null
   echo "moved logical shard $shard from $source to $target ($ours)"
 }
 
@@ -223,7 +238,7 @@ add_server() {
   local name=$1 shard
   valid_name "$name"
   new_shard_server "$name"
-  while shard=$(router_sql -c "SELECT fleet.next_shard_for('$name')") && [ -n "$shard" ]; do
+  while shard=$(router_sql -v name="$name" <<<"SELECT fleet.next_shard_for(:'name')") && [ -n "$shard" ]; do
     move_shard "$shard" "$name"
   done
   check_fleet
