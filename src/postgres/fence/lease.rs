@@ -352,6 +352,14 @@ impl Keeper {
             self.url = url.clone();
         }
         let Some((_, lease_ms)) = config else {
+            // Off: the asking thread, if any, goes idle until the lease is on again.
+            if let Some(asker) = &self.asker {
+                let mut state = asker.shared.0.lock().unwrap_or_else(|e| e.into_inner());
+                if state.url.take().is_some() {
+                    state.generation += 1;
+                    state.last_yes = None;
+                }
+            }
             self.publish(None);
             return Verdict::Held;
         };
