@@ -349,7 +349,10 @@ fn a_function_squatted_in_public_stops_the_update_until_a_superuser_drops_it() {
         .unwrap();
     let default_version = default_version(&mut superuser);
     assert_eq!(version(&mut superuser), default_version);
-    assert_eq!(auto_keys_schemas_functions(&mut superuser), vec!["public | postgres | snowflake_id".to_string()]);
+    assert_eq!(
+        auto_keys_schemas_functions(&mut superuser),
+        vec!["public | postgres | snowflake_id".to_string()]
+    );
     let mut fresh = cluster.connect_to("fresh");
     fresh.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     assert_eq!(extension_objects(&mut superuser), extension_objects(&mut fresh));
@@ -416,10 +419,8 @@ fn an_extension_in_a_schema_of_its_own_cannot_be_squatted() {
         )
         .unwrap();
     assert_eq!((row.get::<_, i64>(0), row.get::<_, bool>(1), row.get::<_, bool>(2)), (11, true, true));
-    let narrow = db_error(
-        &mut superuser,
-        "CREATE TABLE narrow (id integer DEFAULT snowflake.snowflake_nextval(3))",
-    );
+    let narrow =
+        db_error(&mut superuser, "CREATE TABLE narrow (id integer DEFAULT snowflake.snowflake_nextval(3))");
     assert_eq!(narrow.code().code(), "42804", "{narrow:?}");
     superuser
         .batch_execute(
