@@ -341,19 +341,14 @@ CREATE OR REPLACE FUNCTION snowflake_auto_keys()
 RETURNS event_trigger
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
-/* Its queries' plans made once per session, every catalog read by index from the statement's
-   own objects, whatever the statistics say (see snowflake_check_columns). */
+/* Its queries' plans made once per session (see snowflake_check_columns). */
 SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off
-SET enable_hashjoin = off
-SET enable_mergejoin = off
 /* A table is read whole, to see whether it has rows: where row-level security would filter the
    read, it is refused instead (42501), and the key left alone. */
 SET row_security = off
 AS $auto$
 DECLARE
     schemas text[];
-    sequences oid[];
     key record;
     shard integer;
     has_rows boolean;
@@ -367,10 +362,9 @@ BEGIN
     IF cardinality(schemas) = 0 THEN
         RETURN;
     END IF;
-    -- The sequences the statement created: none, nothing to do.
-    sequences := ARRAY(SELECT cmd.objid FROM pg_event_trigger_ddl_commands() AS cmd
-                       WHERE cmd.command_tag = 'CREATE SEQUENCE');
-    IF cardinality(sequences) = 0 THEN
+    -- No sequence created by the statement (ALTER TABLE ... ADD COLUMN, a table without a
+    -- serial or identity key): nothing to do.
+    IF NOT EXISTS (SELECT FROM pg_event_trigger_ddl_commands() AS cmd WHERE cmd.command_tag = 'CREATE SEQUENCE') THEN
         RETURN;
     END IF;
     FOR key IN
@@ -379,26 +373,26 @@ BEGIN
                -- Other tables' foreign keys on it (partitions' copies of one count once).
                -- Found through pg_depend's index on the referenced object, as every read here
                -- goes by index from the statement's own objects: the trigger's cost is the
-               -- statement's, not that of other roles' catalogs. (Each catalog is given
-               -- conditions on the columns of the index it is meant to be read by, and only
-               -- those: the others are tested after the read, so that no statistics can make
-               -- another index, unbounded by the statement's objects, look cheaper.)
-               (SELECT string_agg(DISTINCT CASE WHEN fk.conparentid = 0 THEN fk.conrelid::regclass::text END, ', ')
+               -- statement's, not that of other roles' catalogs.
+               (SELECT string_agg(DISTINCT fk.conrelid::regclass::text, ', ')
                 FROM pg_depend fkdep
-                JOIN pg_constraint fk ON fk.oid = CASE WHEN fkdep.classid = 'pg_constraint'::regclass THEN fkdep.objid END
-                WHERE fkdep.refclassid = 'pg_class'::regclass AND fkdep.refobjid = c.oid
-                  AND fk.contype = 'f' AND fk.confrelid = c.oid AND fk.conrelid <> c.oid) AS referenced_by
+                JOIN pg_constraint fk ON fk.oid = fkdep.objid
+                WHERE fkdep.classid = 'pg_constraint'::regclass AND fkdep.refclassid = 'pg_class'::regclass
+                  AND fkdep.refobjid = c.oid
+                  AND fk.contype = 'f' AND fk.confrelid = c.oid AND fk.conrelid <> c.oid
+                  AND fk.conparentid = 0) AS referenced_by
+        FROM pg_event_trigger_ddl_commands() AS cmd
         -- The column that owns each sequence the statement created: a serial's (deptype 'a')
         -- or an identity's ('i').
-        FROM pg_depend dep
-        JOIN pg_attribute a ON a.attrelid = CASE WHEN dep.refclassid = 'pg_class'::regclass AND dep.deptype IN ('a', 'i')
-                                                 THEN dep.refobjid END
-                           AND a.attnum = dep.refobjsubid
-        JOIN pg_class c ON c.oid = a.attrelid
+        JOIN pg_depend dep ON dep.classid = 'pg_class'::regclass AND dep.objid = cmd.objid
+                           AND dep.refclassid = 'pg_class'::regclass AND dep.refobjsubid > 0
+                           AND dep.deptype IN ('a', 'i')
+        JOIN pg_attribute a ON a.attrelid = dep.refobjid AND a.attnum = dep.refobjsubid
+        JOIN pg_class c ON c.oid = dep.refobjid
         JOIN pg_namespace n ON n.oid = c.relnamespace
         JOIN pg_index pk ON pk.indrelid = c.oid AND pk.indisprimary
                          AND a.attnum = ANY (pk.indkey::int2[])
-        WHERE dep.classid = 'pg_class'::regclass AND dep.objid = ANY (sequences)
+        WHERE cmd.command_tag = 'CREATE SEQUENCE'
           AND (n.nspname = ANY (schemas) OR (n.oid = pg_my_temp_schema() AND 'pg_temp' = ANY (schemas)))
         ORDER BY 1, 2
     LOOP
@@ -475,8 +469,7 @@ BEGIN
             FROM pg_constraint c
             CROSS JOIN LATERAL unnest(c.conkey, c.confkey) AS k(child_att, parent_att)
             JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.child_att
-            WHERE c.contype = 'f' AND c.confrelid = key.tbl AND c.conrelid = key.tbl
-              AND CASE WHEN c.conparentid = 0 THEN true END
+            WHERE c.contype = 'f' AND c.confrelid = key.tbl AND c.conrelid = key.tbl AND c.conparentid = 0
               AND k.parent_att = (SELECT attnum FROM pg_attribute WHERE attrelid = key.tbl AND attname = key.col)
               AND a.atttypid IN ('smallint'::regtype, 'integer'::regtype)
             ORDER BY 1);

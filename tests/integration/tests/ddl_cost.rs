@@ -204,8 +204,17 @@ const ALTERS: usize = 15;
 
 /// The median buffers and ms of alice's `ALTER TABLE ... ADD COLUMN` on a new table of hers,
 /// with the event triggers enabled or disabled (by `admin`, between two statements of alice's
-/// session: an event trigger's state is read when it would fire).
-fn alter_cost(alice: &mut Client, admin: &mut Client, round: &str, triggers: bool) -> (i64, f64) {
+/// session: an event trigger's state is read when it would fire). Her table has a bigint key
+/// with a snowflake default, and, when `checked`, a `numeric(20)` column with one too: accepted,
+/// but not a plain bigint, so that each ALTER TABLE runs the whole snowflake_check_columns()
+/// where the other stops at the trigger's first lookups.
+fn alter_cost(
+    alice: &mut Client,
+    admin: &mut Client,
+    round: &str,
+    triggers: bool,
+    checked: bool,
+) -> (i64, f64) {
     let state = if triggers { "ENABLE" } else { "DISABLE" };
     admin
         .batch_execute(&format!(
@@ -213,10 +222,15 @@ fn alter_cost(alice: &mut Client, admin: &mut Client, round: &str, triggers: boo
              ALTER EVENT TRIGGER snowflake_auto_keys {state};"
         ))
         .unwrap();
-    let table = format!("alice.{round}_{}", if triggers { "on" } else { "off" });
+    let table = format!(
+        "alice.{round}_{}_{}",
+        if triggers { "on" } else { "off" },
+        if checked { "checked" } else { "plain" }
+    );
+    let wide = if checked { ", wide numeric(20) DEFAULT snowflake_nextval()" } else { "" };
     alice
         .batch_execute(&format!(
-            "CREATE TABLE {table} (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int)"
+            "CREATE TABLE {table} (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int{wide})"
         ))
         .unwrap();
     let runs = (1..=ALTERS)
@@ -229,6 +243,15 @@ fn alter_cost(alice: &mut Client, admin: &mut Client, round: &str, triggers: boo
         )
         .unwrap();
     median(runs)
+}
+
+/// alice's ALTER TABLE: with the triggers on, off, and on with a checked table (`alter_cost`).
+fn measure_round(alice: &mut Client, admin: &mut Client, round: &str) -> [(i64, f64); 3] {
+    [
+        alter_cost(alice, admin, round, true, false),
+        alter_cost(alice, admin, round, false, false),
+        alter_cost(alice, admin, round, true, true),
+    ]
 }
 
 /// 0.8.1 (issue 52, finding 3): the generators are found by their whole key, and no plan of the
@@ -249,15 +272,15 @@ fn other_roles_overloads_and_temporary_defaults_do_not_slow_ddl() {
     let (cluster, mut admin) = start_with_alice_and_carol(
         "ddl_cost_catalogs",
         &["autovacuum = off"],
-        "ALTER ROLE carol SET snowflake_id.shard = 4; ANALYZE",
+        "ALTER ROLE carol SET snowflake_id.shard = 4;
+         CREATE TABLE seed_a (a int DEFAULT 1, b int DEFAULT 2, c int DEFAULT 3);
+         CREATE TABLE seed_b (a int DEFAULT 1, b int DEFAULT 2, c int DEFAULT 3);
+         ANALYZE",
     );
     let login = |role: &str| login(&cluster, role);
     // alice's session makes its plans now, before carol's objects, and keeps them.
     let mut alice = login("alice");
-    let before = [
-        alter_cost(&mut alice, &mut admin, "before", true),
-        alter_cost(&mut alice, &mut admin, "before", false),
-    ];
+    let before = measure_round(&mut alice, &mut admin, "before");
 
     let mut carol = login("carol");
     // Her defaults first: each call in a default is resolved by name, and with the overloads
@@ -266,7 +289,7 @@ fn other_roles_overloads_and_temporary_defaults_do_not_slow_ddl() {
     let columns: Vec<String> = (1..=CAROL_DEFAULT_COLUMNS)
         .map(|n| {
             if n % 2 == 0 {
-                format!("c{n} integer DEFAULT 0")
+                format!("c{n} integer DEFAULT 0 CHECK (c{n} >= 0)")
             } else {
                 format!("c{n} bigint DEFAULT snowflake_nextval(1)")
             }
@@ -276,10 +299,7 @@ fn other_roles_overloads_and_temporary_defaults_do_not_slow_ddl() {
     let defaults: i64 = admin.query_one("SELECT count(*) FROM pg_attrdef", &[]).unwrap().get(0);
     assert!(defaults >= (CAROL_DEFAULT_TABLES * CAROL_DEFAULT_COLUMNS) as i64);
     println!("ddl_cost: carol made {defaults} column defaults in {:.1} s", started.elapsed().as_secs_f64());
-    let defaulted = [
-        alter_cost(&mut alice, &mut admin, "defaults", true),
-        alter_cost(&mut alice, &mut admin, "defaults", false),
-    ];
+    let defaulted = measure_round(&mut alice, &mut admin, "defaults");
     let started = Instant::now();
     carol
         .batch_execute(&format!(
@@ -309,43 +329,42 @@ fn other_roles_overloads_and_temporary_defaults_do_not_slow_ddl() {
         "ddl_cost: carol made {CAROL_OVERLOADS} overloads of snowflake_nextval in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let overloaded = [
-        alter_cost(&mut alice, &mut admin, "overloads", true),
-        alter_cost(&mut alice, &mut admin, "overloads", false),
-    ];
+    let overloaded = measure_round(&mut alice, &mut admin, "overloads");
     // A new session of alice's makes its plans now, from the statistics of before.
     let mut alice_again = login("alice");
-    let new_session = [
-        alter_cost(&mut alice_again, &mut admin, "again", true),
-        alter_cost(&mut alice_again, &mut admin, "again", false),
-    ];
+    let new_session = measure_round(&mut alice_again, &mut admin, "again");
 
-    let (base_blocks, base_ms) = before[0];
     let rounds = [
         ("before carol's objects", before),
         ("with carol's 100,000 temporary defaults", defaulted),
         ("with carol's defaults and 50,000 overloads", overloaded),
         ("with both, in a new session", new_session),
     ];
-    for (what, [(on_blocks, on_ms), (off_blocks, off_ms)]) in rounds {
+    for (what, [(on_blocks, on_ms), (off_blocks, off_ms), (checked_blocks, checked_ms)]) in rounds {
         println!(
             "ddl_cost: alice's ALTER TABLE {what}: triggers on {on_blocks} buffers, {on_ms:.2} ms; \
-             off {off_blocks} buffers, {off_ms:.2} ms (median of {ALTERS})"
+             off {off_blocks} buffers, {off_ms:.2} ms; on, whole check {checked_blocks} buffers, {checked_ms:.2} ms \
+             (median of {ALTERS})"
         );
     }
-    for (what, [(on_blocks, on_ms), _]) in rounds {
-        // The triggers read the statement's own catalog rows, about as many whatever carol
-        // made (0.8.0: more with every overload and, with statistics from before her defaults,
-        // every page of pg_attrdef and more).
-        assert!(
-            on_blocks <= 2 * base_blocks + 100,
-            "alice's ALTER TABLE {what} touched {on_blocks} buffers with the triggers on, {base_blocks} before \
-             carol's objects: the event triggers' cost grows with other roles' catalogs"
-        );
-        assert!(
-            on_ms <= 2.0 * base_ms + 250.0,
-            "alice's ALTER TABLE {what} took {on_ms:.1} ms with the triggers on, {base_ms:.1} ms before carol's objects"
-        );
+    for (what, [on, _, checked]) in rounds {
+        for ((blocks, ms), (base_blocks, base_ms), table) in
+            [(on, before[0], "her table"), (checked, before[2], "her checked table")]
+        {
+            // The triggers read the statement's own catalog rows, about as many whatever carol
+            // made (0.8.0: more with every overload and, with statistics from before her
+            // defaults, every page of pg_attrdef and more).
+            assert!(
+                blocks <= 2 * base_blocks + 100,
+                "alice's ALTER TABLE of {table} {what} touched {blocks} buffers with the triggers on, \
+                 {base_blocks} before carol's objects: the event triggers' cost grows with other roles' catalogs"
+            );
+            assert!(
+                ms <= 2.0 * base_ms + 250.0,
+                "alice's ALTER TABLE of {table} {what} took {ms:.1} ms with the triggers on, {base_ms:.1} ms before \
+                 carol's objects"
+            );
+        }
     }
     drop(carol);
 }
