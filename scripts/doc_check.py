@@ -5,6 +5,9 @@ that they fail before anything is built):
     doc_check.py tree docs/development.md
     doc_check.py links FILE...
     doc_check.py runbooks RULES.yml...
+    doc_check.py modules RUST_FILE...
+    doc_check.py tests docs/development.md
+    doc_check.py majors FILE...
 
 `tree` checks that the tree drawn in docs/development.md and the files of the checkout agree.
 The tree is the ```text block under the heading "The layout of the tree". Each line names
@@ -38,8 +41,28 @@ that comes again.
 a `summary` annotation and a `runbook_url` naming a page of the checkout (relative to its
 top) and a heading of that page, so that an alert that fires leads to what to do.
 
-Each prints one line `doc-tree: ... ok`, `doc-links: ... ok` or `doc-runbooks: ... ok`, or one
-line per failure.
+`modules` checks the module maps: each module a Rust file declares (`mod x;`, `pub mod x;`,
+`pub(crate) mod x;`) has its line in the file's map, so that the map a newcomer reads first
+names every room. A map is written one of two ways: in the file's top comment (its `//!`
+lines), naming modules in code spans (`x`, or a path through it, `x::y`); or beside the
+declarations, a `///` line right above each. A top comment that names any module the file
+declares is that file's map and must name them all (a new module cannot hide behind its `///`
+line); otherwise each declaration needs its `///` line.
+
+`tests` checks that every integration test file (tests/integration/tests/*.rs) has its line in
+a table of the section "## Test layers" of docs/development.md: a row whose first cell is its
+name in a code span (`| `horizon` | what it checks |`).
+
+`majors` checks the PostgreSQL majors the pages name against `SUPPORTED_MAJORS` in
+scripts/lib.sh (what the test command runs): a list of majors after "PostgreSQL" that starts at
+the oldest must end at the newest ("PostgreSQL 15 and 19"), and one of three majors or more
+("PostgreSQL 15, 16, 17 and 18", "PostgreSQL 15 to 18") must be the whole list; a major
+called the newest (or the oldest) must be the last (or the first) of it ("19, the newest",
+"15 and 19, the oldest and the newest"). A list may run over a line's end; ```text blocks
+(output shown) are not read.
+
+Each prints one line `doc-tree: ... ok`, `doc-links: ... ok`, `doc-runbooks: ... ok`,
+`doc-modules: ... ok`, `doc-tests: ... ok` or `doc-majors: ... ok`, or one line per failure.
 """
 
 import os
@@ -48,7 +71,11 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-USAGE = "usage: doc_check.py tree docs/development.md | doc_check.py links FILE... | doc_check.py runbooks RULES.yml..."
+USAGE = (
+    "usage: doc_check.py tree docs/development.md | doc_check.py links FILE... | "
+    "doc_check.py runbooks RULES.yml... | doc_check.py modules RUST_FILE... | "
+    "doc_check.py tests docs/development.md | doc_check.py majors FILE..."
+)
 TREE_HEADING = "## The layout of the tree"
 TREE_FENCE = re.compile(r"^```(\w*)\s*$")
 GAP = re.compile(r" {2,}")
@@ -272,6 +299,155 @@ def check_runbooks(args):
     )
 
 
+MOD_DECL = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", re.M)
+
+
+def check_modules(args):
+    """Each module a file declares is named in a code span of its top `//!` comment."""
+    if not args:
+        sys.exit(USAGE)
+    failures, count = [], 0
+    for path in args:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        lines = text.split("\n")
+        top = []
+        for line in lines:
+            if line.startswith("//!"):
+                top.append(line[3:])
+            elif top or line.strip():
+                break
+        if not top:
+            failures.append(f"{path}: no module map: the file starts with no //! comment")
+            continue
+        spans = set()
+        for span in re.findall(r"`([^`]+)`", " ".join(top)):
+            spans.update(part for part in span.split("::"))
+        declared = [(m.group(1), text.count("\n", 0, m.start()) + 1) for m in MOD_DECL.finditer(text)]
+        count += len(declared)
+        top_is_map = any(name in spans for name, _ in declared)
+        for name, number in declared:
+            at = number - 2  # the line above the declaration, past its attributes
+            while at > 0 and lines[at].strip().startswith("#["):
+                at -= 1
+            above = lines[at].strip() if at >= 0 else ""
+            if top_is_map and name not in spans:
+                failures.append(
+                    f"{path}:{number}: module {name} is not in the module map (the //! comment at the "
+                    f"top): name it there, `{name}`, saying in a few words what it holds"
+                )
+            elif not top_is_map and not above.startswith("///"):
+                failures.append(
+                    f"{path}:{number}: module {name} has no line in the module map (a /// line above "
+                    "its declaration): say in a few words what it holds"
+                )
+    return report(
+        "doc-modules", failures, f"{len(failures)} of {count} modules not in their module maps",
+        f"{count} modules in {len(args)} files, each in its file's map: ok",
+    )
+
+
+def check_tests(args):
+    """Every tests/integration/tests/*.rs is named in development.md's "Test layers"."""
+    if len(args) != 1:
+        sys.exit(USAGE)
+    doc, heading = args[0], "## Test layers"
+    with open(doc, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    try:
+        start = lines.index(heading)
+    except ValueError:
+        sys.exit(f"doc-tests: {doc} has no heading '{heading}'")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    named = {row.group(1) for row in (re.match(r"^\|\s*`(\w+)`\s*\|", line) for line in lines[start:end]) if row}
+    folder = os.path.join(ROOT, "tests", "integration", "tests")
+    files = sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".rs"))
+    failures = [
+        f"{doc}: tests/integration/tests/{name}.rs is not named under '{heading[3:]}': "
+        f"add its row (| `{name}` | what it checks |) to the table of the integration files"
+        for name in files if name not in named
+    ]
+    return report(
+        "doc-tests", failures, f"{len(failures)} of {len(files)} integration test files not in {doc}",
+        f"{len(files)} integration test files, each named in '{heading[3:]}' of {doc}: ok",
+    )
+
+
+def supported_majors():
+    with open(os.path.join(ROOT, "scripts", "lib.sh"), encoding="utf-8") as f:
+        found = re.search(r"^SUPPORTED_MAJORS=\(([\d ]+)\)", f.read(), re.M)
+    if not found:
+        sys.exit("doc-majors: scripts/lib.sh has no line SUPPORTED_MAJORS=(...)")
+    return [int(major) for major in found.group(1).split()]
+
+
+MAJOR_LIST = re.compile(r"PostgreSQL\s+(\d\d(?:,\s+\d\d)*,?\s+(?:and|to)\s+\d\d)\b")
+CALLED = re.compile(r"\b(\d\d)\b\**(?:,|\s+is|\s+was|\s+\(|\s)\s*(?:\w+\)\s*)?the\s+(newest|oldest)\b"
+                    r"|\bthe\s+(newest|oldest)\s+(?:major|PostgreSQL)[,:]?\s+(?:is\s+)?(?:PostgreSQL\s+)?(\d\d)\b", re.I)
+BOTH = re.compile(r"\b(\d\d)\**\s+and\s+\**(\d\d)\b\**,?\s+the\s+oldest\s+and\s+the\s+newest\b", re.I)
+
+
+def without_text_blocks(text):
+    """The text with the lines of its ```text blocks (output shown, such as these checks' own
+    failures) blanked; commands' comments (```sh) stay."""
+    lines, inside = text.split("\n"), False
+    for number, line in enumerate(lines):
+        if inside or re.match(r"^```text\s*$", line):
+            inside = not (inside and line.startswith("```"))
+            lines[number] = ""
+    return "\n".join(lines)
+
+
+def check_majors(args):
+    """Lists of majors that start at the oldest are whole; the newest and oldest are named right."""
+    if not args:
+        sys.exit(USAGE)
+    majors = supported_majors()
+    whole = ", ".join(map(str, majors[:-1])) + f" and {majors[-1]}"
+    failures, count = [], 0
+    for path in args:
+        with open(path, encoding="utf-8") as f:
+            text = without_text_blocks(f.read())
+        flat = re.sub(r"\s+", " ", text)  # a list may run over a line's end
+        for match in MAJOR_LIST.finditer(flat):
+            items = [int(n) for n in re.findall(r"\d\d", match.group(1))]
+            if " to " in match.group(1):
+                items = list(range(items[0], items[-1] + 1))
+            if items[0] != majors[0] or len(items) < 2:
+                continue  # a few majors (the CloudNativePG ones, the wheels'): not the whole list
+            count += 1
+            # From the oldest, a list ends at the newest ("15 and 19": the two ends); of three
+            # majors or more, it is the whole list.
+            if items[-1] != majors[-1] or (len(items) > 2 and items != majors):
+                failures.append(
+                    f"{path}: 'PostgreSQL {match.group(1)}' names majors from the oldest, but not those "
+                    f"the test command runs (scripts/lib.sh SUPPORTED_MAJORS): PostgreSQL {whole}"
+                )
+        for number, line in enumerate(text.split("\n"), 1):
+            for match in BOTH.finditer(line):
+                count += 1
+                if [int(match.group(1)), int(match.group(2))] != [majors[0], majors[-1]]:
+                    failures.append(
+                        f"{path}:{number}: calls {match.group(1)} and {match.group(2)} the oldest and the "
+                        f"newest majors; scripts/lib.sh SUPPORTED_MAJORS says {majors[0]} and {majors[-1]}"
+                    )
+            line = BOTH.sub(lambda m: " " * len(m.group(0)), line)
+            for match in CALLED.finditer(line):
+                count += 1
+                major = int(match.group(1) or match.group(4))
+                which = (match.group(2) or match.group(3)).lower()
+                expected = majors[-1] if which == "newest" else majors[0]
+                if major != expected:
+                    failures.append(
+                        f"{path}:{number}: calls {major} the {which} major; scripts/lib.sh "
+                        f"SUPPORTED_MAJORS says {expected}"
+                    )
+    return report(
+        "doc-majors", failures, f"{len(failures)} of {count} statements of majors disagree with SUPPORTED_MAJORS",
+        f"{count} statements of majors in {len(args)} files, as SUPPORTED_MAJORS ({' '.join(map(str, majors))}): ok",
+    )
+
+
 def report(name, failures, failed, passed):
     """Prints each failure and a last line; returns the exit status."""
     for failure in failures:
@@ -281,7 +457,10 @@ def report(name, failures, failed, passed):
 
 
 def main():
-    checks = {"tree": check_tree, "links": check_links, "runbooks": check_runbooks}
+    checks = {
+        "tree": check_tree, "links": check_links, "runbooks": check_runbooks,
+        "modules": check_modules, "tests": check_tests, "majors": check_majors,
+    }
     if len(sys.argv) < 2 or sys.argv[1] not in checks or any(a.startswith("-") for a in sys.argv[2:]):
         sys.exit(USAGE)
     return checks[sys.argv[1]](sys.argv[2:])

@@ -4,9 +4,12 @@
 //! - `snowflake_core` (crates/snowflake_core): the rules, with no PostgreSQL in them: the bit
 //!   layout, the generator's claims and clock policy, UTC arithmetic.
 //! - `postgres`: the glue that puts those rules into a server: the layout fixed at start,
-//!   the settings, shared memory and the durable reservation, the fence, the clock inside a
+//!   the settings, shared memory and the durable reservation (its worker, its WAL records,
+//!   the promotion guard), the fence and the lease, the committed horizon, the clock inside a
 //!   backend, the hand-written function entries, and the differences between majors.
 //! - `api`: the SQL surface: the functions users call, and the errors they raise.
+//!
+//! Beside them, `pg_tests`: the tests that need a live backend (`cargo pgrx test`).
 //!
 //! # Glossary
 //! One word per thing, in the code, the messages and the docs:

@@ -2,11 +2,17 @@
 //! surface's errors; it reports what it found, and `api` decides what the user is told.
 //!
 //! From the bottom up: the PostgreSQL facts (`compat`, `clock`, `durable_file`, `guc`,
-//! `fmgr`); the layout fixed at start (`fixed_layout`); the fence and the other settings
-//! (`fence`, `settings`); the reservation's record and its restore at start
+//! `fmgr`); the layout fixed at start (`fixed_layout`); the fence, the lease that closes it
+//! while the HA manager does not confirm this server, and the other settings (`fence`,
+//! `fence::lease`, `settings`); the reservation's record and its restore at start
 //! (`reservation::record`, `reservation::restore`); shared memory (`shmem`), which restores
-//! the reservation when it is created; and what runs on it: the WAL resource manager and
-//! the worker (`reservation::wal`, `reservation::worker`).
+//! the reservation when it is created; and what runs on it: the WAL resource manager, the
+//! worker and the promotion guard, owed on disk until it is recorded, and resuming where the
+//! old primary stopped after a clean switchover (`reservation::wal`, `reservation::worker`,
+//! `reservation::promotion_pending`, `reservation::switchover`); the
+//! committed horizon, its pending slots and prepared transactions (`horizon`). Beside them, for
+//! the SQL surface's DDL: new tables' keys (`auto_keys`) and the hint on a converted key's
+//! missing sequence (`sequence_hint`).
 
 /// `snowflake_id.auto_keys`: the schemas whose new tables get snowflake keys on their own.
 pub mod auto_keys;
