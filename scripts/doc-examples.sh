@@ -29,7 +29,7 @@ python3 scripts/doc_check.py tree docs/development.md
 python3 scripts/doc_check.py links README.md docs/*.md docs/*/*.md
 python3 scripts/doc_check.py modules src/lib.rs src/*/mod.rs src/*/*/mod.rs crates/*/src/lib.rs
 python3 scripts/doc_check.py tests docs/development.md
-python3 scripts/doc_check.py majors README.md docs/development.md docs/reliability.md
+python3 scripts/doc_check.py majors README.md docs/*.md docs/*/*.md
 python3 scripts/doc_examples.py --parse-only "${FILES[@]}" >/dev/null
 
 install_extension
