@@ -148,11 +148,26 @@ struct Exchange {
     interval_ms: u64,
     /// Bumped whenever the URL changes: an answer is recorded only for the URL it was asked of.
     generation: u64,
-    /// When (boot clock, and wall clock for the messages) the last request that got 200 was
-    /// sent, for `generation`.
-    last_yes: Option<(u64, i64)>,
+    /// When the last request that got 200 was sent, for `generation`, on the boot clock: the
+    /// one record of it, which the worker judges the lease by.
+    judge: LeaseJudge,
+    /// The same moment on the wall clock, for `snowflake_status()`.
+    last_yes_wall_ms: Option<i64>,
     /// Why the last request did not get 200 (`None` after a 200), for the log.
     last_failure: Option<String>,
+}
+
+impl Exchange {
+    /// Asks `url` from now on (`None`: nothing): what was learnt of another URL counts no more.
+    fn ask_about(&mut self, url: Option<LeaseUrl>) {
+        if self.url != url {
+            self.url = url;
+            self.generation += 1;
+            self.judge.forget();
+            self.last_yes_wall_ms = None;
+            self.last_failure = None;
+        }
+    }
 }
 
 /// The asking thread's handle: the exchange and the condition that wakes the thread when the
@@ -213,9 +228,10 @@ fn ask_forever(shared: &(Mutex<Exchange>, Condvar)) {
             if state.generation == generation {
                 match answer {
                     Ok(()) => {
-                        if state.last_yes.is_none_or(|(last, _)| last < sent_boot_ms) {
-                            state.last_yes = Some((sent_boot_ms, sent_wall_ms));
+                        if state.judge.last_yes_sent_ms().is_none_or(|last| last < sent_boot_ms) {
+                            state.last_yes_wall_ms = Some(sent_wall_ms);
                         }
+                        state.judge.yes_sent_at(sent_boot_ms);
                         state.last_failure = None;
                     }
                     Err(why) => state.last_failure = Some(why),
@@ -324,16 +340,11 @@ fn proc_net_address(address: SocketAddr) -> String {
     format!("{words}:{:04X}", address.port())
 }
 
-/// What the worker knows of the lease (see the top): its asking thread, started on first use,
-/// and the judge of `snowflake_core::lease`, on the boot clock.
+/// What the worker keeps of the lease (see the top): its asking thread, started on first use,
+/// whose exchange holds what was learnt.
 #[derive(Default)]
 pub struct Keeper {
     asker: Option<Asker>,
-    judge: LeaseJudge,
-    /// The URL asked, to notice a reload that changes it.
-    url: Option<LeaseUrl>,
-    /// When the last 200's request was sent, on the wall clock, for `snowflake_status()`.
-    last_yes_wall_ms: Option<i64>,
     /// The last reason for a missing 200 written to the log: each reason is logged once, until
     /// a 200 comes.
     logged_failure: Option<String>,
@@ -344,23 +355,12 @@ impl Keeper {
     /// whether the lease holds now. `fence_closed`: whether the lease's fence is closed now, so
     /// that it is asked about more often. Never waits on the HA manager.
     pub fn look(&mut self, fence_closed: bool) -> Verdict {
-        let config = configured();
-        let url = config.as_ref().map(|(url, _)| url.clone());
-        if url != self.url {
-            self.judge.forget();
-            self.last_yes_wall_ms = None;
-            self.url = url.clone();
-        }
-        let Some((_, lease_ms)) = config else {
+        let Some((url, lease_ms)) = configured() else {
             // Off: the asking thread, if any, goes idle until the lease is on again.
             if let Some(asker) = &self.asker {
-                let mut state = asker.shared.0.lock().unwrap_or_else(|e| e.into_inner());
-                if state.url.take().is_some() {
-                    state.generation += 1;
-                    state.last_yes = None;
-                }
+                asker.shared.0.lock().unwrap_or_else(|e| e.into_inner()).ask_about(None);
             }
-            self.publish(None);
+            publish_last_yes(None);
             return Verdict::Held;
         };
         if self.asker.is_none() {
@@ -373,24 +373,19 @@ impl Keeper {
             }
         }
         let (exchange, wake) = &*self.asker.as_ref().expect("started").shared;
-        let failure = {
+        let (verdict, last_yes_wall_ms, failure) = {
             let mut state = exchange.lock().unwrap_or_else(|e| e.into_inner());
             let interval_ms = ask_interval_ms(lease_ms, fence_closed);
-            if state.url != url || state.interval_ms != interval_ms {
-                if state.url != url {
-                    state.url = url;
-                    state.generation += 1;
-                    state.last_yes = None;
-                    state.last_failure = None;
-                }
+            if state.url.as_ref() != Some(&url) || state.interval_ms != interval_ms {
+                state.ask_about(Some(url));
                 state.interval_ms = interval_ms;
                 wake.notify_one();
             }
-            if let Some((boot_ms, wall_ms)) = state.last_yes {
-                self.judge.yes_sent_at(boot_ms);
-                self.last_yes_wall_ms = Some(wall_ms);
-            }
-            state.last_failure.clone()
+            (
+                state.judge.verdict(boot_clock_ms(), lease_ms),
+                state.last_yes_wall_ms,
+                state.last_failure.clone(),
+            )
         };
         if failure != self.logged_failure {
             if let Some(why) = &failure {
@@ -399,13 +394,14 @@ impl Keeper {
             }
             self.logged_failure = failure;
         }
-        self.publish(self.last_yes_wall_ms);
-        self.judge.verdict(boot_clock_ms(), lease_ms)
+        publish_last_yes(last_yes_wall_ms);
+        verdict
     }
+}
 
-    fn publish(&self, last_yes_wall_ms: Option<i64>) {
-        super::shared::set_lease_last_yes(last_yes_wall_ms.map_or(0, |ms| ms.max(1) as u64));
-    }
+/// Publishes when the last 200's request was sent, for `snowflake_status()` (`None`: none).
+fn publish_last_yes(last_yes_wall_ms: Option<i64>) {
+    super::shared::set_lease_last_yes(last_yes_wall_ms.map_or(0, |ms| ms.max(1) as u64));
 }
 
 #[cfg(test)]
