@@ -70,10 +70,7 @@ fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
     assert!(!old_objects.iter().any(|object| object.contains("snowflake_convert_column")));
 
     old.batch_execute("ALTER EXTENSION snowflake_id UPDATE").unwrap();
-    let default_version: String = old
-        .query_one("SELECT default_version FROM pg_available_extensions WHERE name = 'snowflake_id'", &[])
-        .unwrap()
-        .get(0);
+    let default_version = default_version(&mut old);
     assert_eq!(version(&mut old), default_version);
     assert_ne!(default_version, "0.1.0");
 
