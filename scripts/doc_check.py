@@ -87,14 +87,19 @@ LINK = re.compile(r"\]\(([^()\s]*(?:\([^()\s]*\)[^()\s]*)*)(?:\s+\"[^\"]*\")?\)"
 MD_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
-def tree_lines(doc):
-    """(line number, text) of each line of the tree's text block."""
+def lines_under(doc, heading, check):
+    """The lines of `doc` and the index of `heading` among them; stops `check` when it has none."""
     with open(doc, encoding="utf-8") as f:
         lines = f.read().split("\n")
     try:
-        start = lines.index(TREE_HEADING)
+        return lines, lines.index(heading)
     except ValueError:
-        sys.exit(f"doc-tree: {doc} has no heading '{TREE_HEADING}'")
+        sys.exit(f"doc-{check}: {doc} has no heading '{heading}'")
+
+
+def tree_lines(doc):
+    """(line number, text) of each line of the tree's text block."""
+    lines, start = lines_under(doc, TREE_HEADING, "tree")
     opening = next((i for i in range(start + 1, len(lines)) if TREE_FENCE.match(lines[i])), None)
     if opening is None or TREE_FENCE.match(lines[opening]).group(1) != "text":
         sys.exit(f"doc-tree: {doc}: no ```text block under '{TREE_HEADING}'")
@@ -352,12 +357,7 @@ def check_tests(args):
     if len(args) != 1:
         sys.exit(USAGE)
     doc, heading = args[0], "## Test layers"
-    with open(doc, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    try:
-        start = lines.index(heading)
-    except ValueError:
-        sys.exit(f"doc-tests: {doc} has no heading '{heading}'")
+    lines, start = lines_under(doc, heading, "tests")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     named = {row.group(1) for row in (re.match(r"^\|\s*`(\w+)`\s*\|", line) for line in lines[start:end]) if row}
     folder = os.path.join(ROOT, "tests", "integration", "tests")
