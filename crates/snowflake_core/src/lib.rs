@@ -18,6 +18,8 @@ pub mod layout;
 pub mod lease;
 /// The durable reservation's shared words, and whoever keeps it (`ReservationKeeper`).
 pub mod reservation;
+/// Where a server resumes: every decision of the reservation's protocol, facts in, a plan out.
+pub mod resume;
 /// The atomics of the shared state: std's, or loom's for the model checks of `tests/loom.rs`.
 pub mod sync;
 /// UTC calendar arithmetic for the epoch setting and JSON output.

@@ -1,0 +1,684 @@
+//! Where a server resumes issuing: every decision of the durable reservation's protocol, as
+//! pure functions from facts to a plan. The extension's glue (`src/postgres/reservation/`)
+//! gathers the facts (the record file, the WAL record replayed, the clock, the settings, what
+//! the replay left in shared memory) and carries the plan out (writes, WAL, shared memory, the
+//! log line made from the plan's reason); the simulation (`crates/snowflake_sim`) drives the
+//! same functions under millions of fault schedules. Nothing here reads a clock or a file.
+//!
+//! The moments, in the order a server meets them:
+//! * `at_start`: the postmaster creates shared memory (a start, or again after a backend
+//!   crash): both bounds at the recorded ceiling, raised first under pg_upgrade, refused on a
+//!   damaged record or on pg_upgrade's unconfirmed estimate;
+//! * `promotion_owed`: whether that start owes a promotion guard (in recovery, or a debt left
+//!   on disk by a start in recovery that never recorded its guard);
+//! * `replay`: a ceiling's WAL record replayed, in crash recovery (never below the file) or on
+//!   a standby (raised to the promotion's bound above its highest clock reading, F1);
+//! * `promotion`: the worker's first start after a recovery: the old primary's clean stop, or
+//!   the promotion's bound ahead of the clock, or the replayed floor when higher;
+//! * `renewal`: every tick of the worker: a lower ceiling after a clock jump came back, or a
+//!   new one ahead of the clock, recorded in the steps `RECORDING` lists;
+//! * `lead_to_keep`, `forget_kept_lead`: a `max_lead_ms` larger than the setting, kept while
+//!   IDs lie further ahead of the clock than the setting allows (after a promotion from a
+//!   primary with a longer lead, a lowered setting, a restart that kept one).
+//!
+//! Times: a "ceiling" or "floor" is a time part (`Layout::time_part`); a `*_unix_ms` is Unix
+//! milliseconds, the unit of the record file and the WAL record (they mean the same whatever
+//! the epoch).
+
+use crate::generator::{self, LeadSettings, Reservation, ShardSlot};
+use crate::layout::Layout;
+
+/// This server's settings that decide where it resumes (`snowflake_id.max_lead_ms`,
+/// `reserve_ms`, `max_clock_skew_ms` as configured, without a lead it keeps for a while).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub max_lead_ms: u64,
+    pub reserve_ms: u64,
+    pub max_clock_skew_ms: u64,
+}
+
+impl Settings {
+    /// The lead settings alone.
+    pub fn lead(self) -> LeadSettings {
+        LeadSettings { max_lead_ms: self.max_lead_ms, reserve_ms: self.reserve_ms }
+    }
+
+    /// How far ahead of its own clock a server with these lead settings can have issued IDs:
+    /// how far ahead of the clock the pg_upgrade guard resumes.
+    pub fn old_server_lead_bound_ms(self) -> u64 {
+        self.lead().bound_ms()
+    }
+
+    /// How far ahead of this server's clock a promotion resumes the shards at least: above
+    /// every ID an old primary could have issued with lead settings no larger than these or
+    /// than `primary`'s (the last its WAL carried), when its clock read at most
+    /// `max_clock_skew_ms` more than this one. A standby also applies it to its clock readings
+    /// as it replays (`replay`).
+    pub fn promotion_bound_ms(self, primary: Option<LeadSettings>) -> u64 {
+        let own = self.old_server_lead_bound_ms();
+        own.max(primary.map_or(0, LeadSettings::bound_ms)) + self.max_clock_skew_ms
+    }
+}
+
+/// A recorded ceiling (Unix ms) as a time part: before the epoch it restricts nothing, past
+/// the range of the time bits it means the IDs ran out.
+pub fn time_part_of_ceiling(layout: &Layout, unix_ms: i64) -> u64 {
+    match layout.time_part(unix_ms) {
+        Ok(time_part) => time_part,
+        Err(_) if unix_ms < layout.epoch_unix_ms() => 0,
+        Err(_) => layout.max_time_part() + 1,
+    }
+}
+
+/// What the record file said when it was read (`snowflake_id.reservation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRead {
+    pub ceiling_unix_ms: i64,
+    /// The lead settings kept with the ceiling (they exceeded the server's own when written).
+    pub lead: Option<LeadSettings>,
+    /// Marked by pg_upgrade's starts of a new cluster: only an estimate of the old server's.
+    pub unconfirmed: bool,
+}
+
+/// A record to write, and how: `unconfirmed` carries pg_upgrade's mark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordToWrite {
+    pub ceiling_unix_ms: i64,
+    pub lead: Option<LeadSettings>,
+    pub unconfirmed: bool,
+}
+
+/// The facts of a start (the postmaster creating shared memory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartFacts {
+    /// The record file: absent on a server that never issued, an error when it cannot be
+    /// read or its checksum fails.
+    pub record: Result<Option<RecordRead>, String>,
+    /// Started by pg_upgrade (`postgres -b`): the old cluster, the new one, or `--check`.
+    pub binary_upgrade: bool,
+    pub now_unix_ms: i64,
+}
+
+/// Where a start resumes, or why it refuses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartPlan {
+    /// Both bounds at `ceiling`: nothing is issued until the worker has recorded a new one.
+    /// `write` first, when set (the pg_upgrade guard). `lead_kept` is the record's lead
+    /// settings, which the worker keeps (`lead_to_keep`) and a promotion reads.
+    Resume {
+        ceiling: u64,
+        write: Option<RecordToWrite>,
+        lead_kept: Option<LeadSettings>,
+        reason: StartReason,
+    },
+    /// The server must not start (an ERROR in the postmaster).
+    Refuse(StartRefusal),
+}
+
+/// Why a start resumes where it does, for its log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartReason {
+    /// No record: this server never issued an ID.
+    NoRecord,
+    /// The recorded ceiling.
+    Recorded,
+    /// Under pg_upgrade, the record raised `bound_ms` ahead of the clock; on a new cluster
+    /// (`new_cluster`), marked unconfirmed.
+    UpgradeGuard { bound_ms: u64, ceiling_unix_ms: i64, new_cluster: bool },
+    /// Under pg_upgrade, the record already that far ahead: nothing written.
+    UpgradeAlreadyAhead,
+}
+
+/// Why a start refuses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartRefusal {
+    /// The record cannot be read (58030 or XX001 in the glue: data corrupted): guessing could
+    /// repeat IDs.
+    Unreadable(String),
+    /// The first real start of a cluster made by pg_upgrade without the old server's record
+    /// (F0000): its ceiling is only pg_upgrade's estimate.
+    Unconfirmed { estimate_unix_ms: i64 },
+}
+
+/// Where the shards resume when shared memory is created.
+///
+/// Under pg_upgrade (every start, of the new cluster or the old one, and `--check`'s): the old
+/// server may have issued up to its ceiling, at most `old_server_lead_bound_ms` ahead of its
+/// clock, and pg_upgrade carries the tables, not the record; so the record is raised to that far
+/// ahead of now (never lowered). On a new cluster (no record, or one these starts marked) it is
+/// written marked unconfirmed, and the first real start refuses it until the old server's record
+/// is copied over it. At every such start, since `--check` may run long before the upgrade.
+pub fn at_start(facts: &StartFacts, settings: Settings, layout: &Layout) -> StartPlan {
+    let record = match &facts.record {
+        Ok(record) => *record,
+        Err(reason) => return StartPlan::Refuse(StartRefusal::Unreadable(reason.clone())),
+    };
+    let lead_kept = record.and_then(|record| record.lead);
+    if facts.binary_upgrade {
+        let bound_ms = settings.old_server_lead_bound_ms();
+        let guard_unix_ms = facts.now_unix_ms.saturating_add(bound_ms as i64);
+        if let Some(record) = record.filter(|record| record.ceiling_unix_ms >= guard_unix_ms) {
+            let ceiling = time_part_of_ceiling(layout, record.ceiling_unix_ms);
+            return StartPlan::Resume {
+                ceiling,
+                write: None,
+                lead_kept,
+                reason: StartReason::UpgradeAlreadyAhead,
+            };
+        }
+        let new_cluster = record.is_none_or(|record| record.unconfirmed);
+        let ceiling_unix_ms =
+            record.map_or(guard_unix_ms, |record| record.ceiling_unix_ms.max(guard_unix_ms));
+        let write = RecordToWrite { ceiling_unix_ms, lead: lead_kept, unconfirmed: new_cluster };
+        return StartPlan::Resume {
+            ceiling: time_part_of_ceiling(layout, ceiling_unix_ms),
+            write: Some(write),
+            lead_kept,
+            reason: StartReason::UpgradeGuard { bound_ms, ceiling_unix_ms, new_cluster },
+        };
+    }
+    match record {
+        Some(record) if record.unconfirmed => {
+            StartPlan::Refuse(StartRefusal::Unconfirmed { estimate_unix_ms: record.ceiling_unix_ms })
+        }
+        Some(record) => StartPlan::Resume {
+            ceiling: time_part_of_ceiling(layout, record.ceiling_unix_ms),
+            write: None,
+            lead_kept,
+            reason: StartReason::Recorded,
+        },
+        None => StartPlan::Resume { ceiling: 0, write: None, lead_kept: None, reason: StartReason::NoRecord },
+    }
+}
+
+/// Whether a start owes a promotion guard, and whether it must first record the debt on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PromotionDebt {
+    /// The worker's first start after this recovery runs `promotion`.
+    pub owed: bool,
+    /// Write the debt's file durably before anything else: PostgreSQL removes the signal file
+    /// early in the end of recovery, before the worker starts, and a crash from then on must
+    /// still find the debt.
+    pub record_it: bool,
+}
+
+/// At a start: `in_recovery` (a signal file, `standby.signal` or `recovery.signal`, is there),
+/// `owed_before` (the debt's file is there: a start in recovery whose guard was never
+/// recorded, cut short by a crash at the end of its promotion). The worker removes the file
+/// only once the guard is recorded.
+pub fn promotion_owed(in_recovery: bool, owed_before: bool) -> PromotionDebt {
+    PromotionDebt { owed: in_recovery || owed_before, record_it: in_recovery && !owed_before }
+}
+
+/// Which recovery replays a ceiling's record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// After a crash of this server: its own WAL, up to what was flushed.
+    Crash,
+    /// A standby, or archive recovery: a primary's WAL.
+    Archive,
+}
+
+/// What a standby's replay remembers from one ceiling's record to the next (the startup
+/// process's own memory: a new startup process starts again from the record file, which holds
+/// what the one before it kept).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StandbyReadings {
+    /// The last ceiling replayed (Unix ms).
+    pub last_replayed_unix_ms: Option<i64>,
+    /// The promotion's bound above the highest clock reading since the primary last lowered
+    /// its ceiling (Unix ms).
+    pub highest_guard_unix_ms: Option<i64>,
+}
+
+/// The facts of one ceiling's record replayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayFacts {
+    pub ceiling_unix_ms: i64,
+    /// The lead settings the primary wrote with it (0.8.0 on).
+    pub lead: Option<LeadSettings>,
+    pub recovery: Recovery,
+    /// The ceiling the record file held when shared memory was created (a time part).
+    pub recorded_at_start: u64,
+    pub now_unix_ms: i64,
+}
+
+/// What a replayed record does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayPlan {
+    /// Both bounds go there (`Reservation::replay`): the last record replayed holds, lower or
+    /// higher, since records are replayed in the order they were decided.
+    pub bounds: u64,
+    /// On a standby, the record file rewritten durably with this (a restart of the standby,
+    /// or the postmaster re-creating shared memory, starts again from it); `None` in crash
+    /// recovery, where the file already holds what was issued under and the older records
+    /// replayed first could only set it back.
+    pub write: Option<RecordToWrite>,
+}
+
+/// A ceiling's WAL record replayed.
+///
+/// In crash recovery, never below the ceiling the file held at the start: the worker records
+/// each ceiling in the file right after its WAL record, without waiting for the record's flush,
+/// so the newest records may be missing from the WAL while the file has them.
+///
+/// On a standby, raised to the promotion's bound above the highest clock reading taken at a
+/// replay since the primary last lowered its ceiling (`standby_floor_unix_ms`), and written to
+/// the file with the primary's lead settings when they exceed this server's.
+pub fn replay(
+    facts: &ReplayFacts,
+    readings: &mut StandbyReadings,
+    settings: Settings,
+    layout: &Layout,
+) -> ReplayPlan {
+    match facts.recovery {
+        Recovery::Crash => ReplayPlan {
+            bounds: time_part_of_ceiling(layout, facts.ceiling_unix_ms).max(facts.recorded_at_start),
+            write: None,
+        },
+        Recovery::Archive => {
+            let floor_unix_ms = standby_floor_unix_ms(facts, readings, settings, layout);
+            let lead = generator::lead_to_record(facts.lead, settings.lead());
+            ReplayPlan {
+                bounds: time_part_of_ceiling(layout, floor_unix_ms),
+                write: Some(RecordToWrite { ceiling_unix_ms: floor_unix_ms, lead, unconfirmed: false }),
+            }
+        }
+    }
+}
+
+/// On a standby, where a promotion must resume at least, for a ceiling just replayed: that
+/// ceiling, or, when higher, the promotion's bound above the highest clock reading taken at a
+/// replay since the primary last lowered its ceiling.
+///
+/// Why the clock (finding F1 of docs/reliability.md): the promotion guard resumes the bound
+/// ahead of the clock at the promotion, which covers IDs issued under records this server never
+/// received only while the old primary's clock never read further ahead than this clock does
+/// then. A clock that ran ahead while the primary issued and was set back before the failover
+/// breaks that; this server read the same fast clock as it replayed, and keeps the highest.
+///
+/// Why not forever: a record lower than the one before says the primary lowered its ceiling
+/// after a jump came back, with nothing issued up there; the readings start again from it.
+fn standby_floor_unix_ms(
+    facts: &ReplayFacts,
+    readings: &mut StandbyReadings,
+    settings: Settings,
+    layout: &Layout,
+) -> i64 {
+    let guard_now = facts.now_unix_ms.saturating_add(settings.promotion_bound_ms(facts.lead) as i64);
+    let previous = readings.last_replayed_unix_ms.replace(facts.ceiling_unix_ms);
+    let kept = readings.highest_guard_unix_ms.unwrap_or_else(|| layout.unix_ms(facts.recorded_at_start));
+    let lowered = previous.is_some_and(|previous| facts.ceiling_unix_ms < previous);
+    let guard = if lowered { guard_now } else { kept.max(guard_now) };
+    readings.highest_guard_unix_ms = Some(guard);
+    facts.ceiling_unix_ms.max(guard)
+}
+
+/// The facts of a promotion (the worker's first start after a recovery).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PromotionFacts {
+    pub now_unix_ms: i64,
+    /// Where the replay left the floor (and the ceiling): the last ceiling replayed, raised.
+    pub replayed_floor: u64,
+    /// The lead settings of the old primary: those of the last record replayed since shared
+    /// memory was created, else those the record file kept.
+    pub primary_lead: Option<LeadSettings>,
+    /// Where the old primary stopped (its last ceiling, Unix ms), when the replay ended on its
+    /// clean stop: its shutdown checkpoint after its last ceiling's record.
+    pub clean_stop_unix_ms: Option<i64>,
+    /// The `max_lead_ms` in force now (`generator::lead_in_force`).
+    pub max_lead_in_force_ms: u64,
+}
+
+/// Where a promotion resumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromotionPlan {
+    /// A planned switchover: the floor comes down to where the old primary stopped (above all
+    /// it issued); the ceiling the replay recorded stays. Nothing to record.
+    CleanStop { floor: u64, stopped_at_unix_ms: i64, keep_lead: Option<KeepLead> },
+    /// Both bounds at `ceiling`, recorded first (`RECORDING`), with `keep_lead` kept before
+    /// the record is written so that it carries it. `above_replayed`: the replayed floor was
+    /// higher than the bound ahead of the clock (`bound_ms`).
+    Guard { ceiling: u64, bound_ms: u64, above_replayed: bool, keep_lead: Option<KeepLead> },
+}
+
+/// A `max_lead_ms` to keep, larger than the setting, and how far ahead of the clock the IDs
+/// lie (for the warning).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeepLead {
+    pub max_lead_ms: u64,
+    pub ahead_ms: u64,
+}
+
+/// Where the shards resume after a recovery.
+///
+/// The WAL this server replayed may stop short of what the old primary wrote (asynchronous
+/// replication, a standby cut off): the old primary issued at most its lead bound ahead of its
+/// clock, which read at most `max_clock_skew_ms` more than this one. So the shards resume the
+/// promotion's bound ahead of this clock, or at the replayed floor when that is higher. Unless
+/// the replay ended on the old primary's clean stop: then every ID it issued lies below its
+/// last ceiling, and the shards resume at that or the clock.
+pub fn promotion(facts: &PromotionFacts, settings: Settings, layout: &Layout) -> PromotionPlan {
+    if let Some(stopped_at_unix_ms) = facts.clean_stop_unix_ms {
+        let keep_lead = facts.primary_lead.and_then(|primary| {
+            lead_to_keep(primary.max_lead_ms, facts.replayed_floor, facts, settings, layout)
+        });
+        return PromotionPlan::CleanStop {
+            floor: time_part_of_ceiling(layout, stopped_at_unix_ms),
+            stopped_at_unix_ms,
+            keep_lead,
+        };
+    }
+    let bound_ms = settings.promotion_bound_ms(facts.primary_lead);
+    let guard = time_part_of_ceiling(layout, facts.now_unix_ms.saturating_add(bound_ms as i64));
+    let ceiling = guard.max(facts.replayed_floor);
+    let keep_lead = facts
+        .primary_lead
+        .and_then(|primary| lead_to_keep(primary.max_lead_ms, ceiling, facts, settings, layout));
+    PromotionPlan::Guard { ceiling, bound_ms, above_replayed: ceiling != guard, keep_lead }
+}
+
+fn lead_to_keep(
+    max_lead_ms: u64,
+    reserved_up_to: u64,
+    facts: &PromotionFacts,
+    settings: Settings,
+    layout: &Layout,
+) -> Option<KeepLead> {
+    let lead = Lead {
+        now_unix_ms: facts.now_unix_ms,
+        setting_ms: settings.max_lead_ms,
+        in_force_ms: facts.max_lead_in_force_ms,
+    };
+    lead.to_keep(max_lead_ms, reserved_up_to, settings.reserve_ms, layout)
+}
+
+/// The `max_lead_ms` a server has now: the setting, and the one in force (the setting or a
+/// larger one kept, `generator::lead_in_force`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lead {
+    pub now_unix_ms: i64,
+    pub setting_ms: u64,
+    pub in_force_ms: u64,
+}
+
+impl Lead {
+    /// Whether to keep `max_lead_ms` in force, larger than the setting, while IDs this server
+    /// must stay above may lie further ahead of the clock than the setting allows: up to
+    /// `reserved_up_to` (a time part). Without it every call would be refused until the clock
+    /// caught up (tens of seconds after a long lead). Not when it is no larger than the lead
+    /// in force, or already spent (`generator::inherited_lead_spent`).
+    pub fn to_keep(
+        self,
+        max_lead_ms: u64,
+        reserved_up_to: u64,
+        reserve_ms: u64,
+        layout: &Layout,
+    ) -> Option<KeepLead> {
+        let now = layout.time_part(self.now_unix_ms).ok()?;
+        let spent = generator::inherited_lead_spent(now, reserved_up_to, reserve_ms, self.setting_ms);
+        (max_lead_ms > self.in_force_ms && !spent)
+            .then(|| KeepLead { max_lead_ms, ahead_ms: reserved_up_to.saturating_sub(now) })
+    }
+}
+
+/// What to do with a kept lead at a tick of the worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeptLead {
+    /// Still needed (or none kept).
+    Keep,
+    /// Drop it (`logged`: it was larger than the setting, say the setting holds again).
+    Drop { logged: bool },
+}
+
+/// Drops a kept lead once the ceiling is back within the setting's bound: from there every ID
+/// lies where the setting alone would have put it.
+pub fn forget_kept_lead(now: u64, kept_ms: u64, ceiling: u64, setting_ms: u64, reserve_ms: u64) -> KeptLead {
+    if kept_ms == 0
+        || (kept_ms > setting_ms && !generator::inherited_lead_spent(now, ceiling, reserve_ms, setting_ms))
+    {
+        return KeptLead::Keep;
+    }
+    KeptLead::Drop { logged: kept_ms > setting_ms }
+}
+
+/// A new ceiling the worker records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// After the clock jumped ahead and came back with nothing issued up there: the lower
+    /// ceiling, already published by `generator::lower_ceiling`; recorded, never published.
+    Lowered(u64),
+    /// A ceiling ahead of the clock (`generator::next_ceiling`): recorded, then published.
+    Raised(u64),
+}
+
+/// The worker's rule at each tick: lower the ceiling after a jump came back, else renew it.
+pub fn renewal(
+    now: u64,
+    reservation: &Reservation,
+    slots: &[ShardSlot],
+    layout: &Layout,
+    lead: LeadSettings,
+    recording_ms: u64,
+) -> Option<Renewal> {
+    if let Some(lower) =
+        generator::lower_ceiling(now, reservation, slots, layout, lead.reserve_ms, lead.max_lead_ms)
+    {
+        return Some(Renewal::Lowered(lower));
+    }
+    generator::next_ceiling(now, reservation, layout, lead.reserve_ms, lead.max_lead_ms, recording_ms)
+        .map(Renewal::Raised)
+}
+
+/// One step of recording a ceiling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The WAL record of the ceiling, with the lead settings in force, not waited for: a
+    /// standby replays it, so that its promotion resumes above it; the rows issued under it
+    /// follow it in WAL, and their commits flush it.
+    LogWal,
+    /// The record file, durably (fdatasync): what makes the ceiling durable on this server,
+    /// since crash recovery may miss the newest WAL records, which were not flushed.
+    WriteFile,
+    /// Shared memory: claims may issue below it from now on (a raised ceiling, or both bounds
+    /// at a promotion's guard).
+    Publish,
+}
+
+/// The order every ceiling is recorded in (the worker's renewals and a promotion's guard): the
+/// WAL record, then the file, and only then shared memory. A lowered ceiling is published
+/// first by `generator::lower_ceiling`, and its last step is skipped.
+pub const RECORDING: [Step; 3] = [Step::LogWal, Step::WriteFile, Step::Publish];
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::layout::DEFAULT_EPOCH_UNIX_MS;
+
+    const LAYOUT: Layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12);
+    const SETTINGS: Settings = Settings { max_lead_ms: 2_000, reserve_ms: 250, max_clock_skew_ms: 500 };
+    const NOW: i64 = DEFAULT_EPOCH_UNIX_MS + 100 * 86_400_000;
+
+    fn tp(unix_ms: i64) -> u64 {
+        time_part_of_ceiling(&LAYOUT, unix_ms)
+    }
+
+    fn record(ceiling_unix_ms: i64, unconfirmed: bool) -> Option<RecordRead> {
+        Some(RecordRead { ceiling_unix_ms, lead: None, unconfirmed })
+    }
+
+    #[test]
+    fn bounds_add_up_as_documented() {
+        assert_eq!(SETTINGS.old_server_lead_bound_ms(), 2_251);
+        assert_eq!(SETTINGS.promotion_bound_ms(None), 2_751);
+        let longer = LeadSettings { max_lead_ms: 60_000, reserve_ms: 250 };
+        assert_eq!(SETTINGS.promotion_bound_ms(Some(longer)), 60_751);
+    }
+
+    #[test]
+    fn a_start_resumes_at_the_record_and_refuses_what_it_cannot_trust() {
+        let start = |record, binary_upgrade| {
+            at_start(&StartFacts { record, binary_upgrade, now_unix_ms: NOW }, SETTINGS, &LAYOUT)
+        };
+        assert!(matches!(start(Ok(record(NOW + 5, false)), false),
+            StartPlan::Resume { ceiling, write: None, reason: StartReason::Recorded, .. } if ceiling == tp(NOW + 5)));
+        assert!(matches!(
+            start(Ok(None), false),
+            StartPlan::Resume { ceiling: 0, reason: StartReason::NoRecord, .. }
+        ));
+        assert_eq!(
+            start(Ok(record(NOW, true)), false),
+            StartPlan::Refuse(StartRefusal::Unconfirmed { estimate_unix_ms: NOW })
+        );
+        assert!(matches!(start(Err("crc".into()), false), StartPlan::Refuse(StartRefusal::Unreadable(_))));
+        assert!(matches!(start(Err("crc".into()), true), StartPlan::Refuse(StartRefusal::Unreadable(_))));
+    }
+
+    #[test]
+    fn pg_upgrade_raises_the_record_and_marks_only_a_new_cluster() {
+        let start = |record| {
+            at_start(&StartFacts { record, binary_upgrade: true, now_unix_ms: NOW }, SETTINGS, &LAYOUT)
+        };
+        let guard = NOW + 2_251;
+        // A new cluster: written marked.
+        let StartPlan::Resume { ceiling, write: Some(write), .. } = start(Ok(None)) else { panic!() };
+        assert_eq!((ceiling, write.ceiling_unix_ms, write.unconfirmed), (tp(guard), guard, true));
+        // The old cluster's own record, behind: raised, not marked.
+        let StartPlan::Resume { write: Some(write), .. } = start(Ok(record(NOW - 10, false))) else {
+            panic!()
+        };
+        assert_eq!((write.ceiling_unix_ms, write.unconfirmed), (guard, false));
+        // Already ahead: left alone, never lowered.
+        let plan = start(Ok(record(NOW + 10_000, false)));
+        assert!(
+            matches!(plan, StartPlan::Resume { ceiling, write: None, .. } if ceiling == tp(NOW + 10_000))
+        );
+        // A record these starts marked before, behind now: raised again, still marked.
+        let StartPlan::Resume { write: Some(write), .. } = start(Ok(record(NOW - 10, true))) else {
+            panic!()
+        };
+        assert!(write.unconfirmed);
+    }
+
+    #[test]
+    fn the_promotion_debt_is_recorded_once_and_owed_until_settled() {
+        assert_eq!(promotion_owed(true, false), PromotionDebt { owed: true, record_it: true });
+        assert_eq!(promotion_owed(true, true), PromotionDebt { owed: true, record_it: false });
+        assert_eq!(promotion_owed(false, true), PromotionDebt { owed: true, record_it: false });
+        assert_eq!(promotion_owed(false, false), PromotionDebt { owed: false, record_it: false });
+    }
+
+    #[test]
+    fn crash_recovery_never_goes_below_the_file() {
+        let facts = |ceiling_unix_ms| ReplayFacts {
+            ceiling_unix_ms,
+            lead: None,
+            recovery: Recovery::Crash,
+            recorded_at_start: tp(NOW + 300_000),
+            now_unix_ms: NOW,
+        };
+        let mut readings = StandbyReadings::default();
+        let plan = replay(&facts(NOW), &mut readings, SETTINGS, &LAYOUT);
+        assert_eq!(plan, ReplayPlan { bounds: tp(NOW + 300_000), write: None });
+        let plan = replay(&facts(NOW + 400_000), &mut readings, SETTINGS, &LAYOUT);
+        assert_eq!(plan.bounds, tp(NOW + 400_000));
+    }
+
+    #[test]
+    fn a_standby_keeps_its_highest_clock_reading_until_the_primary_lowers() {
+        let mut readings = StandbyReadings::default();
+        let mut at = |ceiling_unix_ms, now_unix_ms| {
+            let facts = ReplayFacts {
+                ceiling_unix_ms,
+                lead: None,
+                recovery: Recovery::Archive,
+                recorded_at_start: 0,
+                now_unix_ms,
+            };
+            replay(&facts, &mut readings, SETTINGS, &LAYOUT).write.unwrap().ceiling_unix_ms
+        };
+        // The clock runs 15 s fast while the primary issues: the floor follows it.
+        assert_eq!(at(NOW + 15_500, NOW + 15_000), NOW + 15_000 + 2_751);
+        // Set right: the reading stays.
+        assert_eq!(at(NOW + 15_600, NOW), NOW + 15_000 + 2_751);
+        // The primary lowers its ceiling: the readings start again.
+        assert_eq!(at(NOW + 250, NOW), NOW + 2_751);
+    }
+
+    #[test]
+    fn a_standby_writes_a_longer_primary_lead_and_its_bound() {
+        let mut readings = StandbyReadings::default();
+        let lead = LeadSettings { max_lead_ms: 60_000, reserve_ms: 250 };
+        let facts = ReplayFacts {
+            ceiling_unix_ms: NOW,
+            lead: Some(lead),
+            recovery: Recovery::Archive,
+            recorded_at_start: 0,
+            now_unix_ms: NOW,
+        };
+        let plan = replay(&facts, &mut readings, SETTINGS, &LAYOUT);
+        assert_eq!(
+            plan.write,
+            Some(RecordToWrite { ceiling_unix_ms: NOW + 60_751, lead: Some(lead), unconfirmed: false })
+        );
+    }
+
+    fn promotion_facts() -> PromotionFacts {
+        PromotionFacts {
+            now_unix_ms: NOW,
+            replayed_floor: tp(NOW - 1_000),
+            primary_lead: None,
+            clean_stop_unix_ms: None,
+            max_lead_in_force_ms: SETTINGS.max_lead_ms,
+        }
+    }
+
+    #[test]
+    fn a_promotion_resumes_its_bound_ahead_or_at_a_higher_floor() {
+        let plan = promotion(&promotion_facts(), SETTINGS, &LAYOUT);
+        assert_eq!(
+            plan,
+            PromotionPlan::Guard {
+                ceiling: tp(NOW + 2_751),
+                bound_ms: 2_751,
+                above_replayed: false,
+                keep_lead: None
+            }
+        );
+        let higher = PromotionFacts { replayed_floor: tp(NOW + 9_000), ..promotion_facts() };
+        let plan = promotion(&higher, SETTINGS, &LAYOUT);
+        assert!(
+            matches!(plan, PromotionPlan::Guard { ceiling, above_replayed: true, .. } if ceiling == tp(NOW + 9_000))
+        );
+    }
+
+    #[test]
+    fn a_clean_stop_resumes_where_the_old_primary_stopped() {
+        let facts = PromotionFacts { clean_stop_unix_ms: Some(NOW + 200), ..promotion_facts() };
+        let plan = promotion(&facts, SETTINGS, &LAYOUT);
+        assert_eq!(
+            plan,
+            PromotionPlan::CleanStop { floor: tp(NOW + 200), stopped_at_unix_ms: NOW + 200, keep_lead: None }
+        );
+    }
+
+    #[test]
+    fn a_longer_primary_lead_is_kept_until_spent() {
+        let lead = LeadSettings { max_lead_ms: 60_000, reserve_ms: 250 };
+        let facts = PromotionFacts { primary_lead: Some(lead), ..promotion_facts() };
+        let PromotionPlan::Guard { ceiling, keep_lead, .. } = promotion(&facts, SETTINGS, &LAYOUT) else {
+            panic!()
+        };
+        assert_eq!(ceiling, tp(NOW + 60_751));
+        assert_eq!(keep_lead, Some(KeepLead { max_lead_ms: 60_000, ahead_ms: 60_751 }));
+        // Within the setting's bound: nothing to keep.
+        let lead_now = Lead { now_unix_ms: NOW, setting_ms: 2_000, in_force_ms: 2_000 };
+        assert_eq!(lead_now.to_keep(60_000, tp(NOW + 2_000), 250, &LAYOUT), None);
+        assert_eq!(forget_kept_lead(tp(NOW), 60_000, tp(NOW + 60_751), 2_000, 250), KeptLead::Keep);
+        assert_eq!(
+            forget_kept_lead(tp(NOW), 60_000, tp(NOW + 2_000), 2_000, 250),
+            KeptLead::Drop { logged: true }
+        );
+        assert_eq!(forget_kept_lead(tp(NOW), 0, tp(NOW + 60_751), 2_000, 250), KeptLead::Keep);
+    }
+}
