@@ -17,6 +17,12 @@
 #                                                  of its tree is made, the shared one untouched)
 #   --out DIR                                      default .run/mutations: table.tsv (one line per
 #                                                  run), each seed's campaign folder, build logs
+#   --check                                        only check the table itself, in seconds (the lint
+#                                                  step runs it): every patch applies to this
+#                                                  checkout, names its guard, and either changes the
+#                                                  pure core (the simulation measures it,
+#                                                  scripts/simulate.sh --mutations) or says in a
+#                                                  "Simulation:" line why the simulation cannot reach it
 #
 # The checkout's HEAD is copied to DIR/src, reset before each mutation, the patch applied, and
 # its extension built and installed into DIR/postgresql-N; the tests and the campaign run from
@@ -29,6 +35,7 @@ source scripts/lib.sh
 only=() seeds=5 seed_list="" minutes=2 major=18 out=.run/mutations run_test=yes
 while [ $# -gt 0 ]; do
   case "$1" in
+    --check) check_only=yes; shift ;;
     --only) only+=("$2"); shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
     --seed-list) seed_list=$2; shift 2 ;;
@@ -36,9 +43,31 @@ while [ $# -gt 0 ]; do
     --minutes) minutes=$2; shift 2 ;;
     --major) major=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--only NAME ...] [--seeds N | --seed-list 'S ...'] [--no-test] [--minutes M] [--major N] [--out DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--check] [--only NAME ...] [--seeds N | --seed-list 'S ...'] [--no-test] [--minutes M] [--major N] [--out DIR]" >&2; exit 2 ;;
   esac
 done
+
+if [ "${check_only:-}" = yes ]; then
+  bad=0
+  for patch in tests/mutations/*.patch; do
+    name=$(basename "$patch" .patch)
+    if ! git apply --check "$patch" 2> /dev/null; then
+      echo "mutations: $name no longer applies to this checkout: rewrite it where its guard moved" >&2
+      bad=1
+    fi
+    if ! grep -q '^Guard' "$patch"; then
+      echo "mutations: $name names no guard (a \"Guard:\" line)" >&2
+      bad=1
+    fi
+    outside=$(grep '^+++ b/' "$patch" | grep -vc '^+++ b/crates/snowflake_core/' || true)
+    if [ "$outside" -gt 0 ] && ! grep -q '^Simulation: ' "$patch"; then
+      echo "mutations: $name changes code outside the pure core and does not say why the simulation cannot reach it (a \"Simulation:\" line)" >&2
+      bad=1
+    fi
+  done
+  [ "$bad" = 0 ] && echo "mutations: $(find tests/mutations -name '*.patch' | wc -l) patches apply and say what they remove"
+  exit "$bad"
+fi
 case $major in
   16 | 17 | 18) ;;
   *) echo "mutations: --major $major: a copy of the tree is made, which the PyPI trees (16 to 18) allow" >&2; exit 2 ;;

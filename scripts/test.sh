@@ -141,6 +141,7 @@ CARGO_TARGET_DIR=tests/integration/target \
   cargo clippy --all-targets --manifest-path tests/integration/Cargo.toml -- -D warnings
 ./scripts/lint-shell.sh
 ./scripts/lint-sql.sh
+./scripts/mutations.sh --check
 
 step "the pure rules (cargo test -p snowflake_core; no PostgreSQL)"
 cargo test -p snowflake_core

@@ -58,7 +58,7 @@ pub struct StartState {
     /// worker at the promotion after it, for the promotion bound and the lead it keeps. Lost
     /// with shared memory: the replay also writes them into the record file when they exceed
     /// this server's own (`reservation::record`), where a promotion that replayed no ceiling
-    /// since the standby restarted finds them (`reservation::worker::old_primary_lead`).
+    /// since the standby restarted finds them (`resume::PromotionFacts::primary_lead`).
     pub last_replayed_lead: AtomicU64,
 }
 

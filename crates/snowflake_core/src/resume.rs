@@ -320,14 +320,47 @@ pub struct PromotionFacts {
     pub now_unix_ms: i64,
     /// Where the replay left the floor (and the ceiling): the last ceiling replayed, raised.
     pub replayed_floor: u64,
-    /// The lead settings of the old primary: those of the last record replayed since shared
-    /// memory was created, else those the record file kept.
-    pub primary_lead: Option<LeadSettings>,
-    /// Where the old primary stopped (its last ceiling, Unix ms), when the replay ended on its
-    /// clean stop: its shutdown checkpoint after its last ceiling's record.
-    pub clean_stop_unix_ms: Option<i64>,
+    /// The last ceiling's record replayed since shared memory was created, if any.
+    pub last_replayed: Option<ReplayedCeiling>,
+    /// The lead settings the record file kept when shared memory was created
+    /// (`StartPlan::Resume::lead_kept`): on a standby restarted since its last ceiling's
+    /// record, those its primary wrote into it, when they exceed this server's.
+    pub lead_recorded_at_start: Option<LeadSettings>,
+    /// The replay ended on a shutdown checkpoint that comes after `last_replayed`'s record:
+    /// the old primary stopped cleanly, and every ID it issued lies below that ceiling.
+    pub ended_on_shutdown_checkpoint: bool,
     /// The `max_lead_ms` in force now (`generator::lead_in_force`).
     pub max_lead_in_force_ms: u64,
+}
+
+/// A ceiling's record as replayed: the ceiling, and the lead settings it carried (0.8.0 on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayedCeiling {
+    pub ceiling_unix_ms: i64,
+    pub lead: Option<LeadSettings>,
+}
+
+impl PromotionFacts {
+    /// The old primary's lead settings: those of the last record replayed, or, when none was
+    /// replayed since shared memory was created (the standby restarted, or crashed, after a
+    /// restartpoint past the last one, and its primary wrote none since), those the record
+    /// file kept (written there only when they exceed this server's own, which is when they
+    /// count).
+    pub fn primary_lead(&self) -> Option<LeadSettings> {
+        match self.last_replayed {
+            Some(replayed) => replayed.lead,
+            None => self.lead_recorded_at_start,
+        }
+    }
+
+    /// Where the old primary stopped (its last ceiling, Unix ms), when the replay ended on its
+    /// clean stop (`ended_on_shutdown_checkpoint`); never without a ceiling replayed in this
+    /// run of the standby.
+    pub fn clean_stop_unix_ms(&self) -> Option<i64> {
+        self.last_replayed
+            .filter(|_| self.ended_on_shutdown_checkpoint)
+            .map(|replayed| replayed.ceiling_unix_ms)
+    }
 }
 
 /// Where a promotion resumes.
@@ -336,7 +369,7 @@ pub enum PromotionPlan {
     /// A planned switchover: the floor comes down to where the old primary stopped (above all
     /// it issued); the ceiling the replay recorded stays. Nothing to record.
     CleanStop { floor: u64, stopped_at_unix_ms: i64, keep_lead: Option<KeepLead> },
-    /// Both bounds at `ceiling`, recorded first (`RECORDING`), with `keep_lead` kept before
+    /// Both bounds at `ceiling`, recorded first (`RECORDING_GUARD`), with `keep_lead` kept before
     /// the record is written so that it carries it. `above_replayed`: the replayed floor was
     /// higher than the bound ahead of the clock (`bound_ms`).
     Guard { ceiling: u64, bound_ms: u64, above_replayed: bool, keep_lead: Option<KeepLead> },
@@ -359,8 +392,9 @@ pub struct KeepLead {
 /// the replay ended on the old primary's clean stop: then every ID it issued lies below its
 /// last ceiling, and the shards resume at that or the clock.
 pub fn promotion(facts: &PromotionFacts, settings: Settings, layout: &Layout) -> PromotionPlan {
-    if let Some(stopped_at_unix_ms) = facts.clean_stop_unix_ms {
-        let keep_lead = facts.primary_lead.and_then(|primary| {
+    let primary_lead = facts.primary_lead();
+    if let Some(stopped_at_unix_ms) = facts.clean_stop_unix_ms() {
+        let keep_lead = primary_lead.and_then(|primary| {
             lead_to_keep(primary.max_lead_ms, facts.replayed_floor, facts, settings, layout)
         });
         return PromotionPlan::CleanStop {
@@ -369,12 +403,11 @@ pub fn promotion(facts: &PromotionFacts, settings: Settings, layout: &Layout) ->
             keep_lead,
         };
     }
-    let bound_ms = settings.promotion_bound_ms(facts.primary_lead);
+    let bound_ms = settings.promotion_bound_ms(primary_lead);
     let guard = time_part_of_ceiling(layout, facts.now_unix_ms.saturating_add(bound_ms as i64));
     let ceiling = guard.max(facts.replayed_floor);
-    let keep_lead = facts
-        .primary_lead
-        .and_then(|primary| lead_to_keep(primary.max_lead_ms, ceiling, facts, settings, layout));
+    let keep_lead =
+        primary_lead.and_then(|primary| lead_to_keep(primary.max_lead_ms, ceiling, facts, settings, layout));
     PromotionPlan::Guard { ceiling, bound_ms, above_replayed: ceiling != guard, keep_lead }
 }
 
@@ -480,15 +513,22 @@ pub enum Step {
     /// The record file, durably (fdatasync): what makes the ceiling durable on this server,
     /// since crash recovery may miss the newest WAL records, which were not flushed.
     WriteFile,
-    /// Shared memory: claims may issue below it from now on (a raised ceiling, or both bounds
-    /// at a promotion's guard).
+    /// Shared memory: claims may issue below the raised ceiling from now on
+    /// (`Reservation::publish_ceiling`).
     Publish,
+    /// Shared memory, at a promotion's guard: both bounds go to the ceiling
+    /// (`Reservation::resume_at`), so nothing is issued below it.
+    ResumeAt,
 }
 
-/// The order every ceiling is recorded in (the worker's renewals and a promotion's guard): the
-/// WAL record, then the file, and only then shared memory. A lowered ceiling is published
-/// first by `generator::lower_ceiling`, and its last step is skipped.
-pub const RECORDING: [Step; 3] = [Step::LogWal, Step::WriteFile, Step::Publish];
+/// The order every renewed ceiling is recorded in: the WAL record, then the file, and only
+/// then shared memory. A lowered ceiling is published first by `generator::lower_ceiling`, and
+/// takes only the first two steps (`RECORDING_LOWERED`).
+pub const RECORDING: &[Step] = &[Step::LogWal, Step::WriteFile, Step::Publish];
+/// A lowered ceiling's recording (see `RECORDING`).
+pub const RECORDING_LOWERED: &[Step] = &[Step::LogWal, Step::WriteFile];
+/// A promotion guard's recording: as `RECORDING`, then both bounds there.
+pub const RECORDING_GUARD: &[Step] = &[Step::LogWal, Step::WriteFile, Step::ResumeAt];
 
 #[cfg(all(test, not(loom)))]
 mod tests {
@@ -606,6 +646,22 @@ mod tests {
     }
 
     #[test]
+    fn a_restarted_standby_keeps_the_readings_its_file_holds() {
+        // The file holds a floor raised by a fast clock's reading; a new startup process
+        // replays an older, lower ceiling with the clock set right: the floor stays.
+        let mut readings = StandbyReadings::default();
+        let facts = ReplayFacts {
+            ceiling_unix_ms: NOW + 100,
+            lead: None,
+            recovery: Recovery::Archive,
+            recorded_at_start: tp(NOW + 17_751),
+            now_unix_ms: NOW,
+        };
+        let plan = replay(&facts, &mut readings, SETTINGS, &LAYOUT);
+        assert_eq!(plan.bounds, tp(NOW + 17_751));
+    }
+
+    #[test]
     fn a_standby_writes_a_longer_primary_lead_and_its_bound() {
         let mut readings = StandbyReadings::default();
         let lead = LeadSettings { max_lead_ms: 60_000, reserve_ms: 250 };
@@ -627,8 +683,9 @@ mod tests {
         PromotionFacts {
             now_unix_ms: NOW,
             replayed_floor: tp(NOW - 1_000),
-            primary_lead: None,
-            clean_stop_unix_ms: None,
+            last_replayed: Some(ReplayedCeiling { ceiling_unix_ms: NOW + 200, lead: None }),
+            lead_recorded_at_start: None,
+            ended_on_shutdown_checkpoint: false,
             max_lead_in_force_ms: SETTINGS.max_lead_ms,
         }
     }
@@ -654,18 +711,26 @@ mod tests {
 
     #[test]
     fn a_clean_stop_resumes_where_the_old_primary_stopped() {
-        let facts = PromotionFacts { clean_stop_unix_ms: Some(NOW + 200), ..promotion_facts() };
+        let facts = PromotionFacts { ended_on_shutdown_checkpoint: true, ..promotion_facts() };
         let plan = promotion(&facts, SETTINGS, &LAYOUT);
         assert_eq!(
             plan,
             PromotionPlan::CleanStop { floor: tp(NOW + 200), stopped_at_unix_ms: NOW + 200, keep_lead: None }
         );
+        // No ceiling replayed in this run of the standby: not shown clean, the guard.
+        let facts = PromotionFacts { last_replayed: None, ..facts };
+        assert!(matches!(promotion(&facts, SETTINGS, &LAYOUT), PromotionPlan::Guard { .. }));
     }
 
     #[test]
     fn a_longer_primary_lead_is_kept_until_spent() {
         let lead = LeadSettings { max_lead_ms: 60_000, reserve_ms: 250 };
-        let facts = PromotionFacts { primary_lead: Some(lead), ..promotion_facts() };
+        let replayed = ReplayedCeiling { ceiling_unix_ms: NOW, lead: Some(lead) };
+        let facts = PromotionFacts { last_replayed: Some(replayed), ..promotion_facts() };
+        assert_eq!(facts.primary_lead(), Some(lead));
+        // A standby restarted past its last record: the lead its file kept.
+        let restarted = PromotionFacts { last_replayed: None, lead_recorded_at_start: Some(lead), ..facts };
+        assert_eq!(restarted.primary_lead(), Some(lead));
         let PromotionPlan::Guard { ceiling, keep_lead, .. } = promotion(&facts, SETTINGS, &LAYOUT) else {
             panic!()
         };

@@ -21,6 +21,12 @@
 //! (`restore`). The hot path never touches the disk: about four reservations a second are
 //! done by the worker alone, or sooner when a call borrowing time asks for more.
 //!
+//! Where a server resumes (at a start, in crash recovery, on a standby's replay, at a
+//! promotion, under pg_upgrade) is decided by `snowflake_core::resume`, pure and driven by the
+//! simulation; the files here gather its facts (the record file, the WAL record, the clock, the
+//! settings, what the replay left in shared memory) and apply its plans (writes, WAL, shared
+//! memory, the log lines made from the plan's reason).
+//!
 //! The chain, each link importing only the ones before it, so that `shmem` can restore the
 //! ceiling at its creation without importing what runs on it:
 //! * `record`: the file's line, its checksum, the lead settings it keeps, reading and writing it;
@@ -41,10 +47,11 @@ pub mod switchover;
 pub mod wal;
 pub mod worker;
 
-use super::{fixed_layout, settings};
+use super::settings;
 use pgrx::pg_sys;
 use record::Record;
 use snowflake_core::generator::{self, Reservation, ReservationKeeper};
+use snowflake_core::resume;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// Records a ceiling so that it survives a crash at any moment, with the lead settings it was
@@ -74,7 +81,7 @@ pub fn lead_settings_in_force(reservation: &Reservation) -> LeadSettings {
 
 /// This server's settings alone, without a lead it keeps for a while.
 fn configured_lead_settings() -> LeadSettings {
-    LeadSettings { max_lead_ms: settings::clock_policy().max_lead_ms, reserve_ms: settings::reserve_ms() }
+    resume_settings().lead()
 }
 
 /// The clock policy with the `max_lead_ms` in force (`generator::lead_in_force`), for the
@@ -88,30 +95,12 @@ pub fn clock_policy_in_force(reservation: &Reservation) -> generator::ClockPolic
     }
 }
 
-/// How far ahead of its own clock a server with this server's lead settings can have issued
-/// IDs. The pg_upgrade guard (`restore::record_upgrade_guard`) resumes this far ahead.
-fn old_server_lead_bound_ms() -> u64 {
-    configured_lead_settings().bound_ms()
-}
-
-/// How far ahead of this server's clock a promotion resumes the shards at least: above every
-/// ID an old primary could have issued with lead settings no larger than these or than
-/// `primary`'s (the last replayed from its WAL, when it wrote them), when its clock read at most
-/// `max_clock_skew_ms` more than this one (`worker::record_promotion_guard`; a standby also
-/// applies it to its clock readings as it replays, `wal::replay_ceiling`).
-fn promotion_bound_ms(primary: Option<LeadSettings>) -> u64 {
-    let own = old_server_lead_bound_ms();
-    own.max(primary.map_or(0, LeadSettings::bound_ms)) + settings::max_clock_skew_ms()
-}
-
-/// A recorded ceiling (Unix ms) as a time part: before the epoch it restricts nothing,
-/// past the range of the time bits it means the IDs ran out.
-fn time_part_of_ceiling(unix_ms: i64) -> u64 {
-    let layout = fixed_layout::get();
-    match layout.time_part(unix_ms) {
-        Ok(time_part) => time_part,
-        Err(_) if unix_ms < layout.epoch_unix_ms() => 0,
-        Err(_) => layout.max_time_part() + 1,
+/// This server's settings that decide where it resumes (`resume::Settings`), as configured now.
+pub fn resume_settings() -> resume::Settings {
+    resume::Settings {
+        max_lead_ms: settings::clock_policy().max_lead_ms,
+        reserve_ms: settings::reserve_ms(),
+        max_clock_skew_ms: settings::max_clock_skew_ms(),
     }
 }
 

@@ -17,6 +17,7 @@
 //! primary, its lead settings): its guard is the full bound ahead of the clock, the safe side.
 
 use crate::postgres::durable_file;
+use snowflake_core::resume;
 use std::path::Path;
 
 /// In the data directory while a promotion guard is owed.
@@ -29,13 +30,14 @@ const CONTENT: &str = "snowflake_id: this server started in recovery and has not
 const SIGNAL_FILES: [&str; 2] = ["standby.signal", "recovery.signal"];
 
 /// Whether the promotion guard is owed, asked by the postmaster when it creates shared
-/// memory (its working directory is the data directory): in recovery (made durable here
-/// first), or a debt left by a start in recovery whose guard was never recorded. A file that
-/// cannot be written stops the start (58030): a recovery without it could end without a guard.
+/// memory (its working directory is the data directory): `resume::promotion_owed` of whether
+/// a signal file is there and whether this file is. A debt to record is made durable here
+/// first; a file that cannot be written stops the start (58030): a recovery without it could
+/// end without a guard.
 pub fn owed_at_start() -> bool {
     let in_recovery = SIGNAL_FILES.iter().any(|file| Path::new(file).exists());
-    let owed_before = Path::new(FILE).exists();
-    if in_recovery && !owed_before {
+    let debt = resume::promotion_owed(in_recovery, Path::new(FILE).exists());
+    if debt.record_it {
         if let Err(error) = durable_file::replace(FILE, TEMP_FILE, CONTENT) {
             durable_file::not_recorded(
                 "that a promotion guard is owed",
@@ -45,7 +47,7 @@ pub fn owed_at_start() -> bool {
             );
         }
     }
-    in_recovery || owed_before
+    debt.owed
 }
 
 /// The debt settled, once the guard is recorded: the file removed, and the removal made

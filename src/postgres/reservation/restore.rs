@@ -4,81 +4,81 @@
 
 use super::legacy_wal;
 use super::record::{self, Record, FILE, PREFIX};
-use super::{old_server_lead_bound_ms, time_part_of_ceiling, LeadSettings};
-use crate::postgres::{clock, compat, durable_file};
+use super::{resume_settings, LeadSettings};
+use crate::postgres::{clock, compat, durable_file, fixed_layout};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
-use snowflake_core::utc;
+use snowflake_core::{resume, utc};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-/// The recorded ceiling as a time part (0 on a server that never issued an ID). Read by
-/// the postmaster when it creates shared memory; an unreadable record stops the server,
-/// since guessing could repeat IDs. Under pg_upgrade, raised first (`record_upgrade_guard`);
-/// a record pg_upgrade's starts marked as an estimate stops the first real start
-/// (`refuse_unconfirmed`).
+/// The recorded ceiling as a time part (0 on a server that never issued an ID), where every
+/// shard resumes. Read by the postmaster when it creates shared memory; the decision is
+/// `resume::at_start`'s: an unreadable record stops the server, since guessing could repeat IDs;
+/// under pg_upgrade the record is raised first (the upgrade guard, written here); a record
+/// pg_upgrade's starts marked as an estimate stops the first real start (`refuse_unconfirmed`).
 pub fn recorded_ceiling() -> u64 {
-    let noted = record::read_noted().unwrap_or_else(|reason| corrupt_record(&reason));
-    let ceiling = if compat::in_binary_upgrade() {
-        record_upgrade_guard(noted)
-    } else {
-        match noted {
-            Some(noted) if noted.unconfirmed => refuse_unconfirmed(noted.record.ceiling_unix_ms),
-            noted => noted.map_or(0, |noted| time_part_of_ceiling(noted.record.ceiling_unix_ms)),
+    let record = record::read_noted().map(|noted| {
+        noted.map(|noted| resume::RecordRead {
+            ceiling_unix_ms: noted.record.ceiling_unix_ms,
+            lead: noted.record.lead,
+            unconfirmed: noted.unconfirmed,
+        })
+    });
+    let facts = resume::StartFacts {
+        record,
+        binary_upgrade: compat::in_binary_upgrade(),
+        now_unix_ms: clock::wall_clock_unix_ms(),
+    };
+    let (ceiling, lead_kept) = match resume::at_start(&facts, resume_settings(), &fixed_layout::get()) {
+        resume::StartPlan::Refuse(resume::StartRefusal::Unreadable(reason)) => corrupt_record(&reason),
+        resume::StartPlan::Refuse(resume::StartRefusal::Unconfirmed { estimate_unix_ms }) => {
+            refuse_unconfirmed(estimate_unix_ms)
+        }
+        resume::StartPlan::Resume { ceiling, write, lead_kept, reason } => {
+            if let Some(write) = write {
+                record_upgrade_guard(write);
+            }
+            if let resume::StartReason::UpgradeGuard { bound_ms, ceiling_unix_ms, new_cluster } = reason {
+                log_upgrade_guard(bound_ms, ceiling_unix_ms, new_cluster);
+            }
+            (ceiling, lead_kept)
         }
     };
     RECORDED_AT_START.store(ceiling, Relaxed);
-    *RECORDED_LEAD_AT_START.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
-        noted.and_then(|noted| noted.record.lead);
+    *RECORDED_LEAD_AT_START.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = lead_kept;
     ceiling
 }
 
 /// The ceiling the file held when the postmaster last created shared memory, inherited by
-/// the startup process: crash recovery never resumes below it (see `wal::replay_ceiling`).
+/// the startup process: crash recovery never resumes below it (see `resume::replay`).
 static RECORDED_AT_START: AtomicU64 = AtomicU64::new(0);
 
 /// The lead settings the file kept with that ceiling (`record::Record::lead`), inherited by
 /// the worker: on a standby restarted since the last ceiling it replayed, the lead its primary
-/// ran with (`worker::old_primary_lead`); on a primary, a lead it kept (`worker`'s start).
+/// ran with (`resume::PromotionFacts::primary_lead`); on a primary, a lead it kept (`worker`'s start).
 static RECORDED_LEAD_AT_START: Mutex<Option<LeadSettings>> = Mutex::new(None);
 
 /// Every start under pg_upgrade (`postgres -b`), of the new cluster or the old one, and
-/// `pg_upgrade --check`'s too: pg_upgrade carries the tables, not this file, and the old
-/// server may have issued IDs up to its ceiling, at most `max_lead_ms + reserve_ms` ahead of
-/// its clock as it read when it issued them. So the record is raised to that far ahead of now
-/// (never lowered): above anything the old server issued as long as it ran with lead settings
-/// no larger than these and its clock, whenever it issued, never read ahead of this clock now.
-/// A clock that ran fast and was set back before the upgrade breaks the second, and nothing
-/// pg_upgrade hands the new server (its command line, environment or catalogs) says where the
-/// old data directory and its exact record are.
-///
-/// So on a new cluster (no record of its own yet, or one these starts marked) the guard is
-/// written marked as unconfirmed, and its first real start refuses to issue on it: the
-/// operator copies the old server's file over it (the documented step, exact), or deletes the
-/// mark to resume at the estimate knowingly. The old cluster's own record (pg_upgrade starts
-/// it too, to read its schema) is raised but never marked: it stays usable if the upgrade is
-/// abandoned.
-///
-/// At every such start, not only the first: `pg_upgrade --check` starts the new cluster too,
-/// possibly long before the upgrade while the old server keeps issuing; a guard recorded
-/// then would be stale by the upgrade.
-fn record_upgrade_guard(noted: Option<record::Noted>) -> u64 {
-    let bound_ms = old_server_lead_bound_ms();
-    let guard_unix_ms = clock::wall_clock_unix_ms().saturating_add(bound_ms as i64);
-    let new_cluster = noted.is_none_or(|noted| noted.unconfirmed);
-    let ceiling_unix_ms =
-        noted.map_or(guard_unix_ms, |noted| noted.record.ceiling_unix_ms.max(guard_unix_ms));
-    // Already that far ahead (and marked, on a new cluster): nothing to write.
-    if noted.is_some_and(|noted| noted.record.ceiling_unix_ms >= guard_unix_ms) {
-        return time_part_of_ceiling(ceiling_unix_ms);
-    }
-    // The lead settings the old record kept, if any, stay with it.
-    let lead = noted.and_then(|noted| noted.record.lead);
-    let record = Record { ceiling_unix_ms, wal128: legacy_wal::may_remain(), lead };
-    let written = if new_cluster { record::write_unconfirmed(record) } else { record::write(record) };
+/// `pg_upgrade --check`'s too, records the upgrade guard `resume::at_start` decided: pg_upgrade
+/// carries the tables, not this file, and the old server may have issued IDs up to its
+/// ceiling, at most `max_lead_ms + reserve_ms` ahead of its clock. A clock that ran fast and
+/// was set back before the upgrade breaks that estimate, and nothing pg_upgrade hands the new
+/// server (its command line, environment or catalogs) says where the old data directory and
+/// its exact record are: so on a new cluster the guard is written marked unconfirmed, and its
+/// first real start refuses to issue on it until the operator copies the old server's file over
+/// it (the documented step, exact) or deletes the mark. The old cluster's own record is raised
+/// but never marked: it stays usable if the upgrade is abandoned.
+fn record_upgrade_guard(write: resume::RecordToWrite) {
+    let record =
+        Record { ceiling_unix_ms: write.ceiling_unix_ms, wal128: legacy_wal::may_remain(), lead: write.lead };
+    let written = if write.unconfirmed { record::write_unconfirmed(record) } else { record::write(record) };
     if let Err(error) = written {
         durable_file::not_recorded("the snowflake_id reservation", FILE, " during a binary upgrade", error);
     }
+}
+
+fn log_upgrade_guard(bound_ms: u64, ceiling_unix_ms: i64, new_cluster: bool) {
     pgrx::log!(
         "snowflake_id: binary upgrade: recorded a ceiling of {} ({bound_ms} ms ahead of the clock){}",
         utc::format_utc_ms(ceiling_unix_ms),
@@ -91,7 +91,6 @@ fn record_upgrade_guard(noted: Option<record::Noted>) -> u64 {
             String::new()
         }
     );
-    time_part_of_ceiling(ceiling_unix_ms)
 }
 
 /// The first real start of a cluster made by pg_upgrade without the old server's reservation

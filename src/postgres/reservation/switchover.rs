@@ -43,28 +43,28 @@ mod callbacks {
     }
 }
 
-/// Where the old primary stopped (its last ceiling, Unix ms), when the replay ended on its
-/// clean stop: the last record replayed is a shutdown checkpoint, after `ceiling_end`, the end
-/// of the last ceiling record replayed. `None` otherwise. Run after the promotion, by the
-/// reservation worker; an error reading the WAL is caught, and means `None`.
-pub fn old_primary_stopped_at(ceiling_unix_ms: i64, ceiling_end: pg_sys::XLogRecPtr) -> Option<i64> {
+/// Whether the replay ended on the old primary's clean stop: the last record replayed is a
+/// shutdown checkpoint, after `ceiling_end`, the end of the last ceiling record replayed (0:
+/// none in this run of the standby, which is never clean). Run after the promotion, by the
+/// reservation worker; an error reading the WAL is caught, and means `false`.
+/// `resume::promotion` decides what follows from it.
+pub fn replay_ended_on_shutdown_checkpoint(ceiling_end: pg_sys::XLogRecPtr) -> bool {
     if ceiling_end == 0 {
-        return None;
+        return false;
     }
     // SAFETY: reads this server's own WAL up to where its replay ended, with PostgreSQL's
     // reader for local WAL; the reader is freed on every path but an error, which the catch
     // turns into `false` (its memory is then the worker's transaction-less context's, freed
     // with the process).
-    let clean = PgTryBuilder::new(|| unsafe { replay_ended_on_shutdown_checkpoint_after(ceiling_end) })
+    PgTryBuilder::new(|| unsafe { replay_ended_on_shutdown_checkpoint_after(ceiling_end) })
         .catch_others(|_| false)
-        .execute();
-    clean.then_some(ceiling_unix_ms)
+        .execute()
 }
 
 /// Whether the records from `after` to the end of the replay end with a shutdown checkpoint
 /// (see the top).
 unsafe fn replay_ended_on_shutdown_checkpoint_after(after: pg_sys::XLogRecPtr) -> bool {
-    // SAFETY: as `old_primary_stopped_at` says.
+    // SAFETY: as `replay_ended_on_shutdown_checkpoint` says.
     unsafe {
         let replay_end = pg_sys::GetXLogReplayRecPtr(null_mut());
         if after >= replay_end {

@@ -3,17 +3,14 @@
 //! standby, crash or archive recovery) brings it into its shared memory (`replay_ceiling`).
 
 use super::record::FILE;
-use super::{legacy_wal, promotion_bound_ms, restore, time_part_of_ceiling, write_durably, LeadSettings};
+use super::{legacy_wal, restore, resume_settings, write_durably, LeadSettings};
 use crate::postgres::{clock, compat, durable_file, fixed_layout, settings, shmem};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
-use snowflake_core::utc;
+use snowflake_core::{resume, utc};
 use std::ffi::{c_char, CStr};
-use std::sync::atomic::{
-    AtomicI64,
-    Ordering::{Relaxed, Release},
-};
+use std::sync::atomic::Ordering::{Relaxed, Release};
 
 /// "The ceiling is now this Unix ms" (8 bytes, native order), written by versions 0.3.0 to
 /// 0.7.1 and still replayed.
@@ -197,7 +194,9 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
 /// Brings a ceiling read from a primary's WAL (or replayed in crash recovery) into this
 /// server's shared memory, as both bounds: later records come later in WAL, so the last one
 /// replayed holds, lower or higher (see `Reservation::replay`). With floor and ceiling equal,
-/// nothing is issued until the worker has recorded a new ceiling, durably, above them.
+/// nothing is issued until the worker has recorded a new ceiling, durably, above them. Where
+/// the bounds go and what the file gets is `resume::replay`'s decision; the PostgreSQL reasons
+/// behind it follow.
 ///
 /// In crash recovery, never below the ceiling the file held at the start: the worker records
 /// each ceiling in the file right after its WAL record and before any ID uses it, without
@@ -209,7 +208,7 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
 /// * in crash recovery, left alone: it already holds what was issued under, and rewriting
 ///   it with the older records replayed first could only set it back;
 /// * on a standby (or in archive recovery), rewritten durably with every ceiling replayed
-///   (raised to the guard of the highest clock reading, `standby_floor_unix_ms`), and the lead
+///   (raised to the guard of the highest clock reading, `resume::replay`), and the lead
 ///   settings the record carries when they exceed this server's own, before the next record
 ///   is. Shared memory does not survive a restart of the standby, nor the postmaster
 ///   re-creating it after a backend crash, and recovery then starts again at the last
@@ -232,71 +231,48 @@ fn replay_ceiling(replayed: Replayed, record_end: pg_sys::XLogRecPtr) {
     // server that started as a standby and was promoted runs crash recovery after a later
     // backend crash, with the postmaster still the same.
     // SAFETY: a PostgreSQL global, set by the startup process before it replays anything.
-    let in_crash_recovery = !unsafe { pg_sys::ArchiveRecoveryRequested };
-    if in_crash_recovery {
-        if let Some(reservation) = shmem::reservation() {
-            reservation.replay(time_part_of_ceiling(ceiling_unix_ms).max(restore::recorded_at_start()));
+    let recovery = match unsafe { pg_sys::ArchiveRecoveryRequested } {
+        false => resume::Recovery::Crash,
+        true => resume::Recovery::Archive,
+    };
+    if recovery == resume::Recovery::Archive {
+        // Where the old primary stopped, should this be the last ceiling before its clean stop
+        // (`switchover`): the ceiling as written, then where its record ends.
+        // And the lead settings the primary wrote with it, for the promotion bound.
+        if let Some(start) = shmem::start_state() {
+            start.last_replayed_ceiling_unix_ms.store(ceiling_unix_ms, Relaxed);
+            start.last_replayed_lead.store(lead.map_or(0, PackedLead::pack), Relaxed);
+            start.last_replayed_ceiling_end.store(record_end, Release);
         }
-        return;
     }
-    // Where the old primary stopped, should this be the last ceiling before its clean stop
-    // (`switchover`): the ceiling as written, then where its record ends.
-    // And the lead settings the primary wrote with it, for the promotion bound.
-    if let Some(start) = shmem::start_state() {
-        start.last_replayed_ceiling_unix_ms.store(ceiling_unix_ms, Relaxed);
-        start.last_replayed_lead.store(lead.map_or(0, PackedLead::pack), Relaxed);
-        start.last_replayed_ceiling_end.store(record_end, Release);
-    }
-    let floor_unix_ms = standby_floor_unix_ms(ceiling_unix_ms, lead);
+    let facts = resume::ReplayFacts {
+        ceiling_unix_ms,
+        lead,
+        recovery,
+        recorded_at_start: restore::recorded_at_start(),
+        now_unix_ms: clock::wall_clock_unix_ms(),
+    };
+    let plan = STANDBY_READINGS.with_borrow_mut(|readings| {
+        resume::replay(&facts, readings, resume_settings(), &fixed_layout::get())
+    });
     if let Some(reservation) = shmem::reservation() {
-        reservation.replay(time_part_of_ceiling(floor_unix_ms));
+        reservation.replay(plan.bounds);
     }
     // With the primary's lead settings when they exceed this server's: its promotion after a
-    // restart, which may replay no ceiling, finds them there (`worker::old_primary_lead`).
-    if let Err(error) = write_durably(floor_unix_ms, lead) {
-        durable_file::not_recorded("the snowflake_id reservation", FILE, " during replay", error);
+    // restart, which may replay no ceiling, finds them there (`resume::PromotionFacts::primary_lead`).
+    if let Some(write) = plan.write {
+        if let Err(error) = write_durably(write.ceiling_unix_ms, write.lead) {
+            durable_file::not_recorded("the snowflake_id reservation", FILE, " during replay", error);
+        }
     }
 }
 
-/// On a standby (or in archive recovery), where a promotion must resume at least, for a
-/// ceiling just replayed: that ceiling, or, when higher, the promotion's bound
-/// (`promotion_bound_ms`, with the lead settings the primary wrote into this record when larger
-/// than this server's) above the highest clock reading taken at a replay since the primary
-/// last lowered its ceiling.
-///
-/// Why the clock: the promotion guard resumes that bound ahead of the clock at the promotion,
-/// which covers the IDs issued under records this server never received only as long as the
-/// old primary's clock never read further ahead than this clock does then. A clock that ran
-/// ahead while the primary issued (both servers' clocks: they agree all along) and was set back
-/// before the failover breaks that: the primary issued seconds ahead of today's clock under
-/// ceilings whose records never arrived, and the promoted standby repeated its IDs (finding F1
-/// of docs/reliability.md). This server read the same fast clock as it replayed, so it keeps
-/// the highest reading, recorded with the ceiling. Readings are taken only at our records
-/// (about four a second while the primary issues), which covers a clock that ran ahead while
-/// this server was replaying; one that ran ahead only while it was down or cut off is beyond
-/// its sight (docs/operations.md says so).
-///
-/// Why not forever: after a jump of the clock the primary lowers its ceiling once no shard has
-/// issued up there (`generator::lower_ceiling`), and a record lower than the one before says
-/// so: nothing was issued at or above it. Keeping an hour-long jump's reading beyond that would
-/// hold every promotion back for the hour; it is dropped, and the readings start again from
-/// this one.
-fn standby_floor_unix_ms(ceiling_unix_ms: i64, primary: Option<LeadSettings>) -> i64 {
-    // Process-local, and Relaxed: only the startup process replays, one record at a time. A
-    // new startup process (the standby restarted, or reset after a crash) starts from its
-    // file, which holds what the one before it kept.
-    static LAST_REPLAYED_UNIX_MS: AtomicI64 = AtomicI64::new(i64::MIN);
-    static HIGHEST_READING_GUARD_UNIX_MS: AtomicI64 = AtomicI64::new(i64::MIN);
-    let guard_now = clock::wall_clock_unix_ms().saturating_add(promotion_bound_ms(primary) as i64);
-    let previous = LAST_REPLAYED_UNIX_MS.swap(ceiling_unix_ms, Relaxed);
-    let kept = match HIGHEST_READING_GUARD_UNIX_MS.load(Relaxed) {
-        i64::MIN => fixed_layout::get().unix_ms(restore::recorded_at_start()),
-        kept => kept,
-    };
-    let lowered = previous != i64::MIN && ceiling_unix_ms < previous;
-    let guard = if lowered { guard_now } else { kept.max(guard_now) };
-    HIGHEST_READING_GUARD_UNIX_MS.store(guard, Relaxed);
-    ceiling_unix_ms.max(guard)
+thread_local! {
+    /// What a standby's replay remembers from one ceiling's record to the next
+    /// (`resume::StandbyReadings`): only the startup process replays, one record at a time. A
+    /// new startup process (the standby restarted, or reset after a crash) starts from its
+    /// file, which holds what the one before it kept.
+    static STANDBY_READINGS: std::cell::RefCell<resume::StandbyReadings> = Default::default();
 }
 
 #[cfg(test)]

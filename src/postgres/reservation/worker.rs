@@ -5,14 +5,14 @@
 
 use super::record::FILE;
 use super::{
-    lead_settings_in_force, legacy_wal, promotion_bound_ms, promotion_pending, restore, switchover,
-    time_part_of_ceiling, wal, write_durably, LeadSettings,
+    lead_settings_in_force, legacy_wal, promotion_pending, restore, resume_settings, switchover, wal,
+    write_durably,
 };
 use crate::postgres::{clock, compat, durable_file, fence, fixed_layout, settings, shmem};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys;
 use snowflake_core::generator::{self, Reservation};
-use snowflake_core::utc;
+use snowflake_core::{resume, utc};
 use std::sync::atomic::{
     AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
@@ -24,156 +24,146 @@ const TICK: Duration = Duration::from_millis(50);
 
 /// The end of recovery on a standby (promotion) or after archive recovery, once per
 /// recovery: the reservation worker runs it when it first starts after the recovery (see
-/// `shmem::StartState`), not when it is restarted later. The WAL this server replayed may
-/// stop short of what the old primary wrote: with asynchronous replication it never
-/// received the latest records, ceilings included, nor the rows with the IDs issued under
-/// them. The old primary issued at most `max_lead_ms + reserve_ms` ahead of its clock, and
-/// that clock, when it stopped, read at most `max_clock_skew_ms` more than this server's
-/// does now. So the shards resume that far ahead of this clock: above every ID the old
-/// primary could have issued, as long as it ran with lead settings no larger than these and
-/// the clocks agree within the skew. The first calls wait (within `max_wait_ms`) until the
-/// clock is within `max_lead_ms` of the resumed position, at most `reserve_ms + max_clock_skew_ms`.
-///
-/// Or at the floor replayed from the old primary's WAL, when that is higher (the old primary
-/// ran with a longer lead, or issued while its clock ran ahead). Replay has written that
-/// floor to the file already (`wal::replay_ceiling`), so a restart of the standby before the
-/// promotion resumes there too. That floor also holds this same bound above the highest clock
-/// reading the standby took as it replayed (`wal::standby_floor_unix_ms`): a clock that ran
-/// ahead while the old primary issued, and was set back before the promotion, leaves the
-/// guard on the clock now short of the IDs issued under records this server never received. Either way the resumed position is recorded before anything
-/// is issued: a clean restart after the promotion (no signal file, no WAL to replay) resumes
-/// at the file.
-///
-/// Unless the replay ended on the old primary's clean stop (a planned switchover): then every ID
-/// it issued lies below the last ceiling replayed, and the shards resume at the larger of that
-/// ceiling and the clock (`switchover`), under the ceiling the replay recorded.
-///
-/// The old primary's lead settings, when its records carry them, count where larger than this
-/// server's: in the bound, and as the lead this server keeps until the clock catches up
-/// (`keep_lead`), so that a smaller `max_lead_ms` here does not refuse every call until then.
+/// `shmem::StartState`), not when it is restarted later. Where the shards resume is
+/// `resume::promotion`'s decision: the promotion's bound ahead of the clock (the WAL this server
+/// replayed may stop short of what the old primary wrote), or the floor replayed from the old
+/// primary's WAL when higher (`resume::replay` raised it at every record to that bound above the
+/// highest clock reading, F1), or, when the replay ended on the old primary's clean stop (a
+/// planned switchover), where it stopped (`switchover`). The old primary's lead settings, when
+/// its records carry them, count in the bound and as the lead this server keeps until the clock
+/// catches up (`keep_lead`). The resumed position is recorded before anything is issued, in
+/// `resume::RECORDING`'s order.
 fn record_promotion_guard(reservation: &Reservation) {
-    let layout = fixed_layout::get();
-    let now_unix_ms = clock::wall_clock_unix_ms();
-    let primary = old_primary_lead();
-    if let Some(stopped_at_unix_ms) = clean_stop_of_old_primary() {
-        // The replay left floor and ceiling at the same height, recorded in the file: the
-        // floor comes down to where the old primary stopped; the ceiling stays, recorded.
-        reservation.resume_after_clean_stop(time_part_of_ceiling(stopped_at_unix_ms));
-        pgrx::log!(
-            "snowflake_id: recovery ended on the old primary's clean stop (its shutdown checkpoint after its \
-             last reservation, {}): shards resume at that or the clock, whichever is later",
-            utc::format_utc_ms(stopped_at_unix_ms)
-        );
-        if let Some(primary) = primary {
-            keep_lead(
-                reservation,
-                primary.max_lead_ms,
-                reservation.ceiling.load(Relaxed),
-                "the old primary ran with snowflake_id.max_lead_ms =",
+    let facts = resume::PromotionFacts {
+        now_unix_ms: clock::wall_clock_unix_ms(),
+        replayed_floor: reservation.floor.load(Relaxed),
+        last_replayed: last_replayed_ceiling(),
+        lead_recorded_at_start: restore::recorded_lead_at_start(),
+        ended_on_shutdown_checkpoint: replay_ended_on_clean_stop(),
+        max_lead_in_force_ms: generator::lead_in_force(settings::clock_policy().max_lead_ms, reservation),
+    };
+    const ORIGIN: &str = "the old primary ran with snowflake_id.max_lead_ms =";
+    match resume::promotion(&facts, resume_settings(), &fixed_layout::get()) {
+        resume::PromotionPlan::CleanStop { floor, stopped_at_unix_ms, keep_lead: kept } => {
+            // The replay left floor and ceiling at the same height, recorded in the file: the
+            // floor comes down to where the old primary stopped; the ceiling stays, recorded.
+            reservation.resume_after_clean_stop(floor);
+            pgrx::log!(
+                "snowflake_id: recovery ended on the old primary's clean stop (its shutdown checkpoint after its \
+                 last reservation, {}): shards resume at that or the clock, whichever is later",
+                utc::format_utc_ms(stopped_at_unix_ms)
             );
+            keep_lead(reservation, kept, ORIGIN);
         }
-        return;
+        resume::PromotionPlan::Guard { ceiling, bound_ms, above_replayed, keep_lead: kept } => {
+            // Kept before the record is written, so that the record carries the lead kept.
+            keep_lead(reservation, kept, ORIGIN);
+            let ceiling_unix_ms = fixed_layout::get().unix_ms(ceiling);
+            if let Err(error) = record(reservation, ceiling, resume::RECORDING_GUARD) {
+                // Without the record the shards cannot resume above it after a crash: issue nothing.
+                durable_file::not_recorded("the snowflake_id reservation", FILE, " after recovery", error);
+            }
+            if above_replayed {
+                pgrx::log!(
+                    "snowflake_id: recovery ended; shards resume at {}, the reservation replayed from the old \
+                     primary's WAL (further ahead than {bound_ms} ms)",
+                    utc::format_utc_ms(ceiling_unix_ms)
+                );
+            } else {
+                pgrx::log!(
+                    "snowflake_id: recovery ended; shards resume at {} ({bound_ms} ms ahead of the clock), above \
+                     the reservation replayed from the old primary's WAL and, for WAL this server never received, \
+                     above anything the old primary could have issued if it ran with lead settings no larger than \
+                     these and the clocks agree within snowflake_id.max_clock_skew_ms",
+                    utc::format_utc_ms(ceiling_unix_ms)
+                );
+            }
+        }
     }
-    let bound_ms = promotion_bound_ms(primary);
-    let guard = time_part_of_ceiling(now_unix_ms.saturating_add(bound_ms as i64));
-    let ceiling = guard.max(reservation.floor.load(Relaxed));
-    let ceiling_unix_ms = layout.unix_ms(ceiling);
-    // Kept before the record is written, so that the record carries the lead kept.
-    if let Some(primary) = primary {
-        keep_lead(
-            reservation,
-            primary.max_lead_ms,
-            ceiling,
-            "the old primary ran with snowflake_id.max_lead_ms =",
-        );
-    }
+}
+
+/// Records a ceiling in `steps`' order (`resume::RECORDING` and its kin), with the lead settings
+/// in force.
+fn record(reservation: &Reservation, ceiling: u64, steps: &[resume::Step]) -> std::io::Result<()> {
+    let ceiling_unix_ms = fixed_layout::get().unix_ms(ceiling);
     let lead = lead_settings_in_force(reservation);
-    wal::log_ceiling(ceiling_unix_ms, lead);
-    if let Err(error) = write_durably(ceiling_unix_ms, Some(lead)) {
-        // Without the record the shards cannot resume above it after a crash: issue nothing.
-        durable_file::not_recorded("the snowflake_id reservation", FILE, " after recovery", error);
+    for step in steps {
+        match step {
+            resume::Step::LogWal => wal::log_ceiling(ceiling_unix_ms, lead),
+            resume::Step::WriteFile => write_durably(ceiling_unix_ms, Some(lead))?,
+            resume::Step::Publish => reservation.publish_ceiling(ceiling),
+            resume::Step::ResumeAt => reservation.resume_at(ceiling),
+        }
     }
-    reservation.resume_at(ceiling);
-    if ceiling == guard {
-        pgrx::log!(
-            "snowflake_id: recovery ended; shards resume at {} ({bound_ms} ms ahead of the clock), above the \
-             reservation replayed from the old primary's WAL and, for WAL this server never received, above \
-             anything the old primary could have issued if it ran with lead settings no larger than these and \
-             the clocks agree within snowflake_id.max_clock_skew_ms",
-            utc::format_utc_ms(ceiling_unix_ms)
-        );
-    } else {
-        pgrx::log!(
-            "snowflake_id: recovery ended; shards resume at {}, the reservation replayed from the old \
-             primary's WAL (further ahead than {bound_ms} ms)",
-            utc::format_utc_ms(ceiling_unix_ms)
-        );
-    }
+    Ok(())
 }
 
-/// The lead settings the old primary wrote with the last ceiling replayed, if its version
-/// writes them (0.8.0 on): read after the record's end, as `clean_stop_of_old_primary` reads it.
-/// When no ceiling was replayed since shared memory was made (the standby restarted, or
-/// crashed, after a restartpoint past the last one, and its primary wrote none since), those
-/// the record file kept with the ceiling replayed before (`restore::recorded_lead_at_start`):
-/// written there only when they exceed this server's own, which is when they count.
-fn old_primary_lead() -> Option<LeadSettings> {
+/// The last ceiling's record replayed since shared memory was created, with the lead settings
+/// it carried (`wal::replay_ceiling` keeps them, the end of its record last, with Release).
+fn last_replayed_ceiling() -> Option<resume::ReplayedCeiling> {
     let start = shmem::start_state()?;
-    match start.last_replayed_ceiling_end.load(Acquire) {
-        0 => restore::recorded_lead_at_start(),
-        _ => wal::PackedLead::unpack(start.last_replayed_lead.load(Relaxed)),
-    }
+    (start.last_replayed_ceiling_end.load(Acquire) != 0).then(|| resume::ReplayedCeiling {
+        ceiling_unix_ms: start.last_replayed_ceiling_unix_ms.load(Relaxed),
+        lead: wal::PackedLead::unpack(start.last_replayed_lead.load(Relaxed)),
+    })
 }
 
-/// Keeps `max_lead_ms` in force where larger than the setting (`generator::lead_in_force`),
-/// while IDs this server must stay above may lie further ahead of the clock than the setting
-/// allows: up to `reserved_up_to` (a time part), which the setting alone would put within
-/// `max_ceiling_lead_ms` of the clock. Without it every call would be refused until the clock
-/// caught up (tens of seconds after a long lead). Says so once, with why (`origin`, which the
-/// value follows); the worker drops it once spent (`forget_spent_lead`).
-fn keep_lead(reservation: &Reservation, max_lead_ms: u64, reserved_up_to: u64, origin: &str) {
-    let layout = fixed_layout::get();
-    let Ok(now) = layout.time_part(clock::wall_clock_unix_ms()) else { return };
-    let setting = settings::clock_policy().max_lead_ms;
-    let spent = generator::inherited_lead_spent(now, reserved_up_to, settings::reserve_ms(), setting);
-    if max_lead_ms <= generator::lead_in_force(setting, reservation) || spent {
-        return;
-    }
+/// Keeps a `max_lead_ms` in force larger than the setting (`generator::lead_in_force`), as
+/// `resume` decided (`resume::Lead::to_keep`): while IDs this server must stay above lie further
+/// ahead of the clock than the setting allows, which would otherwise refuse every call until
+/// the clock caught up. Says so once, with why (`origin`, which the value follows); the worker
+/// drops it once spent (`forget_spent_lead`).
+fn keep_lead(reservation: &Reservation, kept: Option<resume::KeepLead>, origin: &str) {
+    let Some(resume::KeepLead { max_lead_ms, ahead_ms }) = kept else { return };
     reservation.inherited_max_lead_ms.fetch_max(max_lead_ms, Relaxed);
     pgrx::warning!(
-        "snowflake_id: {origin} {max_lead_ms} ms while IDs are reserved up to {} ms ahead of the clock: shards \
-         keep issuing under a lead of {max_lead_ms} ms until the clock is within snowflake_id.max_lead_ms = \
-         {setting} ms of them, instead of refusing every call until then",
-        reserved_up_to - now
+        "snowflake_id: {origin} {max_lead_ms} ms while IDs are reserved up to {ahead_ms} ms ahead of the clock: \
+         shards keep issuing under a lead of {max_lead_ms} ms until the clock is within snowflake_id.max_lead_ms \
+         = {} ms of them, instead of refusing every call until then",
+        settings::clock_policy().max_lead_ms
     );
 }
 
-/// Drops a kept lead (`keep_lead`) once the ceiling is back within the setting's bound: from
-/// there every ID lies where the setting alone would have put it.
+/// Whether to keep `max_lead_ms` over IDs reserved up to `reserved_up_to` (`resume::Lead::to_keep`).
+fn lead_to_keep(
+    reservation: &Reservation,
+    max_lead_ms: u64,
+    reserved_up_to: u64,
+) -> Option<resume::KeepLead> {
+    let setting_ms = settings::clock_policy().max_lead_ms;
+    let lead = resume::Lead {
+        now_unix_ms: clock::wall_clock_unix_ms(),
+        setting_ms,
+        in_force_ms: generator::lead_in_force(setting_ms, reservation),
+    };
+    lead.to_keep(max_lead_ms, reserved_up_to, settings::reserve_ms(), &fixed_layout::get())
+}
+
+/// Drops a kept lead (`keep_lead`) once spent (`resume::forget_kept_lead`).
 fn forget_spent_lead(reservation: &Reservation, now: u64) {
     let setting = settings::clock_policy().max_lead_ms;
     let kept = reservation.inherited_max_lead_ms.load(Relaxed);
     let ceiling = reservation.ceiling.load(Relaxed);
-    if kept > setting && !generator::inherited_lead_spent(now, ceiling, settings::reserve_ms(), setting) {
-        return;
-    }
-    if kept != 0 {
-        reservation.inherited_max_lead_ms.store(0, Relaxed);
-        if kept > setting {
-            pgrx::log!(
-                "snowflake_id: the clock has caught up: snowflake_id.max_lead_ms = {setting} ms holds again (kept \
-                 {kept} ms until now)"
-            );
+    match resume::forget_kept_lead(now, kept, ceiling, setting, settings::reserve_ms()) {
+        resume::KeptLead::Keep => {}
+        resume::KeptLead::Drop { logged } => {
+            reservation.inherited_max_lead_ms.store(0, Relaxed);
+            if logged {
+                pgrx::log!(
+                    "snowflake_id: the clock has caught up: snowflake_id.max_lead_ms = {setting} ms holds again \
+                     (kept {kept} ms until now)"
+                );
+            }
         }
     }
 }
 
-/// Where the old primary stopped cleanly, if the replay ended there (`switchover`): the last
-/// ceiling it replayed, read after the end of its record.
-fn clean_stop_of_old_primary() -> Option<i64> {
-    let start = shmem::start_state()?;
-    let end = start.last_replayed_ceiling_end.load(Acquire);
-    switchover::old_primary_stopped_at(start.last_replayed_ceiling_unix_ms.load(Relaxed), end)
+/// Whether the replay ended on the old primary's clean stop: its shutdown checkpoint after the
+/// last ceiling's record replayed (`switchover`).
+fn replay_ended_on_clean_stop() -> bool {
+    shmem::start_state().is_some_and(|start| {
+        switchover::replay_ended_on_shutdown_checkpoint(start.last_replayed_ceiling_end.load(Acquire))
+    })
 }
 
 /// Registers the worker; called from `_PG_init` while preloading. Not under pg_upgrade: the
@@ -231,12 +221,8 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
     } else if let Some(recorded) = restore::recorded_lead_at_start() {
         // A primary restarted while it kept a lead (after a promotion from a primary with a
         // longer one, or a lowered setting): it keeps it until the clock catches up, as before.
-        keep_lead(
-            reservation,
-            recorded.max_lead_ms,
-            reservation.ceiling.load(Relaxed),
-            "the reservation was recorded under snowflake_id.max_lead_ms =",
-        );
+        let kept = lead_to_keep(reservation, recorded.max_lead_ms, reservation.ceiling.load(Relaxed));
+        keep_lead(reservation, kept, "the reservation was recorded under snowflake_id.max_lead_ms =");
     }
     legacy_wal::worker_started();
     let layout = fixed_layout::get();
@@ -254,10 +240,9 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
             fence::shared::apply_setting(false);
             // A lower max_lead_ms under shards already further ahead: they keep the old one.
-            if settings::clock_policy().max_lead_ms < max_lead_before {
-                let ceiling = reservation.ceiling.load(Relaxed);
-                keep_lead(reservation, max_lead_before, ceiling, "snowflake_id.max_lead_ms was lowered from");
-            }
+            // (`resume::Lead::to_keep` keeps nothing unless it was lowered.)
+            let kept = lead_to_keep(reservation, max_lead_before, reservation.ceiling.load(Relaxed));
+            keep_lead(reservation, kept, "snowflake_id.max_lead_ms was lowered from");
         }
         keep_lease(&mut lease);
         legacy_wal::look_at_checkpoints();
@@ -315,45 +300,32 @@ fn keep_lease(lease: &mut fence::lease::Keeper) {
     }
 }
 
-/// One look at the clock: records and publishes a new ceiling when the current one is too close.
+/// One look at the clock: records and publishes a new ceiling when the current one is too
+/// close, or records a lowered one (`resume::renewal`).
 fn renew(reservation: &Reservation) -> std::io::Result<()> {
     let layout = fixed_layout::get();
     // A clock outside the ID range makes every call refuse anyway; nothing to reserve.
     let Ok(now) = layout.time_part(clock::wall_clock_unix_ms()) else { return Ok(()) };
     forget_spent_lead(reservation, now);
     let lead = lead_settings_in_force(reservation);
-    let max_lead_ms = lead.max_lead_ms;
-    if let Some(lower) = generator::lower_ceiling(
-        now,
-        reservation,
-        shmem::slots(),
-        &layout,
-        settings::reserve_ms(),
-        max_lead_ms,
-    ) {
-        // Already published: until it is recorded, the higher record on disk still holds.
-        let lower_unix_ms = layout.unix_ms(lower);
-        wal::log_ceiling(lower_unix_ms, lead);
-        write_durably(lower_unix_ms, Some(lead))?;
-        pgrx::log!(
-            "snowflake_id: the clock had jumped ahead and is back, and no ID was issued up there: the \
-             reservation moves back to {}",
-            utc::format_utc_ms(lower_unix_ms)
-        );
-        return Ok(());
-    }
     let recording_ms = LAST_RECORDING_MS.load(Relaxed);
-    let Some(ceiling) =
-        generator::next_ceiling(now, reservation, &layout, settings::reserve_ms(), max_lead_ms, recording_ms)
-    else {
-        return Ok(());
-    };
-    let started = Instant::now();
-    let ceiling_unix_ms = layout.unix_ms(ceiling);
-    wal::log_ceiling(ceiling_unix_ms, lead);
-    write_durably(ceiling_unix_ms, Some(lead))?;
-    reservation.publish_ceiling(ceiling);
-    LAST_RECORDING_MS.store(started.elapsed().as_millis() as u64, Relaxed);
+    match resume::renewal(now, reservation, shmem::slots(), &layout, lead, recording_ms) {
+        None => {}
+        Some(resume::Renewal::Lowered(lower)) => {
+            // Already published: until it is recorded, the higher record on disk still holds.
+            record(reservation, lower, resume::RECORDING_LOWERED)?;
+            pgrx::log!(
+                "snowflake_id: the clock had jumped ahead and is back, and no ID was issued up there: the \
+                 reservation moves back to {}",
+                utc::format_utc_ms(layout.unix_ms(lower))
+            );
+        }
+        Some(resume::Renewal::Raised(ceiling)) => {
+            let started = Instant::now();
+            record(reservation, ceiling, resume::RECORDING)?;
+            LAST_RECORDING_MS.store(started.elapsed().as_millis() as u64, Relaxed);
+        }
+    }
     Ok(())
 }
 
