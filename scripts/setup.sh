@@ -26,9 +26,17 @@
 #   Rust 1.97, PostgreSQL 19 and cargo-pgrx 0.19.3 (pgrx 0.19 builds every major, 19 included, and
 #   needs Rust 1.96 or later, which Debian 12 lacks): scripts/toolchain-19.sh, each in a folder of
 #   its own, each skipped when there; cargo-pgrx pointed at all five majors (no source download).
+#
+#   ./scripts/setup.sh          everything above (scripts/test.sh, and every script but the demo)
+#   ./scripts/setup.sh --demo   only what the demo needs on PostgreSQL 15 (scripts/demo.sh): its
+#                               Debian packages (PostgreSQL 15 and its headers, libclang, sudo),
+#                               Rust 1.97 and cargo-pgrx, `cargo pgrx init` for 15 alone
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
+
+demo_only=no
+if [ "${1:-}" = --demo ]; then demo_only=yes; fi
 
 PACKAGES=(
   postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy postgresql-15-partman
@@ -45,6 +53,10 @@ PACKAGES=(
 # Node.js: any with npm will do (a machine may have one not from Debian's packages).
 command -v node >/dev/null || PACKAGES+=(nodejs)
 command -v npm >/dev/null || PACKAGES+=(npm)
+# The demo builds the extension for PostgreSQL 15 and runs one server.
+if [ "$demo_only" = yes ]; then
+  PACKAGES=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo procps)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -111,9 +123,11 @@ install_pg_tree() {
     *) echo "setup: $tree/bin/pg_config says '$got', not PostgreSQL $major" >&2; exit 1 ;;
   esac
 }
-for major in 16 17 18; do
-  install_pg_tree "$major"
-done
+if [ "$demo_only" = no ]; then
+  for major in 16 17 18; do
+    install_pg_tree "$major"
+  done
+fi
 
 # Patroni, in a venv made in its final folder (a venv does not move: its programs name their
 # python by path), marked complete once installed; a folder left incomplete is made again.
@@ -133,15 +147,19 @@ install_patroni() {
   as_root chmod a+rx "$PG_TREES"
   as_root touch "$venv/.complete"
 }
-install_patroni
+toolchain=()
+if [ "$demo_only" = no ]; then
+  install_patroni
+  # Only the majors of a test run, when scripts/test.sh names them: a build takes minutes.
+  "$SNOWFLAKE_ROOT/scripts/citus-install.sh"
+  "$SNOWFLAKE_ROOT/scripts/lazyfs-install.sh"
+else
+  toolchain=(--no-pg19)
+fi
 
-# Only the majors of a test run, when scripts/test.sh names them: a build takes minutes.
-"$SNOWFLAKE_ROOT/scripts/citus-install.sh"
-"$SNOWFLAKE_ROOT/scripts/lazyfs-install.sh"
-
-# Rust 1.97 (rustup's, else Debian's), PostgreSQL 19, cargo-pgrx $PGRX_VERSION (lib.sh puts its
-# folder first on PATH). Quiet when everything is there.
-if ! out=$(as_root "$SNOWFLAKE_ROOT/scripts/toolchain-19.sh" 2>&1); then
+# Rust 1.97 (rustup's, else Debian's), PostgreSQL 19 (not for the demo), cargo-pgrx $PGRX_VERSION
+# (lib.sh puts its folder first on PATH). Quiet when everything is there.
+if ! out=$(as_root "$SNOWFLAKE_ROOT/scripts/toolchain-19.sh" "${toolchain[@]}" 2>&1); then
   echo "$out" >&2
   exit 1
 fi
@@ -153,8 +171,9 @@ grep -v -e ': skipped, ' -e '^[A-Z_0-9]*=' <<<"$out" || true
 
 # `cargo pgrx init` without a pg_config per major would try to download PostgreSQL sources.
 config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
-init=() known=true
-for major in "${SUPPORTED_MAJORS[@]}"; do
+init=() known=true majors=("${SUPPORTED_MAJORS[@]}")
+[ "$demo_only" = no ] || majors=(15)
+for major in "${majors[@]}"; do
   pg_config=$(pg_config_of "$major")
   init+=("--pg$major" "$pg_config")
   grep -qsxF "pg$major = \"$pg_config\"" "$config" || known=false

@@ -25,6 +25,8 @@
 # folder is complete (a marker written once its checks passed). At the end the paths a caller
 # needs are printed as shell assignments.
 #
+# `--no-pg19`: Rust and cargo-pgrx only (the demo's setup, scripts/setup.sh --demo).
+#
 # Environment: SNOWFLAKE_PG_TREES (default /opt/snowflake_id) holds the three folders;
 # SNOWFLAKE_RUST197_ROOT, SNOWFLAKE_PG19_ROOT and SNOWFLAKE_CARGO_PGRX19_ROOT choose each
 # folder; SNOWFLAKE_RUST197_FROM=auto|rustup|debian (default auto: rustup when it can, else
@@ -416,7 +418,7 @@ step_pgrx() {
 
 [ "$(id -u)" -eq 0 ] || die "run as root (it writes below $TREES and runs a server as postgres)"
 step_rust
-step_pg
+[ "${1:-}" = --no-pg19 ] || step_pg
 step_pgrx
 echo "RUSTC=$RUST_ROOT/bin/rustc"
 echo "PG19_PG_CONFIG=$(pg_bin)/pg_config"

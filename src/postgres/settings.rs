@@ -22,6 +22,7 @@ use pgrx::pg_sys::{self, panic::ErrorReport};
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_core::generator::ClockPolicy;
 use snowflake_core::layout::MAX_SHARD_BITS;
+use snowflake_core::resume;
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -305,15 +306,12 @@ unsafe extern "C-unwind" fn check_default_shard(
     )
 }
 
-/// `reserve_ms` at most `max_lead_ms + max_wait_ms`: a restart resumes at the reservation, up
-/// to `reserve_ms` ahead of the clock, and a call waits at most `max_wait_ms` for the clock to
-/// come within `max_lead_ms` of it; with a longer reservation every restart would refuse
-/// calls until the clock caught up. `None` when they agree, else why not. Each hook checks its
-/// new value against the other two settings' current ones; at start, `init` checks the three
-/// once all are set.
+/// `reserve_ms` at most `max_lead_ms + max_wait_ms` (`resume::reservation_too_long`). `None`
+/// when they agree, else why not. Each hook checks its new value against the other two
+/// settings' current ones; at start, `init` checks the three once all are set.
 fn reservation_too_long(max_lead_ms: i32, max_wait_ms: i32, reserve_ms: i32) -> Option<String> {
-    let bound = i64::from(max_lead_ms) + i64::from(max_wait_ms);
-    (i64::from(reserve_ms) > bound).then(|| {
+    let ms = |value: i32| value.max(0) as u64;
+    resume::reservation_too_long(ms(max_lead_ms), ms(max_wait_ms), ms(reserve_ms)).then(|| {
         format!(
             "snowflake_id.reserve_ms ({reserve_ms} ms) is larger than snowflake_id.max_lead_ms + \
              snowflake_id.max_wait_ms ({max_lead_ms} + {max_wait_ms} ms)"

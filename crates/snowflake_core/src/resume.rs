@@ -60,6 +60,14 @@ impl Settings {
     }
 }
 
+/// Whether `reserve_ms` is too long for the clock policy: a restart resumes at the reservation,
+/// up to `reserve_ms` ahead of the clock, and a call waits at most `max_wait_ms` for the clock
+/// to come within `max_lead_ms` of it; with a longer reservation every restart would refuse
+/// calls until the clock caught up. The settings' check hooks refuse such a combination.
+pub fn reservation_too_long(max_lead_ms: u64, max_wait_ms: u64, reserve_ms: u64) -> bool {
+    reserve_ms > max_lead_ms.saturating_add(max_wait_ms)
+}
+
 /// A recorded ceiling (Unix ms) as a time part: before the epoch it restricts nothing, past
 /// the range of the time bits it means the IDs ran out.
 pub fn time_part_of_ceiling(layout: &Layout, unix_ms: i64) -> u64 {
@@ -545,6 +553,13 @@ mod tests {
 
     fn record(ceiling_unix_ms: i64, unconfirmed: bool) -> Option<RecordRead> {
         Some(RecordRead { ceiling_unix_ms, lead: None, unconfirmed })
+    }
+
+    #[test]
+    fn a_reservation_longer_than_lead_and_wait_is_refused() {
+        assert!(!reservation_too_long(2_000, 1_000, 3_000));
+        assert!(reservation_too_long(2_000, 1_000, 3_001));
+        assert!(!reservation_too_long(0, 0, 0));
     }
 
     #[test]

@@ -9,9 +9,11 @@
 //! | `shards` | reload (SIGHUP) | moved with the shards, without a restart; checked against the layout, so defined after it |
 //!
 //! The server-wide fence also closes for every shard while an opt-in lease is lost (`lease`:
-//! the HA manager has not said for `snowflake_id.lease_ms` that this server is the leader).
+//! the HA manager has not said for `snowflake_id.lease_ms` that this server is the leader; each
+//! question to it is `lease_question`'s).
 
 pub mod lease;
+pub mod lease_question;
 pub mod role;
 pub mod shared;
 

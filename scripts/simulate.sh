@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The deterministic simulation of where a server resumes (crates/snowflake_core/examples/simulate/):
+# servers, clocks, record files and WAL modelled, faults drawn by a seed, the real decisions of
+# snowflake_core (resume, claim, next_ceiling, lower_ceiling) driven through them, every run
+# checked. No PostgreSQL; one seed is one run, replayed exactly by --seed.
+#
+#   ./scripts/simulate.sh [--seconds N | --minutes N]    seeds drawn at random until the budget
+#                                                        is spent (default 60 s); fails on the
+#                                                        first violation, printing its seed and
+#                                                        its schedule shrunk
+#   ./scripts/simulate.sh --seed N [--verbose]           that run again, its events printed
+#   ./scripts/simulate.sh --mutations [--only NAME ...] [--seconds N] [--out DIR]
+#       the guard table against the simulation: each patch of tests/mutations/ that changes the
+#       pure core applied to a scratch copy of this checkout's HEAD (reset before each), the
+#       simulation run for N seconds (default 60) drawing seeds and counting every one that
+#       fails; a line per mutation in DIR/simulation.tsv (default .run/mutations): runs, runs
+#       that caught it, seconds to the first catch. A patch outside the core gets its header's
+#       "Simulation:" line, why the model cannot reach it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+mode=run only=() seconds=60 out=.run/mutations pass=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --mutations) mode=mutations; shift ;;
+    --only) only+=("$2"); shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --minutes) seconds=$(($2 * 60)); shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --seed | --verbose) pass+=("$@"); break ;;
+    *) echo "usage: $0 [--seconds N | --minutes N] | --seed N [--verbose] | --mutations [--only NAME ...] [--seconds N] [--out DIR]" >&2; exit 2 ;;
+  esac
+done
+
+if [ "$mode" = run ]; then
+  if [ ${#pass[@]} -gt 0 ]; then
+    exec cargo run --quiet --release -p snowflake_core --example simulate -- "${pass[@]}"
+  fi
+  exec cargo run --quiet --release -p snowflake_core --example simulate -- --seconds "$seconds"
+fi
+
+mutations=()
+if [ ${#only[@]} -gt 0 ]; then
+  for name in "${only[@]}"; do mutations+=("tests/mutations/$name.patch"); done
+else
+  mutations=(tests/mutations/*.patch)
+fi
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+table=$out/simulation.tsv
+[ -f "$table" ] || printf 'mutation\truns\tcaught\tfirst catch (s)\tdetail\n' > "$table"
+src=$out/sim-src
+[ -d "$src/.git" ] || git clone -q --no-hardlinks "$SNOWFLAKE_ROOT" "$src"
+git -C "$src" fetch -q "$SNOWFLAKE_ROOT" HEAD
+git -C "$src" checkout -q --detach FETCH_HEAD
+echo "simulate: ${#mutations[@]} mutations, ${seconds} s each; table in $table"
+
+for patch in "${mutations[@]}"; do
+  name=$(basename "$patch" .patch)
+  outside=$(grep '^+++ b/' "$patch" | grep -vc '^+++ b/crates/snowflake_core/' || true)
+  if [ "$outside" -gt 0 ]; then
+    reason=$(sed -n '/^Simulation: /,/^$/p' "$patch" | tr '\n' ' ' | sed 's/^Simulation: //; s/ *$//')
+    printf '%s\t-\t-\t-\t%s\n' "$name" "$reason" >> "$table"
+    continue
+  fi
+  git -C "$src" reset -q --hard
+  git -C "$src" apply "$SNOWFLAKE_ROOT/$patch"
+  log=$out/$name.simulation.log
+  # Built before the clock starts: the budget is the simulation's alone.
+  if ! (cd "$src" && CARGO_TARGET_DIR=$out/sim-target cargo build --quiet --release -p snowflake_core --example simulate) > "$log" 2>&1; then
+    printf '%s\terror\t-\t-\tthe build failed: see %s\n' "$name" "$log" >> "$table"
+    continue
+  fi
+  "$out/sim-target/release/examples/simulate" --seconds "$seconds" --keep-going --quiet >> "$log" 2>&1 || true
+  summary=$(grep '^simulate: [0-9]* runs' "$log" | tail -n 1)
+  runs=$(sed -n 's/^simulate: \([0-9]*\) runs.*/\1/p' <<< "$summary")
+  failed=$(sed -n 's/.*, \([0-9]*\) failed.*/\1/p' <<< "$summary")
+  first=$(grep '^simulate: first failure after' "$log" | tail -n 1 | sed -n 's/^simulate: first failure after \([0-9.]*\) s.*/\1/p')
+  detail=$(grep -m1 '^simulate: VIOLATION' "$log" | cut -c1-200 || true)
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "${runs:-?}" "${failed:-?}" "${first:--}" "$detail" >> "$table"
+  echo "simulate: $name: ${failed:-?} of ${runs:-?} runs caught it, the first after ${first:--} s"
+done
+git -C "$src" reset -q --hard
+echo "simulate: done; $table"
