@@ -16,7 +16,8 @@
 //! * `promotion`: the worker's first start after a recovery: the old primary's clean stop, or
 //!   the promotion's bound ahead of the clock, or the replayed floor when higher;
 //! * `renewal`: every tick of the worker: a lower ceiling after a clock jump came back, or a
-//!   new one ahead of the clock, recorded in the steps `RECORDING` lists;
+//!   new one ahead of the clock, recorded in the steps `RECORDING` lists (and the ceiling a
+//!   primary resumed at, logged again when its worker starts: `RECORDING_AT_START`);
 //! * `lead_to_keep`, `forget_kept_lead`: a `max_lead_ms` larger than the setting, kept while
 //!   IDs lie further ahead of the clock than the setting allows (after a promotion from a
 //!   primary with a longer lead, a lowered setting, a restart that kept one).
@@ -535,6 +536,16 @@ pub enum Step {
 pub const RECORDING: &[Step] = &[Step::LogWal, Step::WriteFile, Step::Publish];
 /// A lowered ceiling's recording (see `RECORDING`).
 pub const RECORDING_LOWERED: &[Step] = &[Step::LogWal, Step::WriteFile];
+/// A primary's worker at its start (not after a recovery that owes a promotion guard, which
+/// records its own): the ceiling the server resumed at goes into WAL once more. The record
+/// file may hold a ceiling whose WAL record a power loss took (the record is not waited for,
+/// the file is fdatasynced), with IDs issued under it that nothing in WAL covers (a bare
+/// `SELECT snowflake_nextval()`, an asynchronous commit): a clean switchover resumes at the
+/// last ceiling in WAL before the old primary's shutdown checkpoint, and without this record
+/// that is a lower one, below those IDs (finding F5, found by the simulation). Nothing is
+/// issued between the start and this record: both bounds start at the file's ceiling, and a
+/// new ceiling is recorded, WAL first, before any ID uses it.
+pub const RECORDING_AT_START: &[Step] = &[Step::LogWal];
 /// A promotion guard's recording: as `RECORDING`, then both bounds there.
 pub const RECORDING_GUARD: &[Step] = &[Step::LogWal, Step::WriteFile, Step::ResumeAt];
 

@@ -218,11 +218,21 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
             );
         }
         start.promotion_guard_pending.store(false, Release);
-    } else if let Some(recorded) = restore::recorded_lead_at_start() {
-        // A primary restarted while it kept a lead (after a promotion from a primary with a
-        // longer one, or a lowered setting): it keeps it until the clock catches up, as before.
-        let kept = lead_to_keep(reservation, recorded.max_lead_ms, reservation.ceiling.load(Relaxed));
-        keep_lead(reservation, kept, "the reservation was recorded under snowflake_id.max_lead_ms =");
+    } else {
+        if let Some(recorded) = restore::recorded_lead_at_start() {
+            // A primary restarted while it kept a lead (after a promotion from a primary with a
+            // longer one, or a lowered setting): it keeps it until the clock catches up.
+            let kept = lead_to_keep(reservation, recorded.max_lead_ms, reservation.ceiling.load(Relaxed));
+            keep_lead(reservation, kept, "the reservation was recorded under snowflake_id.max_lead_ms =");
+        }
+        // The ceiling resumed at, into WAL again: a power loss may have taken its record while
+        // the file kept it (F5, `resume::RECORDING_AT_START`). Logging never fails. Never lower
+        // than a record before it (the file is written after each), so no standby reads it as
+        // a lowering; none on a server that never issued.
+        let ceiling = reservation.ceiling.load(Relaxed);
+        if ceiling > 0 {
+            let _ = record(reservation, ceiling, resume::RECORDING_AT_START);
+        }
     }
     legacy_wal::worker_started();
     let layout = fixed_layout::get();

@@ -1,0 +1,267 @@
+//! A seed's configuration and its schedule of events. Both are drawn from the seed alone, on
+//! streams of their own, so that a shrunk schedule runs under the same configuration.
+
+use crate::rng::Rng;
+
+/// Where a recording of the worker's renewal may be cut (`resume::RECORDING`'s steps).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// Named by what has happened when the crash strikes: every one is "after" a step.
+#[allow(clippy::enum_variant_names)]
+pub enum RecStep {
+    /// The WAL record appended (not flushed), the file not written.
+    AfterLogWal,
+    /// The file written, not yet fdatasync'ed (a power loss loses it, a kill -9 keeps it).
+    AfterWrite,
+    /// The file durable, the ceiling not yet published.
+    AfterSync,
+}
+
+/// Where a promotion may be cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromoStep {
+    /// `standby.signal` removed (durably), before the end of recovery (F4's moment).
+    SignalRemoved,
+    /// Recovery ended, the worker not yet started.
+    EndOfRecovery,
+    /// The guard's lead kept, nothing recorded.
+    KeptLead,
+    /// The guard's WAL record appended.
+    LoggedWal,
+    /// The guard's record file written durably, the guard not yet published.
+    WroteFile,
+    /// The guard published, the debt's file not yet removed.
+    Published,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Target {
+    Primary,
+    /// The k-th standby (modulo their number), in server order.
+    Standby(u8),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    /// Clients claim `claims` times at once, batches up to `max_batch` milliseconds' worth.
+    Burst {
+        claims: u32,
+        max_batch_ms: u32,
+    },
+    /// Every server's clock steps (a negative step only where the docs allow it, see `World`).
+    ClockStep {
+        delta_ms: i64,
+    },
+    /// One server's clock offset set within +-max_clock_skew_ms/2 of the shared clock.
+    Skew {
+        server: u8,
+        skew_ms: i64,
+    },
+    /// One server's clock runs fast or slow, within the same band.
+    Slew {
+        server: u8,
+        ppm: i64,
+    },
+    Kill {
+        target: Target,
+        power: bool,
+        restart_after_ticks: u32,
+    },
+    /// A backend crash: the postmaster re-creates shared memory at once.
+    BackendCrash {
+        target: Target,
+    },
+    CleanRestart {
+        target: Target,
+    },
+    Partition {
+        standby: u8,
+        ticks: u32,
+    },
+    /// The primary killed (or powered off), a standby promoted, possibly cut by a crash.
+    Failover {
+        standby: u8,
+        power: bool,
+        crash: Option<(PromoStep, bool)>,
+    },
+    /// The primary stopped cleanly, the standby caught up and promoted.
+    Switchover {
+        standby: u8,
+        crash: Option<(PromoStep, bool)>,
+    },
+    /// pg_upgrade of the primary: the old record copied before pg_upgrade's starts, or after
+    /// the first real start refused the estimate.
+    Upgrade {
+        copy_before: bool,
+        binary_starts: u8,
+    },
+    /// The primary's max_lead_ms lowered, by a reload or a restart.
+    LowerLead {
+        new_ms: u64,
+        restart: bool,
+    },
+    /// A standby's max_lead_ms raised (a larger lead only on the standby, as the docs allow).
+    RaiseStandbyLead {
+        standby: u8,
+        new_ms: u64,
+    },
+    /// Writes of the record file (and the debt's file) fail with ENOSPC for a while.
+    Enospc {
+        target: Target,
+        ticks: u32,
+    },
+    /// The primary's next recording is cut at `step`, by a kill -9 or a power loss.
+    CrashAtStep {
+        step: RecStep,
+        power: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Event {
+    /// Ticks of virtual time (50 ms each) before the event.
+    pub gap_ticks: u32,
+    pub kind: Kind,
+}
+
+/// What a seed runs: the cluster, its settings, the clients' pace.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// 2 or 3 servers: a primary and one or two standbys.
+    pub servers: usize,
+    /// Percent of standbys re-cloned to stream from another standby.
+    pub cascade_percent: u64,
+    /// Synchronous replication: commits wait for the first standby to have received them.
+    pub sync: bool,
+    pub seq_bits: u32,
+    pub reserve_ms: u64,
+    pub primary_lead_ms: u64,
+    /// Each standby's max_lead_ms (never below the primary's: the docs' assumption).
+    pub standby_lead_ms: u64,
+    /// How long a fdatasync of the record file takes, at most (0: at once).
+    pub max_disk_latency_ms: i64,
+    pub claims_per_tick: u64,
+    /// Percent of claims that are bare calls: the ID handed out with no WAL at all.
+    pub bare_percent: u64,
+    /// Percent chance that a power loss tears a record file being written.
+    pub torn_percent: u64,
+}
+
+impl Config {
+    pub fn draw(seed: u64) -> Self {
+        let mut rng = Rng::new(seed, 1);
+        let primary_lead_ms = [1_000, 2_000, 2_000, 5_000][rng.below(4) as usize];
+        Config {
+            servers: if rng.chance(50) { 2 } else { 3 },
+            cascade_percent: if rng.chance(50) { 0 } else { 40 },
+            sync: rng.chance(40),
+            // With 10 shard bits, 6 to 12 keep the time part within 38..=47 bits; few IDs per ms
+            // make claims borrow time, which is what reaches the lead bounds.
+            seq_bits: [6, 6, 8, 12][rng.below(4) as usize],
+            reserve_ms: [100, 250, 250, 500][rng.below(4) as usize],
+            primary_lead_ms,
+            standby_lead_ms: primary_lead_ms + [0, 0, 1_000, 8_000][rng.below(4) as usize],
+            max_disk_latency_ms: [0, 20, 120, 400][rng.below(4) as usize],
+            claims_per_tick: 1 + rng.below(4),
+            bare_percent: [0, 20, 50][rng.below(3) as usize],
+            torn_percent: [0, 0, 10][rng.below(3) as usize],
+        }
+    }
+}
+
+/// The schedule: `events` events drawn by weight, so that a run of a couple of hundred covers
+/// failovers, switchovers and crashes at every step many times.
+pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
+    let mut rng = Rng::new(seed, 2);
+    let mut out = Vec::with_capacity(events + events / 4);
+    while out.len() < events {
+        let gap_ticks = if rng.chance(30) { rng.below(3) } else { rng.below(30) } as u32;
+        let target = |rng: &mut Rng| {
+            if rng.chance(50) {
+                Target::Primary
+            } else {
+                Target::Standby(rng.below(2) as u8)
+            }
+        };
+        let promo_crash = |rng: &mut Rng| {
+            const STEPS: [PromoStep; 6] = [
+                PromoStep::SignalRemoved,
+                PromoStep::EndOfRecovery,
+                PromoStep::KeptLead,
+                PromoStep::LoggedWal,
+                PromoStep::WroteFile,
+                PromoStep::Published,
+            ];
+            rng.chance(35).then(|| (STEPS[rng.below(6) as usize], rng.chance(50)))
+        };
+        const WEIGHTS: [u64; 18] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3];
+        let kind = match rng.weighted(&WEIGHTS) {
+            0 => Kind::Burst { claims: 1 + rng.below(40) as u32, max_batch_ms: 1 + rng.below(200) as u32 },
+            1 => Kind::ClockStep { delta_ms: rng.range(100, 30_000) },
+            2 => Kind::ClockStep { delta_ms: -rng.range(100, 30_000) },
+            3 => Kind::Skew { server: rng.below(3) as u8, skew_ms: rng.range(-250, 250) },
+            4 => Kind::Slew { server: rng.below(3) as u8, ppm: rng.range(-20_000, 20_000) },
+            5 => Kind::Kill {
+                target: target(&mut rng),
+                power: rng.chance(50),
+                restart_after_ticks: rng.below(60) as u32,
+            },
+            6 => Kind::BackendCrash { target: target(&mut rng) },
+            7 => Kind::CleanRestart { target: target(&mut rng) },
+            8 | 9 => Kind::Partition { standby: rng.below(2) as u8, ticks: 1 + rng.below(200) as u32 },
+            10 => {
+                let standby = rng.below(2) as u8;
+                // Half the failovers cut the standby off first: the primary issues on under
+                // records the standby never receives (what the guard is for).
+                if rng.chance(50) {
+                    let ticks = 10 + rng.below(100) as u32;
+                    out.push(Event { gap_ticks, kind: Kind::Partition { standby, ticks } });
+                    out.push(Event {
+                        gap_ticks: rng.below(ticks as u64) as u32,
+                        kind: Kind::Failover { standby, power: rng.chance(50), crash: promo_crash(&mut rng) },
+                    });
+                    continue;
+                }
+                Kind::Failover { standby, power: rng.chance(50), crash: promo_crash(&mut rng) }
+            }
+            11 => Kind::Switchover { standby: rng.below(2) as u8, crash: promo_crash(&mut rng) },
+            12 => Kind::Upgrade { copy_before: rng.chance(50), binary_starts: 1 + rng.below(3) as u8 },
+            13 => {
+                Kind::LowerLead { new_ms: [200, 500, 1_000][rng.below(3) as usize], restart: rng.chance(50) }
+            }
+            14 => Kind::RaiseStandbyLead {
+                standby: rng.below(2) as u8,
+                new_ms: [3_000, 10_000, 30_000][rng.below(3) as usize],
+            },
+            15 => Kind::Enospc { target: target(&mut rng), ticks: 1 + rng.below(80) as u32 },
+            17 => {
+                // F1's failover: the clock runs ahead while the primary issues and the standby
+                // replays behind it, is set back (the standby reads its clock as it replays),
+                // then the standby is cut off and the primary lost before the newest records
+                // reach it. Only its clock readings cover the IDs issued under them.
+                let ahead = rng.range(3_000, 15_000);
+                let standby = rng.below(2) as u8;
+                let burst = Kind::Burst {
+                    claims: 10 + rng.below(30) as u32,
+                    max_batch_ms: 1 + rng.below(100) as u32,
+                };
+                out.push(Event { gap_ticks, kind: Kind::ClockStep { delta_ms: ahead } });
+                for _ in 0..1 + rng.below(4) {
+                    out.push(Event { gap_ticks: rng.below(4) as u32, kind: burst });
+                }
+                out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+                out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: 100 } });
+                out.push(Event {
+                    gap_ticks: rng.below(20) as u32,
+                    kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
+                });
+                continue;
+            }
+            _ => {
+                const STEPS: [RecStep; 3] = [RecStep::AfterLogWal, RecStep::AfterWrite, RecStep::AfterSync];
+                Kind::CrashAtStep { step: STEPS[rng.below(3) as usize], power: rng.chance(50) }
+            }
+        };
+        out.push(Event { gap_ticks, kind });
+    }
+    out
+}
