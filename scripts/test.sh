@@ -8,7 +8,9 @@
 #                            every shell script through shellcheck (scripts/lint-shell.sh);
 #                            every SQL function pinning search_path (scripts/lint-sql.sh)
 #   2. the pure rules        cargo test -p snowflake_core: layout, clock policy with a fake
-#                            clock, reservation rules, UTC; no PostgreSQL, seconds; then the
+#                            clock, reservation rules, UTC; no PostgreSQL, seconds; the
+#                            simulation of where a server resumes, seeds drawn for 90 s
+#                            (scripts/simulate.sh); then the
 #                            lock-free protocol model-checked with loom (claims racing raises,
 #                            lowerings, a promotion, advance; every interleaving and weak-memory
 #                            outcome within LOOM_MAX_PREEMPTIONS = 3; about a minute)
@@ -145,6 +147,9 @@ CARGO_TARGET_DIR=tests/integration/target \
 
 step "the pure rules (cargo test -p snowflake_core; no PostgreSQL)"
 cargo test -p snowflake_core
+# Where a server resumes, under fault schedules drawn at random for 90 s (the seeds' base is
+# printed; a failure prints its seed and its shrunk schedule, and fails the step).
+./scripts/simulate.sh --seconds 90
 # Built with loom's atomics in a target folder of its own, so the normal builds stay valid.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
   cargo test -p snowflake_core --release --test loom
