@@ -6,7 +6,9 @@
 //! The control: the same after an immediate stop (no shutdown checkpoint) resumes that bound
 //! ahead, as before.
 
-use snowflake_id_integration::{as_server_owner, next_id_ahead_ms, run, wait_until, Cluster};
+use snowflake_id_integration::{
+    as_server_owner, next_id_ahead_ms, pg_bin_dir, run, wait_until, Cluster, Disk,
+};
 
 /// The primary and its standby, the primary having issued IDs; returns them and the highest ID.
 fn pair(name: &str) -> (Cluster, Cluster, i64) {
@@ -97,4 +99,102 @@ fn a_promotion_after_a_crash_keeps_the_guard() {
     assert!(first > highest);
     assert!(past_ms >= 2_740, "the first ID is only {past_ms} ms past the promotion after an unclean stop");
     assert!(!standby.log().contains("recovery ended on the old primary's clean stop"));
+}
+
+/// Finding F5 (docs/reliability.md), found by the simulation: the primary records a ceiling far
+/// ahead of its clock (a batch borrowing seconds) and hands out IDs under it with no WAL of their
+/// own; the power goes before the WAL writer flushes the ceiling's record, so the record file
+/// keeps the ceiling and the WAL does not. Restarted, the primary resumes at its file; switched
+/// over at once (its clock still below that ceiling, so no renewal has logged a higher one), its
+/// shutdown checkpoint must come after a record of that ceiling, or the standby resumes at an
+/// older one, below the IDs handed out. The worker logs the ceiling it resumed at when it starts
+/// (`resume::RECORDING_AT_START`); without it (the mutation `worker-start-wal-record`) the
+/// promoted standby's first ID is below the old primary's batch.
+#[test]
+fn a_switchover_after_a_power_loss_resumes_above_the_ids_its_file_kept() {
+    let settings = [
+        // 16 IDs a millisecond, so that a batch of 240,000 runs 15 s ahead of the clock.
+        "snowflake_id.shard_bits = 12",
+        "snowflake_id.seq_bits = 4",
+        "snowflake_id.max_lead_ms = 20s",
+        // The WAL writer flushes asynchronous WAL (the worker's records) at most every 10 s.
+        "wal_writer_delay = 10s",
+    ];
+    let mut primary = Cluster::create_on(Disk::PowerLoss, pg_bin_dir(), "f5-primary", &settings);
+    primary.start_with(&[]);
+    let mut client = primary.connect();
+    client
+        .batch_execute(
+            "CREATE EXTENSION snowflake_id;
+             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1));
+             INSERT INTO t SELECT FROM generate_series(1, 1000);",
+        )
+        .unwrap();
+    // Reconnecting at once when its primary comes back (the default waits 5 s).
+    let standby = Cluster::start_standby_of(&primary, "f5-standby", &["wal_retrieve_retry_interval = 100ms"]);
+    let flushed_lsn = |client: &mut postgres::Client| -> String {
+        client.query_one("SELECT pg_current_wal_flush_lsn()::text", &[]).unwrap().get(0)
+    };
+    // A commit flushes the WAL; the batch, with no WAL of its own, makes the worker record a
+    // ceiling about 15.5 s ahead, whose record stays unflushed until the WAL writer's next round.
+    // Taken again until no flush came between the commit and the check (10 s rounds: seldom).
+    let mut batch_max = None;
+    for _ in 0..5 {
+        client.batch_execute("INSERT INTO t SELECT FROM generate_series(1, 100)").unwrap();
+        let committed = flushed_lsn(&mut client);
+        let max: i64 =
+            client.query_one("SELECT max(id) FROM snowflake_nextvals(1, 240000) AS id", &[]).unwrap().get(0);
+        if flushed_lsn(&mut client) == committed {
+            batch_max = Some(max);
+            break;
+        }
+    }
+    let batch_max = batch_max.expect("the WAL writer flushed between every commit and its check");
+    standby.wait_for_replay(&flushed_lsn(&mut client));
+    drop(client);
+    primary.lose_power();
+    primary.start_with(&[]);
+    let ceiling_at_restart = primary.recorded_ceiling_unix_ms();
+    // Its worker started (an HA manager switches over from a running primary; F5's remaining
+    // window is a stop before the worker's start). Nothing is issued on it: a call would make
+    // the worker record a higher ceiling, in WAL, which is what the test must do without.
+    wait_until("the restarted primary's reservation worker started", || {
+        primary.log().matches("snowflake_id reservation worker started").count() >= 2
+    });
+    // And its standby streaming again, as a switchover waits for.
+    let mut client = primary.connect();
+    wait_until("the standby streams from the restarted primary", || {
+        client
+            .query_one("SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'", &[])
+            .unwrap()
+            .get(0)
+    });
+    drop(client);
+    // The switchover, at once: a clean stop, the standby catches up, then its promotion.
+    primary.stop("fast");
+    // The test's premise: no renewal between the restart and the stop (the batch lies 15 s
+    // ahead; a restart, the standby's reconnection and a stop take a few seconds), so no record of a higher ceiling.
+    assert_eq!(
+        primary.recorded_ceiling_unix_ms(),
+        ceiling_at_restart,
+        "the worker renewed before the switchover: the clock reached the batch's ceiling"
+    );
+    let checkpoint = latest_checkpoint(&primary);
+    let mut on_standby = standby.connect();
+    wait_until(&format!("the standby replayed the shutdown checkpoint at {checkpoint}"), || {
+        on_standby
+            .query_one("SELECT pg_last_wal_replay_lsn() > $1::text::pg_lsn", &[&checkpoint])
+            .unwrap()
+            .get(0)
+    });
+    drop(on_standby);
+    standby.promote();
+    let mut client = standby.wait_until_accepting();
+    let (_, first) = next_id_ahead_ms(&mut client, 1);
+    assert!(
+        first > batch_max,
+        "the promoted standby's first ID {first} is not above the old primary's batch {batch_max}: it resumed at a \
+         ceiling older than the one the old primary's file kept"
+    );
+    assert!(standby.log().contains("recovery ended on the old primary's clean stop"), "not a clean stop");
 }

@@ -153,7 +153,6 @@ fn main() -> ExitCode {
     let (mut runs, mut events_run, mut failed) = (0u64, 0u64, 0u64);
     let mut first_failure: Option<(f64, u64)> = None;
     let mut total = Stats::default();
-    let mut run_time = 0.0;
     while started.elapsed().as_secs_f64() < args.budget_s {
         let seed = base.wrapping_add(runs);
         let events = faults::schedule(seed, args.events);
@@ -164,7 +163,6 @@ fn main() -> ExitCode {
         if let Err(violation) = result {
             failed += 1;
             let at = started.elapsed().as_secs_f64();
-            run_time = at;
             if first_failure.is_none() {
                 first_failure = Some((at, seed));
                 report(seed, &events, &violation, false);
@@ -178,10 +176,8 @@ fn main() -> ExitCode {
                 break;
             }
         }
-        run_time = started.elapsed().as_secs_f64().max(run_time);
     }
     let secs = started.elapsed().as_secs_f64().max(1e-9);
-    let _ = run_time;
     println!("simulate: coverage: {}", total.line());
     println!(
         "simulate: {runs} runs, {events_run} events in {secs:.1} s ({:.0} runs/s, {:.0} events/s), {failed} failed",
