@@ -73,11 +73,12 @@ for patch in "${mutations[@]}"; do
     continue
   fi
   "$out/sim-target/release/examples/simulate" --seconds "$seconds" --keep-going --quiet >> "$log" 2>&1 || true
-  summary=$(grep '^simulate: [0-9]* runs' "$log" | tail -n 1)
+  # (Each grep may find nothing: a mutation never caught has no failure line.)
+  summary=$(grep '^simulate: [0-9]* runs' "$log" | tail -n 1 || true)
   runs=$(sed -n 's/^simulate: \([0-9]*\) runs.*/\1/p' <<< "$summary")
   failed=$(sed -n 's/.*, \([0-9]*\) failed.*/\1/p' <<< "$summary")
-  first=$(grep '^simulate: first failure after' "$log" | tail -n 1 | sed -n 's/^simulate: first failure after \([0-9.]*\) s.*/\1/p')
-  detail=$(grep -m1 '^simulate: VIOLATION' "$log" | cut -c1-200 || true)
+  first=$(sed -n 's/^simulate: first failure after \([0-9.]*\) s.*/\1/p' "$log" | tail -n 1)
+  detail=$(sed -n 's/^simulate: FAILED seed [0-9]*: //p' "$log" | head -n 1 | cut -c1-200)
   printf '%s\t%s\t%s\t%s\t%s\n' "$name" "${runs:-?}" "${failed:-?}" "${first:--}" "$detail" >> "$table"
   echo "simulate: $name: ${failed:-?} of ${runs:-?} runs caught it, the first after ${first:--} s"
 done
