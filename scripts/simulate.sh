@@ -78,7 +78,7 @@ for patch in "${mutations[@]}"; do
   runs=$(sed -n 's/^simulate: \([0-9]*\) runs.*/\1/p' <<< "$summary")
   failed=$(sed -n 's/.*, \([0-9]*\) failed.*/\1/p' <<< "$summary")
   first=$(sed -n 's/^simulate: first failure after \([0-9.]*\) s.*/\1/p' "$log" | tail -n 1)
-  detail=$(sed -n 's/^simulate: FAILED seed [0-9]*: //p' "$log" | head -n 1 | cut -c1-200)
+  detail=$(sed -n '/^simulate: FAILED seed/{s/^simulate: FAILED seed [0-9]*: //;p;q;}' "$log" | cut -c1-200)
   printf '%s\t%s\t%s\t%s\t%s\n' "$name" "${runs:-?}" "${failed:-?}" "${first:--}" "$detail" >> "$table"
   echo "simulate: $name: ${failed:-?} of ${runs:-?} runs caught it, the first after ${first:--} s"
 done
