@@ -7,8 +7,10 @@
 #
 #   ./scripts/campaign.sh --seed 7 --minutes 10     one seed (--seed again for more), on
 #                                                   PostgreSQL 15 (PG_MAJOR=18 for another)
-#   ./scripts/campaign.sh --short                   the test command's run: the fixed seed of
-#                                                   the major, 75 s
+#   ./scripts/campaign.sh --short                   the test command's run: the named schedules
+#                                                   of the major (tests/integration/schedules.tsv),
+#                                                   75 s each
+#   ./scripts/campaign.sh --schedule NAME --minutes M   a named schedule's seed
 #   --out DIR                                       each seed's folder goes there (default
 #                                                   .run/campaign): its schedule and summary, and
 #                                                   on a failure the clients' history and every
@@ -26,16 +28,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-# The short run: a seed or two per major of the test command's full layers, 75 s each (the test
-# command must stay under 45 minutes). 7 draws synchronous replication, a move of shard 5
-# under the stray statement, a clean restart of the second server just after its clock was set
-# back from 10 s ahead: it catches a missing reservation guard and a missing shared fence
-# check. 4 draws asynchronous replication, a move of shard 5, a failover after the standby was
-# restarted, and catches a missing shared fence check (docs/reliability.md). 9, on 15, draws the
-# HA manager's death: the old primary left running beside the promoted one, the lease on; it
-# catches a lease that never fences.
-declare -A SHORT_SEED=([15]="7 9" [18]=4 [19]=4)
+# The short run: the named schedules (tests/integration/schedules.tsv) of the major, 75 s each
+# (the test command must stay under 45 minutes); a major none names runs the first.
+SCHEDULES=tests/integration/schedules.tsv
 SHORT_MINUTES=1.25
+
+# schedule_seeds FIELD VALUE: the seeds of the schedules whose FIELD (1: the name, 3: the
+# majors) holds VALUE.
+schedule_seeds() {
+  awk -F '\t' -v field="$1" -v value="$2" '
+    /^#/ || NF < 5 { next }
+    { first = first ? first : $2 }
+    index(" " $field " ", " " value " ") { print $2; found = 1 }
+    END { if (!found && field == 3) print first }' "$SCHEDULES"
+}
 
 seeds=() minutes="" out=.run/campaign install=1 upgrade_to=
 while [ $# -gt 0 ]; do
@@ -43,10 +49,14 @@ while [ $# -gt 0 ]; do
     --seed) seeds+=("$2"); shift 2 ;;
     --minutes) minutes=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    --short) read -ra seeds <<< "${SHORT_SEED[$PG_MAJOR]:-7}"; minutes=$SHORT_MINUTES; shift ;;
+    --short) mapfile -t seeds < <(schedule_seeds 3 "$PG_MAJOR"); minutes=$SHORT_MINUTES; shift ;;
+    --schedule)
+      mapfile -t named < <(schedule_seeds 1 "$2")
+      [ ${#named[@]} -gt 0 ] || { echo "campaign: no schedule named $2 in $SCHEDULES" >&2; exit 2; }
+      seeds+=("${named[@]}"); shift 2 ;;
     --no-install) install=0; shift ;;
     --upgrade-to) upgrade_to=$2; shift 2 ;;
-    *) echo "usage: $0 (--seed N [--seed M ...] --minutes M | --short) [--out DIR] [--no-install] [--upgrade-to MAJOR]" >&2; exit 2 ;;
+    *) echo "usage: $0 (--seed N [--seed M ...] --minutes M | --schedule NAME --minutes M | --short) [--out DIR] [--no-install] [--upgrade-to MAJOR]" >&2; exit 2 ;;
   esac
 done
 if [ ${#seeds[@]} -eq 0 ] || [ -z "$minutes" ]; then

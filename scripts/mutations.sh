@@ -12,6 +12,8 @@
 #                                                  of 2 minutes on PostgreSQL 18
 #   --only NAME                                    that mutation (again for more)
 #   --seeds N | --seed-list "S1 S2 ..."            how many seeds to draw, or which to run again
+#   --named                                        the named schedules' seeds
+#                                                  (tests/integration/schedules.tsv) instead
 #   --no-test                                      the seeds only (the named test measured before)
 #   --minutes M --major N                          each seed's length; the major (16 to 18: a copy
 #                                                  of its tree is made, the shared one untouched)
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
     --only) only+=("$2"); shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
     --seed-list) seed_list=$2; shift 2 ;;
+    --named) seed_list=$(awk -F '\t' '/^#/ || NF < 5 { next } { printf "%s ", $2 }' tests/integration/schedules.tsv); shift ;;
     --no-test) run_test=no; shift ;;
     --minutes) minutes=$2; shift 2 ;;
     --major) major=$2; shift 2 ;;

@@ -246,7 +246,7 @@ for major in "${MAJORS[@]}"; do
     cargo test --release --manifest-path tests/integration/Cargo.toml "${integration[@]}"
 
   if full_major "$major"; then
-    step "PostgreSQL $major: fault campaign, short (fixed seeds; scripts/campaign.sh --short)"
+    step "PostgreSQL $major: fault campaign, short (the named schedules of tests/integration/schedules.tsv; scripts/campaign.sh --short)"
     ./scripts/campaign.sh --short --no-install --out "$WORK/campaign-$major"
   else
     skipped "the fault campaign's short run (run on ${FULL_MAJORS[*]})"
