@@ -147,6 +147,9 @@ pub struct Server {
     expect_unconfirmed: bool,
     /// The old cluster's record, which the operator copies over the new one's.
     old_record: Option<RecordRead>,
+    /// It ran as a primary (its worker started) since its last shutdown checkpoint: what
+    /// happened, whatever its WAL kept of it (a power loss may have taken every record since).
+    ran_since_clean_stop: bool,
 }
 
 /// A clock the generator reads: the server's reading, frozen for the call (claims here never
@@ -306,6 +309,7 @@ impl World {
                 needs_reclone: false,
                 expect_unconfirmed: false,
                 old_record: None,
+                ran_since_clean_stop: false,
             })
             .collect();
         if cfg.servers == 3 && cfg.cascade_percent > 0 {
@@ -458,6 +462,7 @@ impl World {
             disk.redo = disk.wal.len();
             disk.wal.push(Rec::ShutdownCheckpoint);
             disk.flushed = disk.wal.len();
+            self.servers[i].ran_since_clean_stop = false;
             self.waiting_acks.clear();
         } else {
             let disk = &mut self.servers[i].disk;
@@ -938,6 +943,7 @@ impl World {
                     }
                 }
             }
+            self.servers[p].ran_since_clean_stop = true;
             return;
         }
         // `record_promotion_guard`: the facts as the worker gathers them.
@@ -1359,7 +1365,10 @@ impl World {
         // after which the old primary ran as a primary again without its WAL reaching it.
         let received = self.servers[s].disk.wal.len();
         let ends_clean = self.servers[s].disk.wal.last() == Some(&Rec::ShutdownCheckpoint);
-        if ends_clean && self.servers[p].disk.wal.len() > received && !self.servers[p].disk.signal {
+        // What it ran counts, not what its WAL kept: a power loss may have taken every record
+        // written since (F6 of docs/reliability.md, found when only the WAL was looked at).
+        let ran_again = self.servers[p].disk.wal.len() > received || self.servers[p].ran_since_clean_stop;
+        if ends_clean && ran_again && !self.servers[p].disk.signal {
             self.stats.failovers_excluded += 1;
             trace!(
                 self,
