@@ -150,6 +150,12 @@ pub struct Server {
     /// It ran as a primary (its worker started) since its last shutdown checkpoint: what
     /// happened, whatever its WAL kept of it (a power loss may have taken every record since).
     ran_since_clean_stop: bool,
+    /// How much WAL it had received when its replay last raised its highest clock reading.
+    received_at_reading: usize,
+    /// Its replay dropped a clock reading on a lowered ceiling's record it had received
+    /// before it took that reading (F7 of docs/reliability.md, open): its promotion may resume
+    /// short, and a failover onto it is skipped, counted, until it is cloned again.
+    dropped_newer_reading: bool,
 }
 
 /// A clock the generator reads: the server's reading, frozen for the call (claims here never
@@ -310,6 +316,8 @@ impl World {
                 expect_unconfirmed: false,
                 old_record: None,
                 ran_since_clean_stop: false,
+                received_at_reading: 0,
+                dropped_newer_reading: false,
             })
             .collect();
         if cfg.servers == 3 && cfg.cascade_percent > 0 {
@@ -507,6 +515,8 @@ impl World {
         // The docs' assumption: a larger max_lead_ms only on the standby.
         server.settings.max_lead_ms = server.settings.max_lead_ms.max(lead_ms);
         server.needs_reclone = false;
+        server.received_at_reading = 0;
+        server.dropped_newer_reading = false;
         trace!(self, "server {i} re-cloned from {p}, streaming from {upstream}");
         true
     }
@@ -642,8 +652,19 @@ impl World {
             recorded_at_start: mem.recorded_at_start,
             now_unix_ms,
         };
+        let highest_before = mem.readings.highest_guard_unix_ms;
         let plan = resume::replay(&facts, &mut mem.readings, settings, &self.layout);
         mem.res.replay(plan.bounds);
+        let highest_after = mem.readings.highest_guard_unix_ms;
+        if recovery == Recovery::Archive && highest_after != highest_before {
+            let received = self.servers[i].disk.wal.len();
+            if highest_after > highest_before {
+                self.servers[i].received_at_reading = received;
+            } else if end <= self.servers[i].received_at_reading {
+                // A lowering older than the reading it drops (F7).
+                self.servers[i].dropped_newer_reading = true;
+            }
+        }
         trace!(
             self,
             "server {i} replays ceiling {unix_ms} ({recovery:?}, end {end}) at clock {now_unix_ms}: {plan:?}"
@@ -1368,6 +1389,13 @@ impl World {
         // What it ran counts, not what its WAL kept: a power loss may have taken every record
         // written since (F6 of docs/reliability.md, found when only the WAL was looked at).
         let ran_again = self.servers[p].disk.wal.len() > received || self.servers[p].ran_since_clean_stop;
+        // F7 (open): a standby whose replay dropped a reading newer than the lowering that
+        // dropped it may resume short; skipped and counted with the failovers excluded.
+        if self.servers[s].dropped_newer_reading {
+            self.stats.failovers_excluded += 1;
+            trace!(self, "failover excluded: the standby dropped a clock reading newer than a lowering (F7)");
+            return;
+        }
         if ends_clean && ran_again && !self.servers[p].disk.signal {
             self.stats.failovers_excluded += 1;
             trace!(
