@@ -32,7 +32,7 @@ const TICK: Duration = Duration::from_millis(50);
 /// planned switchover), where it stopped (`switchover`). The old primary's lead settings, when
 /// its records carry them, count in the bound and as the lead this server keeps until the clock
 /// catches up (`keep_lead`). The resumed position is recorded before anything is issued, in
-/// `resume::RECORDING`'s order.
+/// `resume::RECORDING_GUARD`'s order.
 fn record_promotion_guard(reservation: &Reservation) {
     let facts = resume::PromotionFacts {
         now_unix_ms: clock::wall_clock_unix_ms(),
