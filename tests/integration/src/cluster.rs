@@ -358,7 +358,16 @@ impl Cluster {
     /// Terminates the reservation worker (SIGTERM, as pg_terminate_backend would) and waits
     /// until the postmaster has started another; returns its process id.
     pub fn restart_reservation_worker(&self) -> u32 {
-        let old = self.reservation_worker_pid().expect("no reservation worker runs");
+        // The postmaster forks the worker once recovery has ended, which may come after the
+        // server accepts connections (pg_ctl -w returns then): on a loaded machine, wait for it.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let old = loop {
+            match self.reservation_worker_pid() {
+                Some(pid) => break pid,
+                None => assert!(Instant::now() < deadline, "no reservation worker runs within 30 s"),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         run(Command::new("kill").args(["-TERM", &old.to_string()]), "kill -TERM");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
