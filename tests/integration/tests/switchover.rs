@@ -50,12 +50,10 @@ fn latest_checkpoint(cluster: &Cluster) -> String {
         .to_string()
 }
 
-#[test]
-fn a_planned_switchover_resumes_where_the_old_primary_stopped() {
-    let (mut primary, standby, highest) = pair("switchover");
-    primary.stop("fast");
-    let checkpoint = latest_checkpoint(&primary);
-    // The standby has replayed the shutdown checkpoint (its end is past its start).
+/// The rest of a switchover once the primary has stopped cleanly: the standby replays its
+/// shutdown checkpoint (its end is past its start), then is promoted; a client of it.
+fn promote_after_clean_stop(primary: &Cluster, standby: &Cluster) -> postgres::Client {
+    let checkpoint = latest_checkpoint(primary);
     let mut on_standby = standby.connect();
     wait_until(&format!("the standby replayed the shutdown checkpoint at {checkpoint}"), || {
         on_standby
@@ -65,7 +63,14 @@ fn a_planned_switchover_resumes_where_the_old_primary_stopped() {
     });
     drop(on_standby);
     standby.promote();
-    let mut client = standby.wait_until_accepting();
+    standby.wait_until_accepting()
+}
+
+#[test]
+fn a_planned_switchover_resumes_where_the_old_primary_stopped() {
+    let (mut primary, standby, highest) = pair("switchover");
+    primary.stop("fast");
+    let mut client = promote_after_clean_stop(&primary, &standby);
     let (ahead_ms, first) = next_id_ahead_ms(&mut client, 1);
     println!("switchover: after a clean stop, the first ID is {ahead_ms:.0} ms ahead of the clock");
     assert!(first > highest, "the first ID {first} is not above the old primary's {highest}");
@@ -173,23 +178,14 @@ fn a_switchover_after_a_power_loss_resumes_above_the_ids_its_file_kept() {
     // The switchover, at once: a clean stop, the standby catches up, then its promotion.
     primary.stop("fast");
     // The test's premise: no renewal between the restart and the stop (the batch lies 15 s
-    // ahead; a restart, the standby's reconnection and a stop take a few seconds), so no record of a higher ceiling.
+    // ahead; a restart, the standby's reconnection and a stop take a few seconds), so no
+    // record of a higher ceiling.
     assert_eq!(
         primary.recorded_ceiling_unix_ms(),
         ceiling_at_restart,
         "the worker renewed before the switchover: the clock reached the batch's ceiling"
     );
-    let checkpoint = latest_checkpoint(&primary);
-    let mut on_standby = standby.connect();
-    wait_until(&format!("the standby replayed the shutdown checkpoint at {checkpoint}"), || {
-        on_standby
-            .query_one("SELECT pg_last_wal_replay_lsn() > $1::text::pg_lsn", &[&checkpoint])
-            .unwrap()
-            .get(0)
-    });
-    drop(on_standby);
-    standby.promote();
-    let mut client = standby.wait_until_accepting();
+    let mut client = promote_after_clean_stop(&primary, &standby);
     let (_, first) = next_id_ahead_ms(&mut client, 1);
     assert!(
         first > batch_max,

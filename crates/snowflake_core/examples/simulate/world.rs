@@ -581,11 +581,7 @@ impl World {
             );
         }
         if let Some(write) = write {
-            let record = RecordRead {
-                ceiling_unix_ms: write.ceiling_unix_ms,
-                lead: write.lead,
-                unconfirmed: write.unconfirmed,
-            };
+            let record = record_of_write(write);
             if self.write_record(i, record).is_err() {
                 self.servers[i].restart_at = Some(self.t + RETRY_MS);
                 return;
@@ -670,11 +666,7 @@ impl World {
             "server {i} replays ceiling {unix_ms} ({recovery:?}, end {end}) at clock {now_unix_ms}: {plan:?}"
         );
         if let Some(write) = plan.write {
-            let record = RecordRead {
-                ceiling_unix_ms: write.ceiling_unix_ms,
-                lead: write.lead,
-                unconfirmed: write.unconfirmed,
-            };
+            let record = record_of_write(write);
             if self.write_record(i, record).is_err() {
                 trace!(self, "server {i}: replay could not write its record: down");
                 self.servers[i].mem = None;
@@ -1535,11 +1527,7 @@ impl World {
         let read = self.servers[p].disk.record_read();
         match binary_start(self, read) {
             Ok(Some(write)) => {
-                let record = RecordRead {
-                    ceiling_unix_ms: write.ceiling_unix_ms,
-                    lead: write.lead,
-                    unconfirmed: write.unconfirmed,
-                };
+                let record = record_of_write(write);
                 if self.write_record(p, record).is_err() {
                     // pg_upgrade stops; the old cluster is started again.
                     self.servers[p].restart_at = Some(self.t + RETRY_MS);
@@ -1562,11 +1550,7 @@ impl World {
             let read = self.servers[p].disk.record_read();
             match binary_start(self, read) {
                 Ok(Some(write)) => {
-                    let record = RecordRead {
-                        ceiling_unix_ms: write.ceiling_unix_ms,
-                        lead: write.lead,
-                        unconfirmed: write.unconfirmed,
-                    };
+                    let record = record_of_write(write);
                     // ENOSPC here stops pg_upgrade; an operator runs it again: modelled as
                     // written (the retry writes the same guard).
                     self.servers[p].disk.record = Some(record);
@@ -1652,4 +1636,9 @@ impl World {
     fn checker_count(&self) -> u64 {
         self.stats.ids
     }
+}
+
+/// What a record written from a plan (`resume::RecordToWrite`) reads back as.
+fn record_of_write(write: resume::RecordToWrite) -> RecordRead {
+    RecordRead { ceiling_unix_ms: write.ceiling_unix_ms, lead: write.lead, unconfirmed: write.unconfirmed }
 }
