@@ -56,6 +56,11 @@ pub enum Kind {
         server: u8,
         skew_ms: i64,
     },
+    /// The primary's clock at the top of the skew band and the standby's at its bottom, neither
+    /// slewing: the two exactly `max_clock_skew_ms` apart, the edge every bound allows for.
+    SkewApart {
+        standby: u8,
+    },
     /// One server's clock runs fast or slow, within the same band.
     Slew {
         server: u8,
@@ -168,10 +173,28 @@ impl Config {
     }
 }
 
+/// The faults a schedule draws from, by weight (`schedule`'s match arms, in order).
+const WEIGHTS: [u64; 21] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2];
+
 /// The schedule: `events` events drawn by weight, so that a run of a couple of hundred covers
 /// failovers, switchovers and crashes at every step many times.
+///
+/// Half the seeds are swarm runs (Groce et al., "Swarm Testing", ISSTA 2012): each fault is left
+/// out with even odds, so that a run spends its events on a few faults and their rare
+/// combinations (a clock step with no restart to hide it, a skew with no slew to move it)
+/// instead of averaging over all of them. The last four arms are composite faults that place
+/// the moments the rarest guards cover: each says which.
 pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     let mut rng = Rng::new(seed, 2);
+    let mut weights = WEIGHTS;
+    if rng.chance(50) {
+        // Bursts always stay: without claims no fault has anything to break.
+        for weight in weights.iter_mut().skip(1) {
+            if rng.chance(50) {
+                *weight = 0;
+            }
+        }
+    }
     let mut out = Vec::with_capacity(events + events / 4);
     while out.len() < events {
         let gap_ticks = if rng.chance(30) { rng.below(3) } else { rng.below(30) } as u32;
@@ -193,8 +216,7 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
             ];
             rng.chance(35).then(|| (STEPS[rng.below(6) as usize], rng.chance(50)))
         };
-        const WEIGHTS: [u64; 18] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3];
-        let kind = match rng.weighted(&WEIGHTS) {
+        let kind = match rng.weighted(&weights) {
             0 => Kind::Burst { claims: 1 + rng.below(40) as u32, max_batch_ms: 1 + rng.below(200) as u32 },
             1 => Kind::ClockStep { delta_ms: rng.range(100, 30_000) },
             2 => Kind::ClockStep { delta_ms: -rng.range(100, 30_000) },
@@ -233,35 +255,88 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
                 new_ms: [3_000, 10_000, 30_000][rng.below(3) as usize],
             },
             15 => Kind::Enospc { target: target(&mut rng), ticks: 1 + rng.below(80) as u32 },
-            17 => {
-                // F1's failover: the clock runs ahead while the primary issues and the standby
-                // replays behind it, is set back (the standby reads its clock as it replays),
-                // then the standby is cut off and the primary lost before the newest records
-                // reach it. Only its clock readings cover the IDs issued under them.
-                let ahead = rng.range(3_000, 15_000);
-                let standby = rng.below(2) as u8;
-                let burst = Kind::Burst {
-                    claims: 10 + rng.below(30) as u32,
-                    max_batch_ms: 1 + rng.below(100) as u32,
-                };
-                out.push(Event { gap_ticks, kind: Kind::ClockStep { delta_ms: ahead } });
-                for _ in 0..1 + rng.below(4) {
-                    out.push(Event { gap_ticks: rng.below(4) as u32, kind: burst });
-                }
-                out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
-                out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: 100 } });
-                out.push(Event {
-                    gap_ticks: rng.below(20) as u32,
-                    kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
-                });
-                continue;
-            }
-            _ => {
+            16 => {
                 const STEPS: [RecStep; 3] = [RecStep::AfterLogWal, RecStep::AfterWrite, RecStep::AfterSync];
                 Kind::CrashAtStep { step: STEPS[rng.below(3) as usize], power: rng.chance(50) }
+            }
+            17 => {
+                clock_readings_failover(&mut rng, gap_ticks, &mut out);
+                continue;
+            }
+            18 => {
+                failover_at_the_edge(&mut rng, gap_ticks, &mut out);
+                continue;
+            }
+            19 => {
+                // The pg_upgrade guard's bound (`upgrade-guard-bound`): the old server issues to
+                // its lead bound, then is upgraded at once, its record not copied.
+                out.extend(borrow_to_the_lead_bound(&mut rng, gap_ticks));
+                Kind::Upgrade { copy_before: false, binary_starts: 1 + rng.below(3) as u8 }
+            }
+            _ => {
+                // F5 (`worker-start-wal-record`): IDs issued under a ceiling whose WAL record a
+                // power loss then takes (the file keeps it), the primary restarted, and a clean
+                // switchover soon after its worker's start, before its next renewal.
+                out.extend(borrow_to_the_lead_bound(&mut rng, gap_ticks));
+                out.push(Event {
+                    gap_ticks: 0,
+                    kind: Kind::Kill { target: Target::Primary, power: true, restart_after_ticks: 0 },
+                });
+                Kind::Switchover { standby: rng.below(2) as u8, crash: None }
             }
         };
         out.push(Event { gap_ticks, kind });
     }
     out
+}
+
+/// Bursts of claims in one tick, batches large enough that calls borrow time up to the lead
+/// bound (the worker records up to `max_lead_ms + 1 + reserve_ms` ahead for them).
+fn borrow_to_the_lead_bound(rng: &mut Rng, gap_ticks: u32) -> Vec<Event> {
+    let burst = Kind::Burst { claims: 30 + rng.below(30) as u32, max_batch_ms: 100 + rng.below(200) as u32 };
+    (0..2 + rng.below(3))
+        .map(|k| Event { gap_ticks: if k == 0 { gap_ticks } else { 0 }, kind: burst })
+        .collect()
+}
+
+/// F1's failover: the clock runs ahead while the primary issues and the standby replays behind
+/// it, is set back (the standby reads its clock as it replays), then the standby is cut off and
+/// the primary lost before the newest records reach it. Only its clock readings cover the IDs
+/// issued under them. Half the time the two clocks are as far apart as the skew allows (the
+/// readings' skew term, `standby-floor-skew`), and half the time the standby restarts between
+/// the set-back and the failover (its readings from its file, `standby-readings-restart`).
+fn clock_readings_failover(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) {
+    let ahead = rng.range(3_000, 15_000);
+    let standby = rng.below(2) as u8;
+    let burst = Kind::Burst { claims: 10 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(100) as u32 };
+    if rng.chance(50) {
+        out.push(Event { gap_ticks, kind: Kind::SkewApart { standby } });
+    }
+    out.push(Event { gap_ticks, kind: Kind::ClockStep { delta_ms: ahead } });
+    for _ in 0..1 + rng.below(4) {
+        out.push(Event { gap_ticks: rng.below(4) as u32, kind: burst });
+    }
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: 100 } });
+    if rng.chance(50) {
+        let kind =
+            Kind::Kill { target: Target::Standby(standby), power: rng.chance(50), restart_after_ticks: 0 };
+        out.push(Event { gap_ticks: rng.below(3) as u32, kind });
+    }
+    out.push(Event {
+        gap_ticks: 2 + rng.below(20) as u32,
+        kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
+    });
+}
+
+/// The promotion's bound at its edge (`promotion-bound-off-by-one`, `promotion-primary-lead`):
+/// the two clocks exactly the skew apart, the primary issuing up to its lead bound, the standby
+/// cut off, and the failover in that same millisecond.
+fn failover_at_the_edge(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) {
+    let standby = rng.below(2) as u8;
+    out.push(Event { gap_ticks, kind: Kind::SkewApart { standby } });
+    out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: 100 } });
+    let gap_ticks = 1 + rng.below(3) as u32;
+    out.extend(borrow_to_the_lead_bound(rng, gap_ticks));
+    out.push(Event { gap_ticks: 0, kind: Kind::Failover { standby, power: rng.chance(50), crash: None } });
 }

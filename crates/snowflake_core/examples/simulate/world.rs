@@ -1215,6 +1215,15 @@ impl World {
                 let i = server as usize % self.servers.len();
                 self.servers[i].skew_us = (skew_ms * 1_000).clamp(-SKEW_BAND_US, SKEW_BAND_US);
             }
+            Kind::SkewApart { standby } => {
+                let (p, s) = (self.primary, self.resolve(Target::Standby(standby)));
+                if p != s {
+                    self.servers[p].skew_us = SKEW_BAND_US;
+                    self.servers[s].skew_us = -SKEW_BAND_US;
+                    self.servers[p].slew_ppm = 0;
+                    self.servers[s].slew_ppm = 0;
+                }
+            }
             Kind::Slew { server, ppm } => {
                 let i = server as usize % self.servers.len();
                 self.servers[i].slew_ppm = ppm;
@@ -1382,7 +1391,12 @@ impl World {
         // written since (F6 of docs/reliability.md, found when only the WAL was looked at).
         let ran_again = self.servers[p].disk.wal.len() > received || self.servers[p].ran_since_clean_stop;
         // F7 (open): a standby whose replay dropped a reading newer than the lowering that
-        // dropped it may resume short; skipped and counted with the failovers excluded.
+        // dropped it may resume short; skipped and counted with the failovers excluded. The
+        // promotion replays what the standby received first, so that replay is done here, before
+        // the decision: a drop in it counts too (the long run's seed 5015369038640003791).
+        if !self.replay_to(s, received) || !self.up(s) {
+            return;
+        }
         if self.servers[s].dropped_newer_reading {
             self.stats.failovers_excluded += 1;
             trace!(self, "failover excluded: the standby dropped a clock reading newer than a lowering (F7)");
