@@ -94,10 +94,13 @@ pub enum Kind {
         crash: Option<(PromoStep, bool)>,
     },
     /// pg_upgrade of the primary: the old record copied before pg_upgrade's starts, or after
-    /// the first real start refused the estimate.
+    /// the first real start refused the estimate; or, with `confirm`, the estimate confirmed
+    /// where docs/operations.md allows it (the old server's clock never read ahead of the
+    /// clock at the upgrade), else the old record copied.
     Upgrade {
         copy_before: bool,
         binary_starts: u8,
+        confirm: bool,
     },
     /// The primary's max_lead_ms lowered, by a reload or a restart.
     LowerLead {
@@ -113,6 +116,11 @@ pub enum Kind {
     Enospc {
         target: Target,
         ticks: u32,
+    },
+    /// The primary's next fdatasync of its record file stalls for `ms`, longer than the lead
+    /// bound: what the renewal's cap on its headroom is for (`next-ceiling-cap`).
+    DiskStall {
+        ms: i64,
     },
     /// The primary's next recording is cut at `step`, by a kill -9 or a power loss.
     CrashAtStep {
@@ -174,7 +182,7 @@ impl Config {
 }
 
 /// The faults a schedule draws from, by weight (`schedule`'s match arms, in order).
-const WEIGHTS: [u64; 21] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2];
+const WEIGHTS: [u64; 22] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2, 2];
 
 /// The schedule: `events` events drawn by weight, so that a run of a couple of hundred covers
 /// failovers, switchovers and crashes at every step many times.
@@ -182,7 +190,7 @@ const WEIGHTS: [u64; 21] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 
 /// Half the seeds are swarm runs (Groce et al., "Swarm Testing", ISSTA 2012): each fault is left
 /// out with even odds, so that a run spends its events on a few faults and their rare
 /// combinations (a clock step with no restart to hide it, a skew with no slew to move it)
-/// instead of averaging over all of them. The last four arms are composite faults that place
+/// instead of averaging over all of them. Arms 17 to 19 and the last are composite faults that place
 /// the moments the rarest guards cover: each says which.
 pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     let mut rng = Rng::new(seed, 2);
@@ -246,7 +254,11 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
                 Kind::Failover { standby, power: rng.chance(50), crash: promo_crash(&mut rng) }
             }
             11 => Kind::Switchover { standby: rng.below(2) as u8, crash: promo_crash(&mut rng) },
-            12 => Kind::Upgrade { copy_before: rng.chance(50), binary_starts: 1 + rng.below(3) as u8 },
+            12 => Kind::Upgrade {
+                copy_before: rng.chance(50),
+                binary_starts: 1 + rng.below(3) as u8,
+                confirm: rng.chance(30),
+            },
             13 => {
                 Kind::LowerLead { new_ms: [200, 500, 1_000][rng.below(3) as usize], restart: rng.chance(50) }
             }
@@ -269,10 +281,12 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
             }
             19 => {
                 // The pg_upgrade guard's bound (`upgrade-guard-bound`): the old server issues to
-                // its lead bound, then is upgraded at once, its record not copied.
+                // its lead bound, then is upgraded at once, its record not copied, and the
+                // estimate confirmed.
                 out.extend(borrow_to_the_lead_bound(&mut rng, gap_ticks));
-                Kind::Upgrade { copy_before: false, binary_starts: 1 + rng.below(3) as u8 }
+                Kind::Upgrade { copy_before: false, binary_starts: 1 + rng.below(3) as u8, confirm: true }
             }
+            20 => Kind::DiskStall { ms: rng.range(2_000, 8_000) },
             _ => {
                 // F5 (`worker-start-wal-record`): IDs issued under a ceiling whose WAL record a
                 // power loss then takes (the file keeps it), the primary restarted, and a clean
@@ -282,7 +296,10 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
                     gap_ticks: 0,
                     kind: Kind::Kill { target: Target::Primary, power: true, restart_after_ticks: 0 },
                 });
-                Kind::Switchover { standby: rng.below(2) as u8, crash: None }
+                // Once the restarted primary's worker runs (a tick or two).
+                let switchover = Kind::Switchover { standby: rng.below(2) as u8, crash: None };
+                out.push(Event { gap_ticks: 2 + rng.below(4) as u32, kind: switchover });
+                continue;
             }
         };
         out.push(Event { gap_ticks, kind });
@@ -310,11 +327,16 @@ fn clock_readings_failover(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) 
     let standby = rng.below(2) as u8;
     let burst = Kind::Burst { claims: 10 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(100) as u32 };
     if rng.chance(50) {
+        // The last IDs before the set-back at the lead bound, the standby's clock the skew behind.
         out.push(Event { gap_ticks, kind: Kind::SkewApart { standby } });
-    }
-    out.push(Event { gap_ticks, kind: Kind::ClockStep { delta_ms: ahead } });
-    for _ in 0..1 + rng.below(4) {
-        out.push(Event { gap_ticks: rng.below(4) as u32, kind: burst });
+        out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: ahead } });
+        let gap_ticks = rng.below(4) as u32;
+        out.extend(borrow_to_the_lead_bound(rng, gap_ticks));
+    } else {
+        out.push(Event { gap_ticks, kind: Kind::ClockStep { delta_ms: ahead } });
+        for _ in 0..1 + rng.below(4) {
+            out.push(Event { gap_ticks: rng.below(4) as u32, kind: burst });
+        }
     }
     out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
     out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: 100 } });

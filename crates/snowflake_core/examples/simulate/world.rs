@@ -147,6 +147,8 @@ pub struct Server {
     expect_unconfirmed: bool,
     /// The old cluster's record, which the operator copies over the new one's.
     old_record: Option<RecordRead>,
+    /// After pg_upgrade: the operator confirms the estimate instead of copying the old record.
+    confirm_estimate: bool,
     /// It ran as a primary (its worker started) since its last shutdown checkpoint: what
     /// happened, whatever its WAL kept of it (a power loss may have taken every record since).
     ran_since_clean_stop: bool,
@@ -277,6 +279,12 @@ pub struct World {
     checker: Checker,
     pub stats: Stats,
     armed_step: Option<(RecStep, bool)>,
+    /// The highest any clock read when its server issued IDs, and the furthest ahead of its
+    /// clock any server issued: what confirming pg_upgrade's estimate assumes of them.
+    highest_issuing_clock: i64,
+    furthest_ahead_ms: i64,
+    /// How long the primary's next fdatasync of its record file takes, if a stall is drawn.
+    stall_next_ms: Option<i64>,
     armed_promo: Option<(PromoStep, bool)>,
     /// Commits waiting for the synchronous standby: their end in the WAL, IDs.
     waiting_acks: Vec<(usize, u64)>,
@@ -315,6 +323,7 @@ impl World {
                 needs_reclone: false,
                 expect_unconfirmed: false,
                 old_record: None,
+                confirm_estimate: false,
                 ran_since_clean_stop: false,
                 received_at_reading: 0,
                 dropped_newer_reading: false,
@@ -335,6 +344,9 @@ impl World {
             checker: Checker::new(SHARDS),
             stats: Stats::default(),
             armed_step: None,
+            highest_issuing_clock: i64::MIN,
+            furthest_ahead_ms: i64::MIN,
+            stall_next_ms: None,
             armed_promo: None,
             waiting_acks: Vec::new(),
             violation: None,
@@ -566,7 +578,12 @@ impl World {
                 self.stats.unconfirmed_refusals += 1;
                 let server = &mut self.servers[i];
                 server.expect_unconfirmed = false;
-                let old = server.old_record.take().or(server.disk.record);
+                let old = if std::mem::take(&mut server.confirm_estimate) {
+                    server.old_record = None;
+                    server.disk.record
+                } else {
+                    server.old_record.take().or(server.disk.record)
+                };
                 server.disk.record = old.map(|record| RecordRead { unconfirmed: false, ..record });
                 server.disk.record_unsynced = None;
                 return self.try_start(i);
@@ -783,7 +800,8 @@ impl World {
                 return self
                     .violate("refusal", format!("server {p}: a claim refused for its clock: {result:?}"));
             }
-            Err(_) => {
+            Err(refusal) => {
+                trace!(self, "server {p}: shard {shard}: claim refused: {refusal:?}");
                 self.stats.refusals += 1;
                 return;
             }
@@ -805,6 +823,8 @@ impl World {
             return self.violate("durable", message);
         }
         self.stats.ids += claim.last - claim.first + 1;
+        self.highest_issuing_clock = self.highest_issuing_clock.max(now);
+        self.furthest_ahead_ms = self.furthest_ahead_ms.max(last_tp as i64 - now_tp as i64);
         if let Err(violation) =
             self.checker.issue(&layout, shard, claim.first, claim.last, p, self.t - START_UNIX_MS)
         {
@@ -880,7 +900,10 @@ impl World {
                     if self.crash_point(p, RecStep::AfterWrite) {
                         return;
                     }
-                    let latency = self.rng.range(0, self.cfg.max_disk_latency_ms);
+                    let latency = match self.stall_next_ms.take() {
+                        Some(stall_ms) => stall_ms,
+                        None => self.rng.range(0, self.cfg.max_disk_latency_ms),
+                    };
                     let flight = InFlight {
                         ceiling,
                         next_step: index + 1,
@@ -1110,7 +1133,20 @@ impl World {
                     }
                 }
             }
-            Some(Renewal::Raised(ceiling)) => self.record_steps(p, ceiling, 0),
+            Some(Renewal::Raised(ceiling)) => {
+                // The reservation's documented bound: a renewal never reserves further ahead of
+                // the clock than calls may borrow (`max_lead_ms + 1 + reserve_ms`), however slow
+                // the last recording was; the resume guards and `lower_ceiling` rely on it.
+                if ceiling > now + lead.bound_ms() {
+                    let message = format!(
+                        "server {p} renews to {ceiling}, {} ms ahead of its clock, past its bound of {} ms",
+                        ceiling - now,
+                        lead.bound_ms()
+                    );
+                    return self.violate("ahead", message);
+                }
+                self.record_steps(p, ceiling, 0)
+            }
         }
     }
 
@@ -1255,7 +1291,9 @@ impl World {
             }
             Kind::Failover { standby, power, crash } => self.failover(standby, power, crash),
             Kind::Switchover { standby, crash } => self.switchover(standby, crash),
-            Kind::Upgrade { copy_before, binary_starts } => self.upgrade(copy_before, binary_starts),
+            Kind::Upgrade { copy_before, binary_starts, confirm } => {
+                self.upgrade(copy_before, binary_starts, confirm)
+            }
             Kind::LowerLead { new_ms, restart } => {
                 // Only on a primary whose promotion is done: lowered while its guard is owed,
                 // the guard would run under a lead smaller than the old primary's, which the
@@ -1303,6 +1341,7 @@ impl World {
                 self.servers[i].enospc_until = self.t + ticks as i64 * TICK_MS;
             }
             Kind::CrashAtStep { step, power } => self.armed_step = Some((step, power)),
+            Kind::DiskStall { ms } => self.stall_next_ms = Some(ms),
         }
     }
 
@@ -1520,7 +1559,7 @@ impl World {
 
     /// pg_upgrade of the primary (docs/operations.md): the old cluster stopped cleanly and
     /// started under `-b`, the new one's starts under `-b`, its first real start.
-    fn upgrade(&mut self, copy_before: bool, binary_starts: u8) {
+    fn upgrade(&mut self, copy_before: bool, binary_starts: u8, confirm: bool) {
         let p = self.primary;
         let ready = self.up(p)
             && !self.servers[p].disk.signal
@@ -1579,6 +1618,12 @@ impl World {
         self.servers[p].old_record = old_record;
         self.servers[p].expect_unconfirmed =
             !copy_before || old_record.is_none_or(|record| record.unconfirmed);
+        // The operator may keep the estimate only if the old server's clock, whenever it
+        // issued, never read ahead of the clock now, and it issued no further ahead of it than
+        // the new settings' bound (docs/operations.md, "The reservation").
+        // Of any server: the new cluster's shards carry every ID the old one's history issued.
+        let within = self.furthest_ahead_ms < settings.old_server_lead_bound_ms() as i64;
+        self.servers[p].confirm_estimate = confirm && within && self.highest_issuing_clock <= self.clock(p);
         trace!(
             self,
             "server {p} upgraded (old record copied {})",
@@ -1591,9 +1636,18 @@ impl World {
     /// The end of a run: every fault healed, every server started. The primary must issue
     /// on every shard again within the documented bound: the clock back within the lead of
     /// the highest ID or floor (after a clock set back, shards wait for it, as documented),
-    /// plus the promotion's bound, plus the worker's restart and slack.
+    /// plus the promotion's bound, plus the worker's restart, its recordings and slack.
     fn quiet_end(&mut self) -> Result<(), Violation> {
         self.armed_step = None;
+        self.stall_next_ms = None;
+        // A stalled recording still in flight delays the first IDs by what is left of it.
+        let stalled_ms = self
+            .servers
+            .iter()
+            .filter_map(|server| server.mem.as_ref()?.recording.map(|flight| flight.done_at - self.t))
+            .max()
+            .unwrap_or(0)
+            .max(0);
         for server in &mut self.servers {
             server.enospc_until = 0;
             server.partitioned_until = 0;
@@ -1618,7 +1672,10 @@ impl World {
                 let highest = self.checker.highest_time_part(&self.layout).unwrap_or(0).max(floor);
                 let ahead = highest.saturating_sub(now) as i64;
                 let lead_bound = max_lead_ms + self.cfg.reserve_ms + 1 + MAX_CLOCK_SKEW_MS;
-                bound_ms = Some(self.t - start + ahead + lead_bound as i64 + 5_000);
+                // Two recordings at the disk's slowest: the one in flight, then the one a
+                // waiting call needs.
+                let disk_ms = 2 * self.cfg.max_disk_latency_ms + stalled_ms;
+                bound_ms = Some(self.t - start + ahead + lead_bound as i64 + disk_ms + 5_000);
             }
             if self.up(p) && !self.servers[p].disk.signal {
                 for shard in 0..SHARDS {
