@@ -9,27 +9,31 @@
 #                                                        first violation, printing its seed and
 #                                                        its schedule shrunk
 #   ./scripts/simulate.sh --seed N [--verbose]           that run again, its events printed
-#   ./scripts/simulate.sh --mutations [--only NAME ...] [--seconds N] [--out DIR]
+#   ./scripts/simulate.sh --mutations [--only NAME ...] [--seconds N] [--budgets K] [--out DIR]
 #       the guard table against the simulation: each patch of tests/mutations/ that changes the
 #       pure core applied to a scratch copy of this checkout's HEAD (reset before each), the
 #       simulation run for N seconds (default 60) drawing seeds and counting every one that
 #       fails; a line per mutation in DIR/simulation.tsv (default .run/mutations): runs, runs
-#       that caught it, seconds to the first catch. A patch outside the core gets its header's
-#       "Simulation:" line, why the model cannot reach it.
+#       that caught it, seconds to the first catch. With --budgets K (K > 1), K budgets of N
+#       seconds instead, each from its own drawn base and stopped at its first catch: the line
+#       says how many of the K caught it and when (the guard table's "most drawn seeds"). A
+#       patch outside the core gets its header's "Simulation:" line, why the model cannot
+#       reach it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-mode=run only=() seconds=60 out=.run/mutations pass=()
+mode=run only=() seconds=60 budgets=1 out=.run/mutations pass=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --mutations) mode=mutations; shift ;;
     --only) only+=("$2"); shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
+    --budgets) budgets=$2; shift 2 ;;
     --minutes) seconds=$(($2 * 60)); shift 2 ;;
     --out) out=$2; shift 2 ;;
     --seed | --verbose) pass+=("$@"); break ;;
-    *) echo "usage: $0 [--seconds N | --minutes N] | --seed N [--verbose] | --mutations [--only NAME ...] [--seconds N] [--out DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--seconds N | --minutes N] | --seed N [--verbose] | --mutations [--only NAME ...] [--seconds N] [--budgets K] [--out DIR]" >&2; exit 2 ;;
   esac
 done
 
@@ -70,6 +74,21 @@ for patch in "${mutations[@]}"; do
   # Built before the clock starts: the budget is the simulation's alone.
   if ! (cd "$src" && CARGO_TARGET_DIR=$out/sim-target cargo build --quiet --release -p snowflake_core --example simulate) > "$log" 2>&1; then
     printf '%s\terror\t-\t-\tthe build failed: see %s\n' "$name" "$log" >> "$table"
+    continue
+  fi
+  if [ "$budgets" -gt 1 ]; then
+    caught=0 firsts=()
+    for _ in $(seq "$budgets"); do
+      budget_log=$(mktemp)
+      "$out/sim-target/release/examples/simulate" --seconds "$seconds" --stop-at-first --quiet > "$budget_log" 2>&1 || true
+      cat "$budget_log" >> "$log"
+      first=$(sed -n 's/^simulate: first failure after \([0-9.]*\) s.*/\1/p' "$budget_log")
+      rm -f "$budget_log"
+      if [ -n "$first" ]; then caught=$((caught + 1)); firsts+=("$first"); else firsts+=("-"); fi
+    done
+    detail=$(sed -n '/^simulate: FAILED seed/{s/^simulate: FAILED seed [0-9]*: //;p;q;}' "$log" | cut -c1-200)
+    printf '%s\t%s budgets\t%s\t%s\t%s\n' "$name" "$budgets" "$caught" "${firsts[*]}" "$detail" >> "$table"
+    echo "simulate: $name: caught in $caught of $budgets budgets of $seconds s, first catches (s): ${firsts[*]}"
     continue
   fi
   "$out/sim-target/release/examples/simulate" --seconds "$seconds" --keep-going --quiet >> "$log" 2>&1 || true

@@ -47,6 +47,11 @@ pub enum Kind {
         claims: u32,
         max_batch_ms: u32,
     },
+    /// Clients take `claims` IDs with no WAL at all (a `SELECT snowflake_nextval()`, a rolled
+    /// back transaction): nothing flushes the ceiling's record they were issued under.
+    BareIds {
+        claims: u32,
+    },
     /// Every server's clock steps (a negative step only where the docs allow it, see `World`).
     ClockStep {
         delta_ms: i64,
@@ -292,6 +297,8 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
                 // power loss then takes (the file keeps it), the primary restarted, and a clean
                 // switchover soon after its worker's start, before its next renewal.
                 out.extend(borrow_to_the_lead_bound(&mut rng, gap_ticks));
+                // A tick later: the worker has recorded a new ceiling for the waiting calls.
+                out.push(Event { gap_ticks: 1, kind: Kind::BareIds { claims: 1 + rng.below(20) as u32 } });
                 out.push(Event {
                     gap_ticks: 0,
                     kind: Kind::Kill { target: Target::Primary, power: true, restart_after_ticks: 0 },

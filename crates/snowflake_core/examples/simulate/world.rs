@@ -1245,6 +1245,16 @@ impl World {
                     }
                 }
             }
+            Kind::BareIds { claims } => {
+                let p = self.primary;
+                if self.up(p) && !self.servers[p].disk.signal {
+                    for _ in 0..claims {
+                        let shard = self.rng.below(SHARDS as u64) as u32;
+                        let count = 1 + self.rng.below(self.layout.ids_per_ms() * 50);
+                        self.claim(p, shard, count, true);
+                    }
+                }
+            }
             Kind::ClockStep { delta_ms } if delta_ms >= 0 => self.shared_offset += delta_ms,
             Kind::ClockStep { delta_ms } => self.set_back(delta_ms),
             Kind::Skew { server, skew_ms } => {
