@@ -314,12 +314,16 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     out
 }
 
-/// Bursts of claims in one tick, batches large enough that calls borrow time up to the lead
-/// bound (the worker records up to `max_lead_ms + 1 + reserve_ms` ahead for them).
+/// Bursts of claims, batches large enough that calls borrow time up to the lead bound: the
+/// first waits at the ceiling, the worker's next tick records up to `max_lead_ms + 1 +
+/// reserve_ms` ahead for it, and the bursts of the ticks after issue up to the lead bound.
 fn borrow_to_the_lead_bound(rng: &mut Rng, gap_ticks: u32) -> Vec<Event> {
-    let burst = Kind::Burst { claims: 30 + rng.below(30) as u32, max_batch_ms: 100 + rng.below(200) as u32 };
-    (0..2 + rng.below(3))
-        .map(|k| Event { gap_ticks: if k == 0 { gap_ticks } else { 0 }, kind: burst })
+    // Batches of up to seconds each: a claim waits at the ceiling with its whole batch, and
+    // the worker records past it at its next tick, so each tick takes the IDs up by a batch.
+    let burst =
+        Kind::Burst { claims: 20 + rng.below(30) as u32, max_batch_ms: 1_000 + rng.below(3_000) as u32 };
+    (0..3 + rng.below(4))
+        .map(|k| Event { gap_ticks: if k == 0 { gap_ticks } else { 1 }, kind: burst })
         .collect()
 }
 
@@ -360,9 +364,18 @@ fn clock_readings_failover(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) 
 
 /// The promotion's bound at its edge (`promotion-bound-off-by-one`, `promotion-primary-lead`):
 /// the two clocks exactly the skew apart, the primary issuing up to its lead bound, the standby
-/// cut off, and the failover in that same millisecond.
+/// cut off, and the failover in that same millisecond. Half the time a failover comes first,
+/// so that the standby with the larger `max_lead_ms` (the seeds whose standbys have one) is the
+/// primary, and the old primary, back as its standby with the smaller, is the one promoted.
 fn failover_at_the_edge(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) {
     let standby = rng.below(2) as u8;
+    let gap_ticks = if rng.chance(50) {
+        out.push(Event { gap_ticks, kind: Kind::Failover { standby, power: false, crash: None } });
+        // The old primary re-cloned and streaming again (it restarts within 3 s).
+        80
+    } else {
+        gap_ticks
+    };
     out.push(Event { gap_ticks, kind: Kind::SkewApart { standby } });
     out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: 100 } });
     let gap_ticks = 1 + rng.below(3) as u32;
