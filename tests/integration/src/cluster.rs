@@ -1,10 +1,11 @@
 //! A throwaway server: `initdb` (or a base backup of another), start, connect, stop, remove;
 //! its data directory on the plain disk or on one that can lose power (`Disk`).
 
+use crate::install::{major_of, pg_bin_dir};
 use crate::power_loss;
-use crate::{
-    as_server_owner, children_of, kill_9, major_of, pg_bin_dir, pg_ctl_start, print_log_tail, run,
-    running_as_root, server_owned_temp_dir,
+use crate::process::{
+    as_server_owner, children_of, kill_9, pg_ctl_start, print_log_tail, run, running_as_root,
+    server_owned_temp_dir,
 };
 use postgres::error::DbError;
 use postgres::{Client, Config, NoTls};

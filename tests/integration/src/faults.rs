@@ -1,7 +1,7 @@
 //! Faults a test injects into a running server: its clock (libfaketime) and its fsyncs
 //! (strace).
 
-use crate::Cluster;
+use crate::cluster::Cluster;
 use std::fs::{self};
 use std::path::{Path, PathBuf};
 use std::process::Command;

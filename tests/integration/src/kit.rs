@@ -1,7 +1,7 @@
 //! The kits of deploy/ (`fleet.sh`, `mesh.sh`, `patroni.sh`) run for real, in a folder of
 //! their own.
 
-use crate::{print_log_tail, server_owned_temp_dir};
+use crate::process::{print_log_tail, server_owned_temp_dir};
 use std::fs::{self};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -6,9 +6,10 @@
 //! - `cluster`: a throwaway server (`Cluster`), started, stopped and removed, its log printed
 //!   when a test fails; its data directory on a disk that can lose power (`power_loss`);
 //! - `faults`: a faked clock (libfaketime) and slow or failing fsyncs (strace);
-//! - `workload`: writers loading a server, the seeded choices of a workload;
+//! - `workload`: writers loading a server;
 //! - `engine`: the workload engine of the tests that play an application (writers running
-//!   its kinds of operation, their history, readers paging below the horizon);
+//!   its kinds of operation, their history, readers paging below the horizon, the seeded
+//!   choices of a workload);
 //! - `queries`: what tests ask a server and assert about what it holds;
 //! - `ha`: a stand-in HA manager for the lease; `kit`: the kits of deploy/ run for real;
 //! - `campaign`: the fault campaign (docs/reliability.md).
@@ -29,6 +30,7 @@ mod queries;
 mod workload;
 
 pub use cluster::*;
+pub use engine::{connection_lost, Pick};
 pub use faults::*;
 pub use ha::*;
 pub use install::*;

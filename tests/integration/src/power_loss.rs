@@ -66,7 +66,7 @@ fn mounted(mount: &Path) -> bool {
 
 /// A command run as root: LazyFS must be (here /dev/fuse is root's).
 fn as_root(program: impl AsRef<Path>) -> Command {
-    if crate::running_as_root() {
+    if crate::process::running_as_root() {
         Command::new(program.as_ref())
     } else {
         let mut command = Command::new("sudo");
@@ -178,7 +178,7 @@ impl LazyFs {
     /// Writes one command to LazyFS's fault FIFO.
     fn command(&mut self, command: &str) {
         if let Ok(Some(status)) = self.daemon.try_wait() {
-            crate::print_log_tail("LazyFS's log", &self.log, 20);
+            crate::process::print_log_tail("LazyFS's log", &self.log, 20);
             panic!("LazyFS at {:?} is gone ({status})", self.mount);
         }
         OpenOptions::new()
@@ -221,7 +221,7 @@ impl Drop for LazyFs {
         // Gone before its unmount: what it said is lost with its folder, unless shown now.
         if let Ok(Some(status)) = self.daemon.try_wait() {
             eprintln!("LazyFS at {:?} had exited ({status})", self.mount);
-            crate::print_log_tail("LazyFS's log", &self.log, 20);
+            crate::process::print_log_tail("LazyFS's log", &self.log, 20);
         }
         // A plain unmount, then a lazy one if something still has a file open.
         let unmounted =

@@ -14,7 +14,7 @@
 //! post; without the token, the control, some are below.
 
 use postgres::{Client, Config, NoTls};
-use snowflake_id_integration::engine::{Op, Route, Transaction, Workload, Writer};
+use snowflake_id_integration::engine::{self, Op, Paging, Reads, Route, Transaction, Workload, Writer};
 use snowflake_id_integration::{
     apply_settings, db_error, pg_bin_dir, pg_ctl_start, pg_ctl_stop, wait_until, Cluster, FakeClock, Kit,
     Pick, PORT,
@@ -578,7 +578,7 @@ fn a_cursor_per_shard_read_below_its_servers_horizon_skips_no_post() {
             router.execute(&insert, &[user, &format!("round {round}")]).unwrap();
         }
         reader.poll();
-        let cursor = reader.cursors[&held_shard];
+        let cursor = reader.cursor(held_shard);
         assert!(
             cursor < held_id,
             "the reader of shard {held_shard} moved its cursor to {cursor}, past the uncommitted post {held_id}: it \
@@ -609,19 +609,24 @@ fn a_cursor_per_shard_read_below_its_servers_horizon_skips_no_post() {
     assert!(error.hint().is_some_and(|hint| hint.contains(&format!("shard {elsewhere}"))), "{error:?}");
 }
 
-/// A reader keeping one cursor per logical shard, each read on the shard's server.
+/// A reader keeping one cursor per logical shard, each read on the shard's server with the
+/// workload engine's poll (the documented loop and cursor rule).
 struct ShardReader {
     clients: BTreeMap<String, Client>,
     shards: BTreeMap<i32, String>,
-    cursors: BTreeMap<i32, i64>,
+    reads: BTreeMap<i32, Reads>,
     read: Vec<i64>,
 }
 
 impl ShardReader {
     fn new(fleet: &Fleet, map: &BTreeMap<i32, String>) -> ShardReader {
         let clients = map.values().map(|server| (server.clone(), fleet.connect(server))).collect();
-        let cursors = map.keys().map(|shard| (*shard, 0)).collect();
-        ShardReader { clients, shards: map.clone(), cursors, read: Vec::new() }
+        let reads = map.keys().map(|shard| (*shard, Reads::default())).collect();
+        ShardReader { clients, shards: map.clone(), reads, read: Vec::new() }
+    }
+
+    fn cursor(&self, shard: i32) -> i64 {
+        self.reads[&shard].cursor
     }
 
     /// One round of the documented loop for every shard: the horizon, then, in a later
@@ -629,20 +634,12 @@ impl ShardReader {
     fn poll(&mut self) {
         for (shard, server) in &self.shards {
             let client = self.clients.get_mut(server).unwrap();
-            let horizon: i64 = client.query_one("SELECT snowflake_horizon($1)", &[shard]).unwrap().get(0);
-            let cursor = self.cursors[shard];
-            let ids: Vec<i64> = client
-                .query(
-                    &format!("SELECT id FROM s{shard:04}.posts WHERE id > $1 AND id < $2 ORDER BY id"),
-                    &[&cursor, &horizon],
-                )
-                .unwrap()
-                .iter()
-                .map(|row| row.get(0))
-                .collect();
-            let next = ids.last().copied().unwrap_or(horizon - 1).max(cursor);
-            self.read.extend(ids);
-            self.cursors.insert(*shard, next);
+            let reads = self.reads.get_mut(shard).unwrap();
+            let before = reads.ids.len();
+            // The posts have no tag column: the engine's reader is given one.
+            let table = format!("(SELECT id, 0::bigint AS tag FROM s{shard:04}.posts) AS posts");
+            engine::poll(client, &table, Paging::BelowHorizon { shard: Some(*shard) }, reads).unwrap();
+            self.read.extend_from_slice(&reads.ids[before..]);
         }
     }
 }

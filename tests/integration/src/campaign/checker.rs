@@ -5,7 +5,7 @@ use super::clients::{Kind, Op, Reads};
 use super::nemesis::Outcome;
 use super::report::Summary;
 use super::schedule::{Group, Schedule};
-use super::{Move, Shared};
+use super::shared::{Move, Shared};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::MutexGuard;
 
@@ -154,7 +154,7 @@ impl<'a> Run<'a> {
 
     /// The group that issued `shard` at `at_ms`.
     fn home_at(&self, shard: i32, at_ms: u64) -> Group {
-        let start = if super::PAIR_SHARDS.contains(&shard) { Group::Pair } else { Group::Second };
+        let start = if super::shared::PAIR_SHARDS.contains(&shard) { Group::Pair } else { Group::Second };
         self.moves.iter().rfind(|m| m.shard == shard && m.opened_at_ms <= at_ms).map_or(start, |m| m.to)
     }
 

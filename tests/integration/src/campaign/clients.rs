@@ -4,9 +4,8 @@
 //! what each saw (the history); none judges it.
 
 use super::schedule::Group;
-use super::{all_shards, Endpoint, Shared, MOVABLE_SHARDS};
-use crate::engine::{self, Paging, Route, Source, Transaction, Workload, Writer};
-use crate::Pick;
+use super::shared::{all_shards, Endpoint, Shared, MOVABLE_SHARDS};
+use crate::engine::{self, Paging, Pick, Route, Source, Transaction, Workload, Writer};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::Client;
 use std::cell::Cell;
@@ -232,7 +231,7 @@ impl Workload for Writing {
 /// The server's WAL position now (`pg_current_wal_lsn()`), as a number.
 fn wal_position(client: &mut Client) -> Option<u64> {
     let text: String = client.query_one("SELECT pg_current_wal_lsn()::text", &[]).ok()?.get(0);
-    super::parse_lsn(&text)
+    super::shared::parse_lsn(&text)
 }
 
 /// `INSERT … RETURNING id` of `rows` rows of `shard`, IDs from the DEFAULT.

@@ -43,7 +43,7 @@ pub struct Options {
 /// Runs one campaign; the summary says whether every check passed (when not, the folder of
 /// the run holds everything).
 pub fn run(options: &Options) -> report::Summary {
-    let upgrade_to = options.upgrade_bin.as_deref().map(crate::major_of);
+    let upgrade_to = options.upgrade_bin.as_deref().map(crate::install::major_of);
     let schedule = schedule::Schedule::new(options.seed, options.duration, upgrade_to);
     let dir = options.out_dir.join(format!("seed-{}", options.seed));
     let _ = std::fs::remove_dir_all(&dir);

@@ -3,9 +3,9 @@
 //! another, overlapping it; then the quiet end, in which every writer must issue again.
 
 use super::schedule::{Fault, Group, Schedule, Step};
+use super::shared::Shared;
 use super::system::System;
-use super::Shared;
-use crate::FsyncFault;
+use crate::faults::FsyncFault;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

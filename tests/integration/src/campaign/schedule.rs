@@ -3,7 +3,7 @@
 //! the clients' statements still depends on the machine's speed; the faults and their order
 //! do not.)
 
-use crate::Pick;
+use crate::engine::Pick;
 use std::fmt;
 use std::time::Duration;
 

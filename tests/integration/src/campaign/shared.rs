@@ -299,7 +299,7 @@ pub fn pair_clock_held() -> std::sync::MutexGuard<'static, ()> {
 
 /// The offset as libfaketime reads it: seconds, with a sign and a fraction.
 fn write_offset(file: &std::path::Path, ms: i64) {
-    crate::write_offset_file(file, &format!("{:+.3}", ms as f64 / 1000.0));
+    crate::faults::write_offset_file(file, &format!("{:+.3}", ms as f64 / 1000.0));
 }
 
 #[cfg(test)]

@@ -5,8 +5,12 @@
 
 use super::clients::APP_ROLE;
 use super::schedule::{BadStart, BeforePromotion, Group, Schedule, LARGER_LEAD_MS, POWER_LOSS_CLOCK_HOLD};
-use super::{Endpoint, Shared, MOVABLE_SHARDS, PAIR_SHARDS, SECOND_SHARDS};
-use crate::{apply_settings, Answer, Cluster, Disk, FakeClock, HaStandIn, PromotionFailed};
+use super::shared::{Endpoint, Shared, MOVABLE_SHARDS, PAIR_SHARDS, SECOND_SHARDS};
+use crate::cluster::{apply_settings, pg_upgrade, Cluster, Disk, PromotionFailed};
+use crate::faults::FakeClock;
+use crate::ha::{Answer, HaStandIn};
+use crate::install::{major_of, pg_bin_dir};
+use crate::process::wait_until;
 use postgres::{Client, NoTls};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -65,7 +69,7 @@ impl Server {
     /// Starts it (stopped) on its clock, and waits until it accepts connections.
     pub fn start(&mut self) {
         {
-            let _steady = super::clocks_steady();
+            let _steady = super::shared::clocks_steady();
             self.clock.start(&mut self.cluster);
         }
         self.cluster.wait_until_accepting();
@@ -73,7 +77,7 @@ impl Server {
 
     /// Starts it (stopped) on its clock; on a refusal, the server log.
     pub fn try_start(&mut self) -> Result<(), String> {
-        let _steady = super::clocks_steady();
+        let _steady = super::shared::clocks_steady();
         self.clock.try_start(&mut self.cluster)
     }
 }
@@ -278,7 +282,7 @@ impl System {
             )
             .unwrap()
             .get(0);
-        super::parse_lsn(&received).unwrap_or_else(|| panic!("not an LSN: {received:?}"))
+        super::shared::parse_lsn(&received).unwrap_or_else(|| panic!("not an LSN: {received:?}"))
     }
 
     /// The standby's promotion, its machine losing power right after PostgreSQL removed
@@ -380,7 +384,7 @@ impl System {
                 // Down while the primary goes on issuing (and, when replication is
                 // asynchronous, committing) for a moment, then the primary dies, and the
                 // standby comes back with only what it had: its restartpoint, its record.
-                _pair_clock_held = Some(super::pair_clock_held());
+                _pair_clock_held = Some(super::shared::pair_clock_held());
                 self.standby.cluster.stop("fast");
                 std::thread::sleep(Duration::from_secs(2));
                 self.kill_primary();
@@ -389,7 +393,7 @@ impl System {
             BeforePromotion::StandbyLostPower => {
                 // Its disk keeps only what it fsynced: the WAL it received and had flushed (what
                 // it told the primary), the files of its last restartpoint.
-                _pair_clock_held = Some(super::pair_clock_held());
+                _pair_clock_held = Some(super::shared::pair_clock_held());
                 lose_power(&mut self.standby.cluster);
                 std::thread::sleep(Duration::from_secs(2));
                 self.kill_primary();
@@ -406,7 +410,7 @@ impl System {
                 } else {
                     set_back_after_promotion = true;
                 }
-                _pair_clock_held = Some(super::pair_clock_held());
+                _pair_clock_held = Some(super::shared::pair_clock_held());
                 self.standby.cluster.stop("fast");
                 std::thread::sleep(Duration::from_secs(2));
                 self.kill_primary();
@@ -428,7 +432,7 @@ impl System {
                 // The standby keeps running and serving, its WAL receiver gone: it replays
                 // nothing the primary writes meanwhile. The primary dies at the end of it.
                 let mut client = self.standby.cluster.wait_until_accepting();
-                _pair_clock_held = Some(super::pair_clock_held());
+                _pair_clock_held = Some(super::shared::pair_clock_held());
                 apply_settings(&mut client, &[("primary_conninfo", "")]);
                 drop(client);
                 std::thread::sleep(hold);
@@ -522,7 +526,7 @@ impl System {
         let position = |cluster: &Cluster, query: &str| {
             let mut client = cluster.config().connect(NoTls).ok()?;
             let row = client.query_one(query, &[]).ok()?;
-            super::parse_lsn(&row.get::<_, Option<String>>(0)?)
+            super::shared::parse_lsn(&row.get::<_, Option<String>>(0)?)
         };
         let Some(replayed) = position(&self.standby.cluster, "SELECT pg_last_wal_replay_lsn()::text") else {
             self.replay_seen = None;
@@ -601,7 +605,7 @@ impl System {
         let source_clock_ms = shared.offset(from) + shared.skew_of(&self.server(from).name);
         let (fenced_at_ms, fenced_clock_unix_ms) =
             (shared.now_ms(), crate::engine::unix_ms() + source_clock_ms);
-        std::thread::sleep(super::FENCE_REACTION);
+        std::thread::sleep(super::shared::FENCE_REACTION);
         let mut source = self.server(from).cluster.connect();
         let last_id_at_fence: Option<i64> = source
             .query_opt("SELECT last_id FROM snowflake_stats() WHERE shard = $1", &[&shard])
@@ -636,7 +640,7 @@ impl System {
         self.shards[to.index()].push(shard);
         self.apply_fence(to);
         let opened_at_ms = shared.now_ms();
-        shared.moves.lock().unwrap().push(super::Move {
+        shared.moves.lock().unwrap().push(super::shared::Move {
             shard,
             from,
             to,
@@ -701,7 +705,7 @@ impl System {
         let before = cluster.log().matches(applied).count();
         let mut client = cluster.wait_until_accepting();
         apply_settings(&mut client, &[("snowflake_id.shards", &value)]);
-        crate::wait_until("the reservation worker applied the fence", || {
+        wait_until("the reservation worker applied the fence", || {
             cluster.log().matches(applied).count() > before
         });
     }
@@ -782,7 +786,7 @@ impl System {
         self.second.cluster.stop("fast");
         self.second.start();
         self.resolve_prepared(Group::Second, None, Duration::ZERO);
-        let old_major = crate::major_of(self.second.cluster.bin_dir());
+        let old_major = major_of(self.second.cluster.bin_dir());
         if old_major == 15 {
             // See major_upgrade.rs: Debian's 15 writes a column option newer majors'
             // pg_upgrade refuses to restore.
@@ -796,7 +800,7 @@ impl System {
         let settings = server_settings(&self.shards[Group::Second.index()], self.second_without_wal_records);
         let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
         let cluster = Cluster::create_on(disk(), &bin, "campaign-second-upgraded", &settings);
-        crate::pg_upgrade(&self.second.cluster, &cluster, &[]);
+        pg_upgrade(&self.second.cluster, &cluster, &[]);
         let clock = FakeClock::of(&cluster);
         self.shared.add_clock(Group::Second, "second-upgraded", clock.offset_file().to_path_buf(), 0);
         let mut upgraded = Server { name: "second-upgraded".to_string(), cluster, clock, ha: None };
@@ -874,7 +878,7 @@ fn switchpoint(client: &mut Client) -> u64 {
     let last = history.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
     last.split('\t')
         .nth(1)
-        .and_then(super::parse_lsn)
+        .and_then(super::shared::parse_lsn)
         .unwrap_or_else(|| panic!("no switch point in {history:?}"))
 }
 
@@ -916,7 +920,7 @@ fn new_server(shared: &Shared, group: Group, name: &str, settings: &[String]) ->
         settings.push(format!("snowflake_id.lease_ms = {LEASE_MS}"));
     }
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-    let cluster = Cluster::create_on(disk(), crate::pg_bin_dir(), &format!("campaign-{name}"), &settings);
+    let cluster = Cluster::create_on(disk(), pg_bin_dir(), &format!("campaign-{name}"), &settings);
     let clock = FakeClock::of(&cluster);
     shared.add_clock(group, name, clock.offset_file().to_path_buf(), 0);
     Server { name: name.to_string(), cluster, clock, ha }

@@ -3,7 +3,7 @@
 //! a refused statement rolls its transaction back; an autocommit INSERT cut off may have
 //! stored rows whose IDs never came back.
 
-use crate::connection_lost;
+use super::connection_lost;
 use postgres::Client;
 
 /// One statement or transaction of a writer, as the client saw it.

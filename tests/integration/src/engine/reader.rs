@@ -4,8 +4,7 @@
 //! the rows above the cursor and below it in the next. Naive, it reads every row above the
 //! cursor: the control, which misses rows committed after it read past their IDs.
 
-use super::Route;
-use crate::connection_lost;
+use super::{connection_lost, Route};
 use postgres::{Client, NoTls};
 use std::thread::sleep;
 use std::time::Duration;
@@ -98,8 +97,15 @@ pub fn read(source: &impl Source, table: &str, paging: Paging, pause: Duration) 
 }
 
 /// One poll: the rows after the cursor (below the horizon, in a statement after the one that
-/// read it), appended to `reads`.
-fn poll(client: &mut Client, table: &str, paging: Paging, reads: &mut Reads) -> Result<(), postgres::Error> {
+/// read it), appended to `reads`, and the cursor moved to the last of them (the documented
+/// rule). `read` polls until its end; a test that interleaves its own steps polls itself.
+/// `table` is anything with an `id` and a `tag` column: a table, or a subquery with an alias.
+pub fn poll(
+    client: &mut Client,
+    table: &str,
+    paging: Paging,
+    reads: &mut Reads,
+) -> Result<(), postgres::Error> {
     let rows = match paging {
         Paging::BelowHorizon { shard } => {
             let horizon = match shard {

@@ -2,8 +2,7 @@
 //! until the test says stop, and recording each in the history. Where the server goes away
 //! it reconnects (and records the op cut off as `lost`); where no server takes writes it waits.
 
-use super::{Op, Route, Transaction};
-use crate::Pick;
+use super::{Op, Pick, Route, Transaction};
 use postgres::{Client, NoTls};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
