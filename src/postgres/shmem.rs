@@ -125,7 +125,7 @@ unsafe extern "C-unwind" fn startup_shmem() {
             fixed_layout::record::check_or_record();
             (*RESERVATION).resume_at(restore::recorded_ceiling());
         }
-        fence::shared::attach();
+        fence::shared::attach(fence::lease::configured().is_some());
         horizon::attach((*RESERVATION).floor.load(Relaxed));
         pg_sys::LWLockRelease(lock);
     }

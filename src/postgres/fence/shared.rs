@@ -25,7 +25,7 @@
 //! is followed by a load that sees it, so such a claim never hands out an ID of a shard the
 //! new fence refuses.
 
-use super::{lease, session_fence, setting_text};
+use super::{session_fence, setting_text};
 use crate::postgres::{clock, fixed_layout};
 use pgrx::pg_sys;
 use snowflake_core::fence::ShardFence;
@@ -77,11 +77,12 @@ pub fn request() {
 }
 
 /// Maps the fence, filling it from this process's `snowflake_id.shards` when it is created
-/// (by the postmaster, whose setting follows every reload).
+/// (by the postmaster, whose setting follows every reload), or closing it when `lease_on` (the
+/// lease's setting, which the caller reads: the lease builds on this file, not this on it).
 ///
 /// # Safety
 /// Called by `shmem`'s startup hook, with AddinShmemInitLock held.
-pub unsafe fn attach() {
+pub unsafe fn attach(lease_on: bool) {
     let count = words_needed();
     let mut found = false;
     // SAFETY: as the caller promises; zeroed memory is a valid fence (no shard) and lease word.
@@ -98,7 +99,7 @@ pub unsafe fn attach() {
     }
     if !found {
         // Until the worker has asked, a lease that is on counts as lost (see `lease`).
-        if lease::configured().is_some() {
+        if lease_on {
             lose_lease(clock::wall_clock_unix_ms().max(0) as u64);
         } else {
             publish(&session_fence());
