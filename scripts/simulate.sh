@@ -9,6 +9,8 @@
 #                                                        first violation, printing its seed and
 #                                                        its schedule shrunk
 #   ./scripts/simulate.sh --seed N [--verbose]           that run again, its events printed
+#   ./scripts/simulate.sh --unfix f2|f3|f8 [--seconds N] the shard moves' procedure without that
+#                                                        finding's fix: the checks must fail
 #   ./scripts/simulate.sh --mutations [--only NAME ...] [--seconds N] [--budgets K] [--out DIR]
 #       the guard table against the simulation: each patch of tests/mutations/ that changes the
 #       pure core applied to a scratch copy of this checkout's HEAD (reset before each), the
@@ -23,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-mode=run only=() seconds=60 budgets=1 out=.run/mutations pass=()
+mode=run only=() seconds=60 budgets=1 out=.run/mutations pass=() unfix=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --mutations) mode=mutations; shift ;;
@@ -32,8 +34,9 @@ while [ $# -gt 0 ]; do
     --budgets) budgets=$2; shift 2 ;;
     --minutes) seconds=$(($2 * 60)); shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --unfix) unfix+=(--unfix "$2"); shift 2 ;;
     --seed | --verbose) pass+=("$@"); break ;;
-    *) echo "usage: $0 [--seconds N | --minutes N] | --seed N [--verbose] | --mutations [--only NAME ...] [--seconds N] [--budgets K] [--out DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--seconds N | --minutes N] [--unfix f2|f3|f8] | --seed N [--verbose] | --mutations [--only NAME ...] [--seconds N] [--budgets K] [--out DIR]" >&2; exit 2 ;;
   esac
 done
 
@@ -41,7 +44,7 @@ if [ "$mode" = run ]; then
   if [ ${#pass[@]} -gt 0 ]; then
     exec cargo run --quiet --release -p snowflake_core --example simulate -- "${pass[@]}"
   fi
-  exec cargo run --quiet --release -p snowflake_core --example simulate -- --seconds "$seconds"
+  exec cargo run --quiet --release -p snowflake_core --example simulate -- --seconds "$seconds" "${unfix[@]}"
 fi
 
 mutations=()

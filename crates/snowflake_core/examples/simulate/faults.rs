@@ -127,6 +127,9 @@ pub enum Kind {
     DiskStall {
         ms: i64,
     },
+    /// The movable shard moved between the pair and the second server, by the documented
+    /// procedure (`world::moves`).
+    Move,
     /// The primary's next recording is cut at `step`, by a kill -9 or a power loss.
     CrashAtStep {
         step: RecStep,
@@ -187,7 +190,7 @@ impl Config {
 }
 
 /// The faults a schedule draws from, by weight (`schedule`'s match arms, in order).
-const WEIGHTS: [u64; 22] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2, 2];
+const WEIGHTS: [u64; 23] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2, 2, 3];
 
 /// The schedule: `events` events drawn by weight, so that a run of a couple of hundred covers
 /// failovers, switchovers and crashes at every step many times.
@@ -195,7 +198,7 @@ const WEIGHTS: [u64; 22] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 
 /// Half the seeds are swarm runs (Groce et al., "Swarm Testing", ISSTA 2012): each fault is left
 /// out with even odds, so that a run spends its events on a few faults and their rare
 /// combinations (a clock step with no restart to hide it, a skew with no slew to move it)
-/// instead of averaging over all of them. Arms 17 to 19 and the last are composite faults that place
+/// instead of averaging over all of them. Arms 17 to 19 and 21 are composite faults that place
 /// the moments the rarest guards cover: each says which.
 pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     let mut rng = Rng::new(seed, 2);
@@ -292,6 +295,7 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
                 Kind::Upgrade { copy_before: false, binary_starts: 1 + rng.below(3) as u8, confirm: true }
             }
             20 => Kind::DiskStall { ms: rng.range(2_000, 8_000) },
+            22 => Kind::Move,
             _ => {
                 // F5 (`worker-start-wal-record`): IDs issued under a ceiling whose WAL record a
                 // power loss then takes (the file keeps it), the primary restarted, and a clean

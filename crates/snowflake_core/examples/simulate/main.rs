@@ -3,11 +3,13 @@
 //! claims, `resume`'s plans), never a copy of them, so that a mutation of the core fails here.
 //!
 //!     cargo run --release -p snowflake_core --example simulate -- [--seconds N | --minutes N]
-//!         [--seed N [--verbose] [--shrink]] [--events N] [--keep-going] [--quiet]
+//!         [--seed N [--verbose] [--shrink]] [--events N] [--keep-going] [--quiet] [--unfix f2|f3|f8]
 //!
 //! Without `--seed`, seeds are drawn from a random base (printed first) until the time budget
 //! ends, then one summary line. One seed is one run, byte for byte: no threads, no sleeps, no
 //! clock inside a run (only this driver reads `Instant`, between runs, for the budget).
+//! `--unfix f2`, `f3` or `f8` runs the shard moves' procedure without that finding's fix
+//! (docs/reliability.md), which the checks must then catch.
 
 mod check;
 mod faults;
@@ -20,7 +22,7 @@ use faults::Event;
 use std::io::Read;
 use std::process::ExitCode;
 use std::time::Instant;
-use world::{Stats, World, TICK_MS};
+use world::{Stats, Unfix, World, TICK_MS};
 
 struct Args {
     budget_s: f64,
@@ -30,6 +32,7 @@ struct Args {
     verbose: bool,
     shrink: bool,
     stop_at_first: bool,
+    unfix: Unfix,
 }
 
 fn parse() -> Result<Args, String> {
@@ -41,6 +44,7 @@ fn parse() -> Result<Args, String> {
         verbose: false,
         shrink: false,
         stop_at_first: true,
+        unfix: Unfix::default(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -57,9 +61,19 @@ fn parse() -> Result<Args, String> {
             "--shrink" => args.shrink = true,
             "--stop-at-first" => args.stop_at_first = true,
             "--keep-going" => args.stop_at_first = false,
+            "--unfix" => match value("--unfix")?.as_str() {
+                "f2" => args.unfix.f2 = true,
+                "f3" => args.unfix.f3 = true,
+                "f8" => args.unfix.f8 = true,
+                other => {
+                    return Err(format!(
+                        "--unfix {other}: the fixes the model can leave out are f2, f3 and f8"
+                    ))
+                }
+            },
             "-h" | "--help" => {
                 return Err("usage: simulate [--seconds N | --minutes N] [--seed N [--verbose] [--shrink]] \
-                            [--events N] [--stop-at-first | --keep-going] [--quiet]"
+                            [--events N] [--stop-at-first | --keep-going] [--quiet] [--unfix f2|f3|f8]"
                     .into())
             }
             other => return Err(format!("unknown argument {other}")),
@@ -70,9 +84,9 @@ fn parse() -> Result<Args, String> {
 
 /// One run. A panic (an assertion of the core, or of the model, under a mutation) is a
 /// violation too.
-fn run(seed: u64, events: &[Event], verbose: bool) -> (Result<(), Violation>, Stats) {
+fn run(seed: u64, events: &[Event], verbose: bool, unfix: Unfix) -> (Result<(), Violation>, Stats) {
     let outcome = std::panic::catch_unwind(|| {
-        let mut world = World::new(seed, verbose);
+        let mut world = World::new(seed, verbose, unfix);
         let result = world.run(events);
         (result, world.stats)
     });
@@ -98,13 +112,13 @@ fn random_base() -> u64 {
 }
 
 /// Prints a failure and its shrunk schedule.
-fn report(seed: u64, events: &[Event], violation: &Violation, shrink_and_trace: bool) {
+fn report(seed: u64, events: &[Event], violation: &Violation, shrink_and_trace: bool, unfix: Unfix) {
     println!(
         "simulate: FAILED seed {seed}: {} at t={} ms: {}",
         violation.kind, violation.at_ms, violation.message
     );
     let (shrunk, last, runs) =
-        shrink::shrink(events, violation.kind, 3_000, |candidate| run(seed, candidate, false).0);
+        shrink::shrink(events, violation.kind, 3_000, |candidate| run(seed, candidate, false, unfix).0);
     println!(
         "simulate: shrunk to {} of {} events in {runs} runs (replay: --seed {seed}; shrunk trace: --seed {seed} \
          --shrink --verbose){}:",
@@ -119,7 +133,7 @@ fn report(seed: u64, events: &[Event], violation: &Violation, shrink_and_trace: 
     }
     if shrink_and_trace {
         println!("simulate: the shrunk run, traced:");
-        let _ = run(seed, &shrunk, true);
+        let _ = run(seed, &shrunk, true, unfix);
     }
 }
 
@@ -135,14 +149,14 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|_| {}));
     if let Some(seed) = args.seed {
         let events = faults::schedule(seed, args.events);
-        let (result, stats) = run(seed, &events, args.verbose && !args.shrink);
+        let (result, stats) = run(seed, &events, args.verbose && !args.shrink, args.unfix);
         return match result {
             Ok(()) => {
                 println!("simulate: seed {seed}: ok, {} events; {}", events.len(), stats.line());
                 ExitCode::SUCCESS
             }
             Err(violation) => {
-                report(seed, &events, &violation, args.shrink && args.verbose);
+                report(seed, &events, &violation, args.shrink && args.verbose, args.unfix);
                 ExitCode::FAILURE
             }
         };
@@ -156,7 +170,7 @@ fn main() -> ExitCode {
     while started.elapsed().as_secs_f64() < args.budget_s {
         let seed = base.wrapping_add(runs);
         let events = faults::schedule(seed, args.events);
-        let (result, stats) = run(seed, &events, false);
+        let (result, stats) = run(seed, &events, false, args.unfix);
         runs += 1;
         events_run += events.len() as u64;
         total.add(&stats);
@@ -165,7 +179,7 @@ fn main() -> ExitCode {
             let at = started.elapsed().as_secs_f64();
             if first_failure.is_none() {
                 first_failure = Some((at, seed));
-                report(seed, &events, &violation, false);
+                report(seed, &events, &violation, false, args.unfix);
             } else if !args.quiet {
                 println!(
                     "simulate: FAILED seed {seed}: {} at t={} ms: {}",

@@ -33,8 +33,13 @@ const RETRY_MS: i64 = 1_000;
 /// A WAL record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rec {
-    Ceiling { unix_ms: i64, lead: Option<LeadSettings> },
+    Ceiling {
+        unix_ms: i64,
+        lead: Option<LeadSettings>,
+    },
     Commit,
+    /// A shard move's copy of the rows, committed on the pair (`moves`).
+    Copy(u32),
     Checkpoint,
     ShutdownCheckpoint,
 }
@@ -117,7 +122,7 @@ impl Mem {
     fn new() -> Self {
         Mem {
             res: Reservation::default(),
-            slots: (0..SHARDS).map(|_| ShardSlot::default()).collect(),
+            slots: (0..=MOVED).map(|_| ShardSlot::default()).collect(),
             readings: StandbyReadings::default(),
             recorded_at_start: 0,
             lead_kept: None,
@@ -199,6 +204,8 @@ pub struct Stats {
     pub refusals: u64,
     pub ids: u64,
     pub acked: u64,
+    pub moves: u64,
+    pub copies_made_again: u64,
 }
 
 impl Stats {
@@ -227,7 +234,9 @@ impl Stats {
             claims,
             refusals,
             ids,
-            acked
+            acked,
+            moves,
+            copies_made_again
         );
     }
 
@@ -236,7 +245,8 @@ impl Stats {
             "promotions {} (guards {}, clean stops {}), switchovers {}, upgrades {} (unconfirmed refused {}), power \
              losses {}, kills {}, crashes at a recording step {}, crashes inside a promotion {}, debts found at \
              start {}, clock set back {} (excluded {}), failovers excluded {}, switchovers before the worker's start skipped {}, lowered ceilings {}, leads kept \
-             {}, ENOSPC failures {}, torn records restored {}, claims {} (refused {}), IDs {}, commits acknowledged {}",
+             {}, ENOSPC failures {}, torn records restored {}, claims {} (refused {}), IDs {}, commits acknowledged {}, \
+             shard moves {} (copies made again after a failover {})",
             self.promotions,
             self.guards,
             self.clean_stops,
@@ -259,7 +269,9 @@ impl Stats {
             self.claims,
             self.refusals,
             self.ids,
-            self.acked
+            self.acked,
+            self.moves,
+            self.copies_made_again
         )
     }
 }
@@ -290,6 +302,14 @@ pub struct World {
     waiting_acks: Vec<(usize, u64)>,
     violation: Option<Violation>,
     verbose: bool,
+    // Shard moves (`moves`).
+    owner: Owner,
+    second: Second,
+    /// The highest counter of `MOVED` stored in a table by any server (a commit, not a bare ID).
+    stored_max_moved: Option<u64>,
+    copy: Option<MovedCopy>,
+    moves_started: u32,
+    unfix: Unfix,
 }
 
 macro_rules! trace {
@@ -300,8 +320,13 @@ macro_rules! trace {
     };
 }
 
+mod moves;
+
+pub use moves::Unfix;
+use moves::{MovedCopy, Owner, Second, MOVED};
+
 impl World {
-    pub fn new(seed: u64, verbose: bool) -> Self {
+    pub fn new(seed: u64, verbose: bool, unfix: Unfix) -> Self {
         let cfg = Config::draw(seed);
         let layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, cfg.seq_bits);
         let settings = |max_lead_ms| Settings {
@@ -341,7 +366,7 @@ impl World {
             servers,
             primary: 0,
             pending_promotion: None,
-            checker: Checker::new(SHARDS),
+            checker: Checker::new(MOVED + 1),
             stats: Stats::default(),
             armed_step: None,
             highest_issuing_clock: i64::MIN,
@@ -351,6 +376,12 @@ impl World {
             waiting_acks: Vec::new(),
             violation: None,
             verbose,
+            owner: Owner::Pair,
+            second: Second::new(moves::draw_second_skew(&mut Rng::new(seed, 4))),
+            stored_max_moved: None,
+            copy: None,
+            moves_started: 0,
+            unfix,
         };
         trace!(world, "config {:?}", world.cfg);
         for i in 0..world.servers.len() {
@@ -710,7 +741,7 @@ impl World {
                 }
                 // A restartpoint.
                 Rec::Checkpoint | Rec::ShutdownCheckpoint => self.servers[i].disk.redo = index,
-                Rec::Commit => {}
+                Rec::Commit | Rec::Copy(_) => {}
             }
             self.servers[i].mem.as_mut().expect("up").replayed = index + 1;
         }
@@ -823,6 +854,9 @@ impl World {
             return self.violate("durable", message);
         }
         self.stats.ids += claim.last - claim.first + 1;
+        if shard == MOVED && !bare {
+            self.stored_max_moved = self.stored_max_moved.max(Some(claim.last));
+        }
         self.highest_issuing_clock = self.highest_issuing_clock.max(now);
         self.furthest_ahead_ms = self.furthest_ahead_ms.max(last_tp as i64 - now_tp as i64);
         if let Err(violation) =
@@ -1216,13 +1250,14 @@ impl World {
             self.waiting_acks.retain(|&(end, _)| end > have);
             self.stats.acked += (before - self.waiting_acks.len()) as u64;
         }
+        self.moves_tick();
     }
 
     fn clients(&mut self, p: usize) {
         let n = self.rng.below(self.cfg.claims_per_tick + 1);
         let ids_per_ms = self.layout.ids_per_ms();
         for _ in 0..n {
-            let shard = self.rng.below(SHARDS as u64) as u32;
+            let shard = self.rng.below(self.pair_shards()) as u32;
             let count =
                 if self.rng.chance(80) { 1 + self.rng.below(8) } else { 1 + self.rng.below(ids_per_ms * 4) };
             let bare = self.rng.chance(self.cfg.bare_percent);
@@ -1238,7 +1273,7 @@ impl World {
                 let p = self.primary;
                 if self.up(p) && !self.servers[p].disk.signal {
                     for _ in 0..claims {
-                        let shard = self.rng.below(SHARDS as u64) as u32;
+                        let shard = self.rng.below(self.pair_shards()) as u32;
                         let count = 1 + self.rng.below(self.layout.ids_per_ms() * max_batch_ms as u64);
                         let bare = self.rng.chance(self.cfg.bare_percent);
                         self.claim(p, shard, count, bare);
@@ -1249,7 +1284,7 @@ impl World {
                 let p = self.primary;
                 if self.up(p) && !self.servers[p].disk.signal {
                     for _ in 0..claims {
-                        let shard = self.rng.below(SHARDS as u64) as u32;
+                        let shard = self.rng.below(self.pair_shards()) as u32;
                         let count = 1 + self.rng.below(self.layout.ids_per_ms() * 50);
                         self.claim(p, shard, count, true);
                     }
@@ -1352,6 +1387,7 @@ impl World {
             }
             Kind::CrashAtStep { step, power } => self.armed_step = Some((step, power)),
             Kind::DiskStall { ms } => self.stall_next_ms = Some(ms),
+            Kind::Move => self.start_move(),
         }
     }
 
@@ -1531,6 +1567,7 @@ impl World {
             self.pending_promotion = Some(s);
             return;
         }
+        self.check_copy(s);
         self.servers[s].disk.signal = false;
         self.servers[s].partitioned_until = self.t;
         trace!(self, "server {s}: standby.signal removed");
@@ -1608,6 +1645,13 @@ impl World {
         if copy_before {
             new_disk.record = old_record;
         }
+        // A moved shard's rows are table data, which pg_upgrade carries over (its WAL does not).
+        if let Some(copy) =
+            self.copy.filter(|copy| self.servers[p].disk.wal.contains(&Rec::Copy(copy.number)))
+        {
+            new_disk.wal.push(Rec::Copy(copy.number));
+            new_disk.flushed = new_disk.wal.len();
+        }
         self.servers[p].disk = new_disk;
         for _ in 0..binary_starts {
             let read = self.servers[p].disk.record_read();
@@ -1636,8 +1680,14 @@ impl World {
         self.servers[p].confirm_estimate = confirm && within && self.highest_issuing_clock <= self.clock(p);
         trace!(
             self,
-            "server {p} upgraded (old record copied {})",
-            if copy_before { "before" } else { "after the refusal" }
+            "server {p} upgraded ({})",
+            if copy_before {
+                "old record copied before"
+            } else if self.servers[p].confirm_estimate {
+                "the estimate to be confirmed"
+            } else {
+                "old record copied after the refusal"
+            }
         );
         self.try_start(p);
         self.follow(p);
