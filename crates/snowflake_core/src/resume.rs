@@ -258,10 +258,12 @@ pub struct ReplayPlan {
     /// Both bounds go there (`Reservation::replay`): the last record replayed holds, lower or
     /// higher, since records are replayed in the order they were decided.
     pub bounds: u64,
-    /// On a standby, the record file rewritten durably with this (a restart of the standby,
-    /// or the postmaster re-creating shared memory, starts again from it); `None` in crash
-    /// recovery, where the file already holds what was issued under and the older records
-    /// replayed first could only set it back.
+    /// The record file rewritten durably with this before the bounds are used. On a standby
+    /// at every record (a restart of the standby, or the postmaster re-creating shared memory,
+    /// starts again from it). In crash recovery only for a record above what the file held at
+    /// the start (one whose file write the crash cut): the older records replayed first could
+    /// only set the file back, and above it the bounds would stand where no later start
+    /// resumes (finding F9).
     pub write: Option<RecordToWrite>,
 }
 
@@ -269,7 +271,11 @@ pub struct ReplayPlan {
 ///
 /// In crash recovery, never below the ceiling the file held at the start: the worker records
 /// each ceiling in the file right after its WAL record, without waiting for the record's flush,
-/// so the newest records may be missing from the WAL while the file has them.
+/// so the newest records may be missing from the WAL while the file has them. A record above
+/// the file (its WAL written, the crash before the file's write) is written to the file too:
+/// the bounds go there, a horizon may be given up to the floor, and a clean restart after this
+/// recovery resumes at the file, which must not be below it (F9 of docs/reliability.md, found
+/// by the simulation).
 ///
 /// On a standby, raised to the promotion's bound above the highest clock reading taken at a
 /// replay since the primary last lowered its ceiling (`standby_floor_unix_ms`), and written to
@@ -281,10 +287,18 @@ pub fn replay(
     layout: &Layout,
 ) -> ReplayPlan {
     match facts.recovery {
-        Recovery::Crash => ReplayPlan {
-            bounds: time_part_of_ceiling(layout, facts.ceiling_unix_ms).max(facts.recorded_at_start),
-            write: None,
-        },
+        Recovery::Crash => {
+            let replayed = time_part_of_ceiling(layout, facts.ceiling_unix_ms);
+            let lead = generator::lead_to_record(facts.lead, settings.lead());
+            ReplayPlan {
+                bounds: replayed.max(facts.recorded_at_start),
+                write: (replayed > facts.recorded_at_start).then_some(RecordToWrite {
+                    ceiling_unix_ms: facts.ceiling_unix_ms,
+                    lead,
+                    unconfirmed: false,
+                }),
+            }
+        }
         Recovery::Archive => {
             let floor_unix_ms = standby_floor_unix_ms(facts, readings, settings, layout);
             let lead = generator::lead_to_record(facts.lead, settings.lead());
@@ -648,6 +662,9 @@ mod tests {
         assert_eq!(plan, ReplayPlan { bounds: tp(NOW + 300_000), write: None });
         let plan = replay(&facts(NOW + 400_000), &mut readings, SETTINGS, &LAYOUT);
         assert_eq!(plan.bounds, tp(NOW + 400_000));
+        // Above the file, the record goes to the file too (F9): a clean restart resumes there.
+        let write = plan.write.expect("a record above the file is written");
+        assert_eq!((write.ceiling_unix_ms, write.unconfirmed), (NOW + 400_000, false));
     }
 
     #[test]

@@ -152,6 +152,9 @@ pub struct Server {
     expect_unconfirmed: bool,
     /// The old cluster's record, which the operator copies over the new one's.
     old_record: Option<RecordRead>,
+    /// The highest horizon this server gave a reader (`readers`), and when; a re-clone is
+    /// another server.
+    horizon_given: Option<(u64, i64)>,
     /// After pg_upgrade: the operator confirms the estimate instead of copying the old record.
     confirm_estimate: bool,
     /// It ran as a primary (its worker started) since its last shutdown checkpoint: what
@@ -321,6 +324,7 @@ macro_rules! trace {
 }
 
 mod moves;
+mod readers;
 
 pub use moves::Unfix;
 use moves::{MovedCopy, Owner, Second, MOVED};
@@ -348,6 +352,7 @@ impl World {
                 needs_reclone: false,
                 expect_unconfirmed: false,
                 old_record: None,
+                horizon_given: None,
                 confirm_estimate: false,
                 ran_since_clean_stop: false,
                 received_at_reading: 0,
@@ -560,6 +565,7 @@ impl World {
         server.needs_reclone = false;
         server.received_at_reading = 0;
         server.dropped_newer_reading = false;
+        server.horizon_given = None;
         trace!(self, "server {i} re-cloned from {p}, streaming from {upstream}");
         true
     }
@@ -661,7 +667,11 @@ impl World {
             let (from, to) = (self.servers[i].disk.redo, self.servers[i].disk.wal.len());
             for index in from..to {
                 if let Rec::Ceiling { unix_ms, lead } = self.servers[i].disk.wal[index] {
-                    self.replay_ceiling(i, unix_ms, lead, index + 1, Recovery::Crash);
+                    // A record above the file is written to it (F9); a full disk stops the
+                    // recovery, and the server is started again later.
+                    if !self.replay_ceiling(i, unix_ms, lead, index + 1, Recovery::Crash) {
+                        return;
+                    }
                 }
             }
             let mem = self.servers[i].mem.as_mut().expect("up");
@@ -866,6 +876,7 @@ impl World {
             self.violation.get_or_insert(violation);
             return;
         }
+        self.check_horizon(p, shard, claim.first);
         if bare {
             self.stats.acked += 1;
             return;
@@ -1210,6 +1221,9 @@ impl World {
             } else {
                 self.clients(p);
                 self.worker_tick(p);
+            }
+            if self.up(p) && self.rng.chance(30) {
+                self.ask_horizon(p);
             }
             // The WAL writer flushes what was written (`XLogSetAsyncXactLSN`), within 200 ms.
             if self.up(p) && self.rng.chance(25) {
