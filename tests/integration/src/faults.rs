@@ -82,7 +82,7 @@ pub fn write_offset_file(path: &Path, offset: &str) {
 }
 
 /// A fault injected into every fsync and fdatasync of a process (and its threads) with
-/// strace, until dropped.
+/// strace, until dropped; or into its writes at an offset (`slow_writes`).
 pub struct FsyncFault(std::process::Child);
 
 impl FsyncFault {
@@ -96,10 +96,20 @@ impl FsyncFault {
         FsyncFault::inject(pid, "error=EIO")
     }
 
+    /// Delays every `pwrite` of `pid` by `delay`: the reservation worker's in-place write of its
+    /// record file, after the record's WAL entry.
+    pub fn slow_writes(pid: u32, delay: Duration) -> FsyncFault {
+        FsyncFault::inject_into(pid, "pwrite64", &format!("delay_enter={}", delay.as_micros()))
+    }
+
     fn inject(pid: u32, how: &str) -> FsyncFault {
+        FsyncFault::inject_into(pid, "fsync,fdatasync", how)
+    }
+
+    fn inject_into(pid: u32, syscalls: &str, how: &str) -> FsyncFault {
         let child = Command::new("strace")
             .args(["-qq", "-f", "-p", &pid.to_string(), "-o", "/dev/null", "-e"])
-            .arg(format!("inject=fsync,fdatasync:{how}"))
+            .arg(format!("inject={syscalls}:{how}"))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

@@ -3,7 +3,8 @@
 //! `SNOWFLAKE_REPLAY_RECORDS=10000` measures replay at the size docs/performance.md reports
 //! (the figure is printed, not asserted).
 
-use snowflake_id_integration::Cluster;
+use snowflake_id_integration::{kill_9, Cluster, FsyncFault};
+use std::time::Duration;
 
 #[test]
 fn crash_recovery_over_many_ceiling_records_resumes_above_every_id() {
@@ -125,5 +126,63 @@ fn a_damaged_reservation_record_stops_the_start_and_an_old_one_is_read() {
     assert!(
         (ceiling_ms..ceiling_ms + 10_000).contains(&next_ms),
         "resumed at {next_ms} ms, not at {ceiling_ms} ms"
+    );
+}
+
+/// Finding F9 (docs/reliability.md, found by the simulation): a crash between a ceiling's WAL
+/// record and its file write leaves the record above the file. Crash recovery raises the shards
+/// to it, and a horizon may be given up to there; the file must then hold it too, or a clean
+/// restart, which resumes at the file, issues below that horizon. Here the worker's write of its
+/// file stalls (strace) after it logged a ceiling past a shard moved 30 s ahead, a commit flushes
+/// that record, and the worker is killed there: the postmaster's crash restart replays it.
+#[test]
+fn a_clean_restart_after_crash_recovery_issues_nothing_below_a_horizon_it_gave() {
+    let mut cluster = Cluster::start(
+        "replay-f9",
+        &["snowflake_id.max_lead_ms = '1min'", "snowflake_id.reserve_ms = '20s'"],
+    );
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id; CHECKPOINT").unwrap();
+    client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap();
+    let worker = cluster.reservation_worker_pid().expect("the reservation worker runs");
+    // A reservation 20 s deep: no renewal of the worker's own comes before the advance's.
+    let stall = FsyncFault::slow_writes(worker, Duration::from_secs(120));
+    // snowflake_advance waits for the worker to record past the new position: it cannot.
+    let mut mover = cluster.connect();
+    mover.batch_execute("SET statement_timeout = '3s'").unwrap();
+    let advanced = mover.query_one(
+        "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '30 s', 0, 0))",
+        &[],
+    );
+    assert!(advanced.is_err(), "the advance returned although the worker's file write stalls");
+    // A commit flushes the WAL written before it, the ceiling's record with it.
+    client.batch_execute("CREATE TABLE flushed ()").unwrap();
+    drop((mover, client));
+    // Killed inside its stalled write (which never runs), then released by strace.
+    kill_9(worker);
+    drop(stall);
+    std::thread::sleep(Duration::from_secs(1));
+    let mut client = cluster.wait_until_accepting();
+    assert!(cluster.log().contains("reinitializing"), "no crash restart after the worker was killed");
+    let horizon: i64 = client.query_one("SELECT snowflake_horizon()", &[]).unwrap().get(0);
+    let ahead_ms: i64 = client
+        .query_one(
+            "SELECT (extract(epoch FROM snowflake_timestamp($1) - clock_timestamp()) * 1000)::int8",
+            &[&horizon],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        ahead_ms > 20_000,
+        "the horizon after crash recovery is only {ahead_ms} ms ahead: no record replayed"
+    );
+    drop(client);
+    cluster.stop("fast");
+    cluster.start_with(&[]);
+    let mut client = cluster.wait_until_accepting();
+    let next: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    assert!(
+        next >= horizon,
+        "after a clean restart shard 1 issued {next}, below the horizon {horizon} given before it"
     );
 }
