@@ -1,9 +1,10 @@
 //! Shard moves (docs/several-servers.md, "Moving a shard"): one shard, `MOVED`, goes back and
 //! forth between the pair (the primary with its standbys) and a second server, with the
 //! procedure's steps in order: the source fenced off the shard, the target advanced above the
-//! source's durable reservation (`snowflake_status().reserved_until`, findings F3) and waiting
+//! source's durable reservation (`snowflake_status().reserved_until`, finding F3) and waiting
 //! for its worker to record past it (`snowflake_advance`), the rows copied, and the source's
-//! copy dropped only once every standby of the target has replayed the copy (F2).
+//! copy dropped only once every standby of the target that could be promoted has received the
+//! copy (F2, and F8 below).
 //!
 //! Each of the two fixes can be taken out (`--unfix f2`, `--unfix f3`): the procedure then
 //! advances above the highest stored ID only (`max(id)` of the copied rows), or drops the
