@@ -1496,6 +1496,27 @@ impl World {
         if !self.replay_to(s, received) || !self.up(s) {
             return;
         }
+        // F10 (open): the old primary runs under a lead larger than any its standby knows of (a
+        // restart kept it from a record file a power loss left older than its last WAL record,
+        // after a reload lowered it); skipped and counted with the failovers excluded.
+        if self.up(p) {
+            // What the promotion will go by (`PromotionFacts::primary_lead`): the last record
+            // replayed in this run of the standby, else its record file.
+            let mem = self.servers[s].mem.as_ref().expect("up");
+            let known = match mem.last_ceiling {
+                Some((_, lead, _)) => lead,
+                None => mem.lead_kept,
+            };
+            let known_ms = known.map_or(0, LeadSettings::bound_ms).max(self.own_lead(s).bound_ms());
+            if self.lead_in_force(p).bound_ms() > known_ms {
+                self.stats.failovers_excluded += 1;
+                trace!(
+                    self,
+                    "failover excluded: the old primary's lead is larger than its standby knows of (F10)"
+                );
+                return;
+            }
+        }
         if self.servers[s].dropped_newer_reading {
             self.stats.failovers_excluded += 1;
             trace!(self, "failover excluded: the standby dropped a clock reading newer than a lowering (F7)");
