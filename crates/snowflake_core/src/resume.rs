@@ -286,10 +286,10 @@ pub fn replay(
     settings: Settings,
     layout: &Layout,
 ) -> ReplayPlan {
+    let lead = generator::lead_to_record(facts.lead, settings.lead());
     match facts.recovery {
         Recovery::Crash => {
             let replayed = time_part_of_ceiling(layout, facts.ceiling_unix_ms);
-            let lead = generator::lead_to_record(facts.lead, settings.lead());
             ReplayPlan {
                 bounds: replayed.max(facts.recorded_at_start),
                 write: (replayed > facts.recorded_at_start).then_some(RecordToWrite {
@@ -301,7 +301,6 @@ pub fn replay(
         }
         Recovery::Archive => {
             let floor_unix_ms = standby_floor_unix_ms(facts, readings, settings, layout);
-            let lead = generator::lead_to_record(facts.lead, settings.lead());
             ReplayPlan {
                 bounds: time_part_of_ceiling(layout, floor_unix_ms),
                 write: Some(RecordToWrite { ceiling_unix_ms: floor_unix_ms, lead, unconfirmed: false }),

@@ -8,7 +8,7 @@ use crate::check::{Checker, Violation};
 use crate::faults::{Config, Event, Kind, PromoStep, RecStep, Target};
 use crate::rng::Rng;
 use snowflake_core::generator::{
-    self, Clock, ClockPolicy, LeadSettings, NoKeeper, Refusal, Reservation, ShardSlot,
+    self, Claim, Clock, ClockPolicy, LeadSettings, NoKeeper, Refusal, Reservation, ShardSlot,
 };
 use snowflake_core::horizon::{Holder, PendingSlot};
 use snowflake_core::layout::{Layout, DEFAULT_EPOCH_UNIX_MS};
@@ -171,6 +171,33 @@ pub struct Server {
 /// A clock the generator reads: the server's reading, frozen for the call (claims here never
 /// sleep: `max_wait_ms` is 0; a sleep would only move this copy).
 struct SimClock(i64);
+
+/// One call of `generator::claim` as the model makes it, on the pair or the second server:
+/// no transaction held open, the batch clamped to what one call may claim, no wait.
+fn claim_once(
+    slot: &ShardSlot,
+    reservation: &Reservation,
+    shard: u32,
+    count: u64,
+    layout: &Layout,
+    max_lead_ms: u64,
+    now: i64,
+) -> Result<Claim, Refusal> {
+    let policy = ClockPolicy { max_lead_ms, max_wait_ms: 0, max_reservation_wait_ms: 0 };
+    let (pending, bits) = (PendingSlot::default(), [AtomicU64::new(0)]);
+    let holder = Holder::new(&pending, &bits);
+    let count = count.clamp(1, generator::max_batch(layout, policy));
+    generator::claim(
+        slot,
+        reservation,
+        holder.pending(shard),
+        count,
+        layout,
+        policy,
+        &mut SimClock(now),
+        &mut NoKeeper,
+    )
+}
 
 impl Clock for SimClock {
     fn now_unix_ms(&mut self) -> i64 {
@@ -811,42 +838,21 @@ impl World {
         let layout = self.layout;
         let server = &self.servers[p];
         let Some(mem) = server.mem.as_ref() else { return };
-        let policy = ClockPolicy {
-            max_lead_ms: server.settings.max_lead_ms,
-            max_wait_ms: 0,
-            max_reservation_wait_ms: 0,
-        };
-        let (pending, bits) = (PendingSlot::default(), [AtomicU64::new(0)]);
-        let holder = Holder::new(&pending, &bits);
-        let count = count.clamp(1, generator::max_batch(&layout, policy));
-        let result = generator::claim(
+        let result = claim_once(
             &mem.slots[shard as usize],
             &mem.res,
-            holder.pending(shard),
+            shard,
             count,
             &layout,
-            policy,
-            &mut SimClock(now),
-            &mut NoKeeper,
+            server.settings.max_lead_ms,
+            now,
         );
         // Read right after the claim: nothing else runs in between (the model has no threads).
         let in_force = generator::lead_in_force(server.settings.max_lead_ms, &mem.res);
         let bound = generator::max_ceiling_lead_ms(server.settings.reserve_ms, in_force);
         let durable =
             server.disk.record.map(|record| resume::time_part_of_ceiling(&layout, record.ceiling_unix_ms));
-        self.stats.claims += 1;
-        let claim = match result {
-            Ok(claim) => claim,
-            Err(Refusal::Clock(_)) | Err(Refusal::Exhausted) => {
-                return self
-                    .violate("refusal", format!("server {p}: a claim refused for its clock: {result:?}"));
-            }
-            Err(refusal) => {
-                trace!(self, "server {p}: shard {shard}: claim refused: {refusal:?}");
-                self.stats.refusals += 1;
-                return;
-            }
-        };
+        let Some(claim) = self.claimed(p, shard, result) else { return };
         // (3) Not beyond the clock plus the bound of the lead in force, and below the record
         // on disk (what a restart resumes at).
         let now_tp = layout.time_part(now).expect("in range");
@@ -863,12 +869,7 @@ impl World {
                 format!("server {p}: shard {shard} issued time part {last_tp}, not below its durable record {durable:?}");
             return self.violate("durable", message);
         }
-        self.stats.ids += claim.last - claim.first + 1;
-        if shard == MOVED && !bare {
-            self.stored_max_moved = self.stored_max_moved.max(Some(claim.last));
-        }
-        self.highest_issuing_clock = self.highest_issuing_clock.max(now);
-        self.furthest_ahead_ms = self.furthest_ahead_ms.max(last_tp as i64 - now_tp as i64);
+        self.issued(shard, &claim, bare, now);
         if let Err(violation) =
             self.checker.issue(&layout, shard, claim.first, claim.last, p, self.t - START_UNIX_MS)
         {
@@ -898,6 +899,46 @@ impl World {
                 }
             }
         }
+    }
+
+    /// What a claim of `server` (a number of the pair, or the second server's) returned: the
+    /// claim, or nothing, counting the refusal; a refusal for the clock is a violation, since
+    /// the model's clocks never leave the layout's range.
+    fn claimed(&mut self, server: usize, shard: u32, result: Result<Claim, Refusal>) -> Option<Claim> {
+        self.stats.claims += 1;
+        match result {
+            Ok(claim) => Some(claim),
+            Err(Refusal::Clock(_)) | Err(Refusal::Exhausted) => {
+                self.violate(
+                    "refusal",
+                    format!("server {server}: a claim refused for its clock: {result:?}"),
+                );
+                None
+            }
+            Err(refusal) => {
+                trace!(self, "server {server}: shard {shard}: claim refused: {refusal:?}");
+                self.stats.refusals += 1;
+                None
+            }
+        }
+    }
+
+    /// Counts a claim issued at clock `now` (Unix ms), on any server: the IDs, the highest
+    /// stored of the moving shard, and what confirming pg_upgrade's estimate assumes.
+    fn issued(&mut self, shard: u32, claim: &Claim, bare: bool, now: i64) {
+        self.stats.ids += claim.last - claim.first + 1;
+        if shard == MOVED && !bare {
+            self.stored_max_moved = self.stored_max_moved.max(Some(claim.last));
+        }
+        let now_tp = self.layout.time_part(now).expect("in range");
+        self.note_ahead(now, self.layout.counter_time_part(claim.last) as i64 - now_tp as i64);
+    }
+
+    /// A clock that issued IDs or gave a horizon, and how far ahead of it they stood: what
+    /// confirming pg_upgrade's estimate assumes of every one (`upgrade`).
+    fn note_ahead(&mut self, now: i64, ahead_ms: i64) {
+        self.highest_issuing_clock = self.highest_issuing_clock.max(now);
+        self.furthest_ahead_ms = self.furthest_ahead_ms.max(ahead_ms);
     }
 
     /// A crash armed at a recording step strikes here.
@@ -1027,24 +1068,7 @@ impl World {
             self.servers[p].ran_since_clean_stop = true;
             return;
         }
-        // `record_promotion_guard`: the facts as the worker gathers them.
-        // `switchover`: the replay ended on a shutdown checkpoint after the last ceiling's
-        // record replayed since shared memory was created.
-        let replay_end = mem.replayed;
-        let ends_on_shutdown =
-            replay_end > 0 && self.servers[p].disk.wal[replay_end - 1] == Rec::ShutdownCheckpoint;
-        let mem = self.servers[p].mem.as_ref().expect("up");
-        let facts = PromotionFacts {
-            now_unix_ms,
-            replayed_floor: mem.res.floor.load(Relaxed),
-            last_replayed: mem
-                .last_ceiling
-                .map(|(ceiling_unix_ms, lead, _)| ReplayedCeiling { ceiling_unix_ms, lead }),
-            lead_recorded_at_start: mem.lead_kept,
-            ended_on_shutdown_checkpoint: ends_on_shutdown
-                && mem.last_ceiling.is_some_and(|(_, _, end)| end < replay_end),
-            max_lead_in_force_ms: generator::lead_in_force(settings.max_lead_ms, &mem.res),
-        };
+        let facts = self.promotion_facts(p, now_unix_ms);
         let plan = resume::promotion(&facts, settings, &self.layout);
         trace!(self, "server {p} promotion: {facts:?} -> {plan:?}");
         let mem = self.servers[p].mem.as_mut().expect("up");
@@ -1104,6 +1128,27 @@ impl World {
         let mem = self.servers[p].mem.as_mut().expect("up");
         mem.guard_pending = false;
         mem.worker_up = true;
+    }
+
+    /// `record_promotion_guard`: the facts of a promotion of `p` as the worker gathers them.
+    fn promotion_facts(&self, p: usize, now_unix_ms: i64) -> PromotionFacts {
+        let server = &self.servers[p];
+        let mem = server.mem.as_ref().expect("up");
+        // `switchover`: the replay ended on a shutdown checkpoint after the last ceiling's
+        // record replayed since shared memory was created.
+        let replay_end = mem.replayed;
+        let ends_on_shutdown = replay_end > 0 && server.disk.wal[replay_end - 1] == Rec::ShutdownCheckpoint;
+        PromotionFacts {
+            now_unix_ms,
+            replayed_floor: mem.res.floor.load(Relaxed),
+            last_replayed: mem
+                .last_ceiling
+                .map(|(ceiling_unix_ms, lead, _)| ReplayedCeiling { ceiling_unix_ms, lead }),
+            lead_recorded_at_start: mem.lead_kept,
+            ended_on_shutdown_checkpoint: ends_on_shutdown
+                && mem.last_ceiling.is_some_and(|(_, _, end)| end < replay_end),
+            max_lead_in_force_ms: generator::lead_in_force(server.settings.max_lead_ms, &mem.res),
+        }
     }
 
     fn promo_crash(&mut self, p: usize, step: PromoStep) -> bool {
@@ -1500,13 +1545,8 @@ impl World {
         // restart kept it from a record file a power loss left older than its last WAL record,
         // after a reload lowered it); skipped and counted with the failovers excluded.
         if self.up(p) {
-            // What the promotion will go by (`PromotionFacts::primary_lead`): the last record
-            // replayed in this run of the standby, else its record file.
-            let mem = self.servers[s].mem.as_ref().expect("up");
-            let known = match mem.last_ceiling {
-                Some((_, lead, _)) => lead,
-                None => mem.lead_kept,
-            };
+            // The old primary's lead as the promotion will go by it.
+            let known = self.promotion_facts(s, self.clock(s)).primary_lead();
             let known_ms = known.map_or(0, LeadSettings::bound_ms).max(self.own_lead(s).bound_ms());
             if self.lead_in_force(p).bound_ms() > known_ms {
                 self.stats.failovers_excluded += 1;

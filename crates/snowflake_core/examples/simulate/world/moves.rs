@@ -13,10 +13,9 @@
 
 use super::{World, SHARDS, SKEW_BAND_US, START_UNIX_MS};
 use crate::check::Violation;
-use snowflake_core::generator::{self, ClockPolicy, LeadSettings, NoKeeper, Refusal, Reservation, ShardSlot};
-use snowflake_core::horizon::{Holder, PendingSlot};
+use snowflake_core::generator::{self, ClockPolicy, LeadSettings, Reservation, ShardSlot};
 use snowflake_core::resume;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// The shard that moves.
 pub const MOVED: u32 = SHARDS;
@@ -264,43 +263,12 @@ impl World {
 
     fn claim_on_second(&mut self, count: u64, bare: bool) {
         let now = self.second_clock();
-        let policy = self.second_policy();
-        let (pending, bits) = (PendingSlot::default(), [AtomicU64::new(0)]);
-        let holder = Holder::new(&pending, &bits);
-        let count = count.clamp(1, generator::max_batch(&self.layout, policy));
-        let result = generator::claim(
-            &self.second.slot,
-            &self.second.res,
-            holder.pending(0),
-            count,
-            &self.layout,
-            policy,
-            &mut super::SimClock(now),
-            &mut NoKeeper,
-        );
-        self.stats.claims += 1;
-        let claim = match result {
-            Ok(claim) => claim,
-            Err(Refusal::Clock(_)) | Err(Refusal::Exhausted) => {
-                return self.violate(
-                    "refusal",
-                    format!("the second server: a claim refused for its clock: {result:?}"),
-                );
-            }
-            Err(_) => {
-                self.stats.refusals += 1;
-                return;
-            }
-        };
-        self.stats.ids += claim.last - claim.first + 1;
-        // Its IDs may move to the pair: what confirming pg_upgrade's estimate assumes of any.
-        let now_tp = self.layout.time_part(now).expect("in range");
-        self.highest_issuing_clock = self.highest_issuing_clock.max(now);
-        self.furthest_ahead_ms =
-            self.furthest_ahead_ms.max(self.layout.counter_time_part(claim.last) as i64 - now_tp as i64);
-        if !bare {
-            self.stored_max_moved = self.stored_max_moved.max(Some(claim.last));
-        }
+        let (second, max_lead_ms) = (&self.second, self.cfg.primary_lead_ms);
+        let result =
+            super::claim_once(&second.slot, &second.res, MOVED, count, &self.layout, max_lead_ms, now);
+        let Some(claim) = self.claimed(SECOND, MOVED, result) else { return };
+        // Its IDs may move to the pair: counted as any server's.
+        self.issued(MOVED, &claim, bare, now);
         if let Err(violation) =
             self.checker.issue(&self.layout, MOVED, claim.first, claim.last, SECOND, self.t - START_UNIX_MS)
         {

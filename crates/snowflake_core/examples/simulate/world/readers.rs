@@ -26,8 +26,7 @@ impl World {
         }
         // A horizon reads the clock, and may stand ahead of it (at a floor), as an ID does: what
         // confirming pg_upgrade's estimate assumes of both.
-        self.highest_issuing_clock = self.highest_issuing_clock.max(now);
-        self.furthest_ahead_ms = self.furthest_ahead_ms.max(horizons.every_shard as i64 - now_tp as i64);
+        self.note_ahead(now, horizons.every_shard as i64 - now_tp as i64);
     }
 
     /// A claim of server `p` whose first counter is `first`: at or above every horizon it gave.
