@@ -117,10 +117,12 @@ use_major() {
 # bindgen, serde ...): copied, it is built already, and only pgrx's crates and the extension are
 # compiled for the new major (on 2 cores, the clippy, debug and release builds of a major took
 # 2.7 minutes from a copy, 5.3 from nothing). Copied under another name first, so that a copy
-# cut short is not taken for a build.
+# cut short is not taken for a build. SNOWFLAKE_SEED_TARGET=0 leaves the folder unmade, for
+# scripts that point at a major without building for it.
 seed_target_dir() {
   local other
   [ -e "$CARGO_TARGET_DIR" ] && return 0
+  [ "${SNOWFLAKE_SEED_TARGET:-1}" = 0 ] && return 0
   for other in "$SNOWFLAKE_ROOT"/target/pg[0-9]*; do
     [[ $other != *.seeding ]] || continue
     [ -d "$other/debug" ] || [ -d "$other/release" ] || continue
