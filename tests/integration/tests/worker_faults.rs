@@ -1,7 +1,8 @@
 //! Faults of the reservation worker under load: terminated (twice), and its fsync slowed by
 //! strace fault injection. Calls go on under the current reservation while the worker is
 //! away; with the default settings, fsyncs of 2 s slow calls down and fail none; a worker that
-//! cannot record in time (fsyncs of 5 s) makes calls fail with 55000 and a hint, never hang.
+//! cannot record in time (fsyncs of 5 s) makes calls fail with 55000 and a hint, never hang; a
+//! worker whose fsync fails lets no call past the ceiling it last recorded.
 
 use snowflake_id_integration::{assert_no_duplicates, Cluster, FsyncFault, Load, LOAD_TABLE};
 use std::time::{Duration, Instant};
@@ -69,17 +70,9 @@ fn a_worker_whose_fsync_takes_5_s_makes_calls_fail_with_a_hint_not_hang() {
     let slow = FsyncFault::slow(cluster.reservation_worker_pid().unwrap(), Duration::from_secs(5));
     // Every writer meets the end of the reservation within a few seconds and stops at its
     // first error; none may hang.
-    let started = Instant::now();
-    while load.errors().len() < WRITERS.len() {
-        assert!(started.elapsed() < Duration::from_secs(60), "writers hang: {:?}", load.errors());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let waited = started.elapsed();
+    let (waited, errors) = every_writer_refused(load, "writers hang");
     drop(slow);
-    let errors = load.errors();
-    load.finish();
     for error in &errors {
-        assert!(error.contains("E55000"), "{error}");
         assert!(error.contains("has used up the durable reservation of IDs"), "{error}");
         assert!(error.contains("Check the server log for the snowflake_id reservation worker"), "{error}");
     }
@@ -89,11 +82,59 @@ fn a_worker_whose_fsync_takes_5_s_makes_calls_fail_with_a_hint_not_hang() {
     );
     // Once the disk is fast again, IDs are issued again (the worker may first finish the
     // fsyncs it was delayed in).
+    issues_again_without_a_repeat(&cluster);
+}
+
+/// A ceiling is published only once its record file is durable (`resume::RECORDING`: the file,
+/// then shared memory). While every fsync of the worker fails, nothing new is durable, so the
+/// writers reach the last recorded ceiling and are refused there (55000), and once fsync works
+/// again they go on without a repeated ID. Published first, the ceiling would move on with each
+/// failed recording: the writers would never stop, past anything a restart resumes above.
+#[test]
+fn a_worker_whose_fsync_fails_lets_no_call_past_its_recorded_ceiling() {
+    let cluster = Cluster::start("worker-fsync-fails", &[]);
+    cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
+    let load = Load::start(&cluster, &WRITERS, 0);
+    load.wait_for(10_000);
+    let failing = FsyncFault::failing(cluster.reservation_worker_pid().unwrap());
+    let (stopped_after, _) = every_writer_refused(
+        load,
+        "writers still issue 60 s after every fsync of the worker began to fail: a ceiling was \
+         published that no record file holds",
+    );
+    drop(failing);
+    let rows = issues_again_without_a_repeat(&cluster);
+    println!(
+        "worker faults: fsync failing: all 8 writers refused with 55000 within {} ms; {rows} rows, 0 duplicates",
+        stopped_after.as_millis()
+    );
+}
+
+/// Waits (up to 60 s, else fails with `stuck`) until every writer of `load` stopped at its
+/// first error, each a 55000; how long that took, and the errors.
+fn every_writer_refused(load: Load, stuck: &str) -> (Duration, Vec<String>) {
+    let started = Instant::now();
+    while load.errors().len() < WRITERS.len() {
+        assert!(started.elapsed() < Duration::from_secs(60), "{stuck}: {:?}", load.errors());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let waited = started.elapsed();
+    let errors = load.errors();
+    load.finish();
+    for error in &errors {
+        assert!(error.contains("E55000"), "{error}");
+    }
+    (waited, errors)
+}
+
+/// Once the worker records again, IDs are issued again (within 60 s: it may first finish the
+/// fsyncs it was held in) and no row repeats an ID; the number of rows.
+fn issues_again_without_a_repeat(cluster: &Cluster) -> i64 {
     let mut client = cluster.connect();
     let deadline = Instant::now() + Duration::from_secs(60);
     while client.query_one("SELECT snowflake_nextval(1)", &[]).is_err() {
-        assert!(Instant::now() < deadline, "no ID 60 s after the disk was fast again");
+        assert!(Instant::now() < deadline, "no ID 60 s after the worker's disk worked again");
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert_no_duplicates(&mut client);
+    assert_no_duplicates(&mut client)
 }
