@@ -60,6 +60,11 @@ pub struct StartState {
     /// this server's own (`reservation::record`), where a promotion that replayed no ceiling
     /// since the standby restarted finds them (`resume::PromotionFacts::primary_lead`).
     pub last_replayed_lead: AtomicU64,
+    /// In crash recovery, the lead settings of the last ceiling record replayed that carried
+    /// them (`reservation::wal::PackedLead`; 0: none replayed). Written by the startup process,
+    /// read by the worker when it starts after the recovery, which keeps no larger lead than
+    /// these (`resume::lead_kept_at_restart`, finding F10).
+    pub crash_replayed_lead: AtomicU64,
 }
 
 /// Bytes before the first shard slot.

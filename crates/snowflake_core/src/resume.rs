@@ -497,6 +497,26 @@ pub fn forget_kept_lead(now: u64, kept_ms: u64, ceiling: u64, setting_ms: u64, r
     KeptLead::Drop { logged: kept_ms > setting_ms }
 }
 
+/// The lead settings a primary's restart keeps (`Lead::to_keep` decides whether the clock still
+/// needs them): those its record file kept (`StartPlan::Resume::lead_kept`), but no larger than
+/// those of the last ceiling's record its crash recovery replayed, when it replayed one.
+///
+/// Why (finding F10 of docs/reliability.md, found by the simulation): the file is written after
+/// each WAL record, so a power loss or a crash can leave it older than WAL. After a reload
+/// lowered `max_lead_ms`, the WAL says the smaller lead, and a standby promoted later goes by
+/// that (`PromotionFacts::primary_lead`); a restart that kept the file's larger lead issued
+/// further ahead than that standby's promotion resumes. The smaller of the two costs at most
+/// calls refused until the clock catches up with the file's ceiling, never a repeated ID.
+pub fn lead_kept_at_restart(
+    recorded: Option<LeadSettings>,
+    crash_replayed: Option<LeadSettings>,
+) -> Option<LeadSettings> {
+    match (recorded, crash_replayed) {
+        (Some(file), Some(wal)) if wal.max_lead_ms < file.max_lead_ms => Some(wal),
+        (recorded, _) => recorded,
+    }
+}
+
 /// A new ceiling the worker records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Renewal {
@@ -558,7 +578,12 @@ pub const RECORDING_LOWERED: &[Step] = &[Step::LogWal, Step::WriteFile];
 /// that is a lower one, below those IDs (finding F5, found by the simulation). Nothing is
 /// issued between the start and this record: both bounds start at the file's ceiling, and a
 /// new ceiling is recorded, WAL first, before any ID uses it.
-pub const RECORDING_AT_START: &[Step] = &[Step::LogWal];
+///
+/// Then into the file again, with the lead now in force: a restart may keep a smaller lead than
+/// the file held (`lead_kept_at_restart`, or none once the clock has caught up), which the WAL
+/// record just written carries; left in the file, the larger one would come back at the next
+/// restart, unknown to a standby that replayed this record (finding F10).
+pub const RECORDING_AT_START: &[Step] = &[Step::LogWal, Step::WriteFile];
 /// A promotion guard's recording: as `RECORDING`, then both bounds there.
 pub const RECORDING_GUARD: &[Step] = &[Step::LogWal, Step::WriteFile, Step::ResumeAt];
 
@@ -787,5 +812,21 @@ mod tests {
             KeptLead::Drop { logged: true }
         );
         assert_eq!(forget_kept_lead(tp(NOW), 0, tp(NOW + 60_751), 2_000, 250), KeptLead::Keep);
+    }
+
+    #[test]
+    fn a_restart_keeps_no_larger_lead_than_its_crash_recovery_replayed() {
+        let (long, short) = (
+            LeadSettings { max_lead_ms: 30_000, reserve_ms: 250 },
+            LeadSettings { max_lead_ms: 1_000, reserve_ms: 250 },
+        );
+        // No crash recovery, or one that replayed no ceiling: the file's.
+        assert_eq!(lead_kept_at_restart(Some(long), None), Some(long));
+        assert_eq!(lead_kept_at_restart(None, None), None);
+        // The file older than WAL after a reload lowered the lead (F10): the WAL's.
+        assert_eq!(lead_kept_at_restart(Some(long), Some(short)), Some(short));
+        // WAL with the larger one: the file's, which Lead::to_keep weighs against the setting.
+        assert_eq!(lead_kept_at_restart(Some(short), Some(long)), Some(short));
+        assert_eq!(lead_kept_at_restart(None, Some(long)), None);
     }
 }

@@ -235,15 +235,23 @@ fn replay_ceiling(replayed: Replayed, record_end: pg_sys::XLogRecPtr) {
         false => resume::Recovery::Crash,
         true => resume::Recovery::Archive,
     };
-    if recovery == resume::Recovery::Archive {
-        // Where the old primary stopped, should this be the last ceiling before its clean stop
-        // (`switchover`): the ceiling as written, then where its record ends.
-        // And the lead settings the primary wrote with it, for the promotion bound.
-        if let Some(start) = shmem::start_state() {
+    match (recovery, shmem::start_state()) {
+        (resume::Recovery::Archive, Some(start)) => {
+            // Where the old primary stopped, should this be the last ceiling before its clean
+            // stop (`switchover`): the ceiling as written, then where its record ends.
+            // And the lead settings the primary wrote with it, for the promotion bound.
             start.last_replayed_ceiling_unix_ms.store(ceiling_unix_ms, Relaxed);
             start.last_replayed_lead.store(lead.map_or(0, PackedLead::pack), Relaxed);
             start.last_replayed_ceiling_end.store(record_end, Release);
         }
+        (resume::Recovery::Crash, Some(start)) => {
+            // The lead this server last logged, for the lead its restart keeps (F10). Read by
+            // the worker, which starts only once recovery has ended.
+            if let Some(lead) = lead {
+                start.crash_replayed_lead.store(PackedLead::pack(lead), Relaxed);
+            }
+        }
+        (_, None) => {}
     }
     let facts = resume::ReplayFacts {
         ceiling_unix_ms,

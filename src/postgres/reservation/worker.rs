@@ -219,19 +219,30 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
         }
         start.promotion_guard_pending.store(false, Release);
     } else {
-        if let Some(recorded) = restore::recorded_lead_at_start() {
+        let crash_replayed = wal::PackedLead::unpack(start.crash_replayed_lead.load(Relaxed));
+        if let Some(recorded) =
+            resume::lead_kept_at_restart(restore::recorded_lead_at_start(), crash_replayed)
+        {
             // A primary restarted while it kept a lead (after a promotion from a primary with a
-            // longer one, or a lowered setting): it keeps it until the clock catches up.
+            // longer one, or a lowered setting): it keeps it until the clock catches up, no
+            // larger than the last its WAL carried (F10).
             let kept = lead_to_keep(reservation, recorded.max_lead_ms, reservation.ceiling.load(Relaxed));
             keep_lead(reservation, kept, "the reservation was recorded under snowflake_id.max_lead_ms =");
         }
         // The ceiling resumed at, into WAL again: a power loss may have taken its record while
-        // the file kept it (F5, `resume::RECORDING_AT_START`). Logging never fails. Never lower
-        // than a record before it (the file is written after each), so no standby reads it as
-        // a lowering; none on a server that never issued.
+        // the file kept it (F5); then into the file with the lead now in force, which may be
+        // smaller than the file's (F10; `resume::RECORDING_AT_START`). Never lower than a record
+        // before it (the file is written after each), so no standby reads it as a lowering; none
+        // on a server that never issued. A failed write leaves the file as it was, which the
+        // next renewal's write replaces before it publishes anything.
         let ceiling = reservation.ceiling.load(Relaxed);
         if ceiling > 0 {
-            let _ = record(reservation, ceiling, resume::RECORDING_AT_START);
+            if let Err(error) = record(reservation, ceiling, resume::RECORDING_AT_START) {
+                pgrx::warning!(
+                    "could not record the snowflake_id reservation resumed at in \"{FILE}\": {error}; the next \
+                     renewal records it"
+                );
+            }
         }
     }
     legacy_wal::worker_started();

@@ -94,7 +94,9 @@ impl Disk {
 #[derive(Clone, Copy)]
 struct InFlight {
     ceiling: u64,
-    /// The index in `RECORDING` of the step after `WriteFile`.
+    /// The recording's steps (`RECORDING`, or `RECORDING_AT_START`), and the index in them of
+    /// the step after `WriteFile`.
+    steps: &'static [Step],
     next_step: usize,
     done_at: i64,
     started: i64,
@@ -110,6 +112,8 @@ pub struct Mem {
     /// The last ceiling replayed from a primary's WAL since shared memory was created: Unix
     /// ms, its lead, the end of its record.
     last_ceiling: Option<(i64, Option<LeadSettings>, usize)>,
+    /// The lead of the last ceiling's record crash recovery replayed (F10).
+    crash_replayed_lead: Option<LeadSettings>,
     replayed: usize,
     guard_pending: bool,
     worker_up: bool,
@@ -127,6 +131,7 @@ impl Mem {
             recorded_at_start: 0,
             lead_kept: None,
             last_ceiling: None,
+            crash_replayed_lead: None,
             replayed: 0,
             guard_pending: false,
             worker_up: false,
@@ -723,8 +728,9 @@ impl World {
         let now_unix_ms = self.clock(i);
         let settings = self.servers[i].settings;
         let mem = self.servers[i].mem.as_mut().expect("up");
-        if recovery == Recovery::Archive {
-            mem.last_ceiling = Some((unix_ms, lead, end));
+        match recovery {
+            Recovery::Archive => mem.last_ceiling = Some((unix_ms, lead, end)),
+            Recovery::Crash => mem.crash_replayed_lead = lead.or(mem.crash_replayed_lead),
         }
         let facts = ReplayFacts {
             ceiling_unix_ms: unix_ms,
@@ -956,11 +962,12 @@ impl World {
         }
     }
 
-    /// The steps of `RECORDING` from `from` on, for a raised ceiling. `WriteFile` writes the
-    /// file, and the fdatasync returns after the disk's latency (a later tick).
-    fn record_steps(&mut self, p: usize, ceiling: u64, from: usize) {
+    /// The `steps` of a recording from `from` on, for a raised ceiling or the one a start
+    /// resumed at. `WriteFile` writes the file, and the fdatasync returns after the disk's
+    /// latency (a later tick).
+    fn record_steps(&mut self, p: usize, steps: &'static [Step], ceiling: u64, from: usize) {
         let unix_ms = self.layout.unix_ms(ceiling);
-        for (index, &step) in RECORDING.iter().enumerate().skip(from) {
+        for (index, &step) in steps.iter().enumerate().skip(from) {
             match step {
                 Step::LogWal => {
                     let lead = self.lead_in_force(p);
@@ -992,6 +999,7 @@ impl World {
                     };
                     let flight = InFlight {
                         ceiling,
+                        steps,
                         next_step: index + 1,
                         done_at: self.t + latency,
                         started: self.t,
@@ -1027,9 +1035,6 @@ impl World {
         }
     }
 
-    fn finish_recording(&mut self, p: usize, ceiling: u64, next_step: usize) {
-        self.record_steps(p, ceiling, next_step);
-    }
     /// The worker's start: the promotion guard once owed, else a lead the record kept.
     fn worker_start(&mut self, p: usize) {
         let now_unix_ms = self.clock(p);
@@ -1037,7 +1042,7 @@ impl World {
         let mem = self.servers[p].mem.as_mut().expect("up");
         mem.worker_start_at = i64::MAX;
         if !mem.guard_pending {
-            if let Some(kept) = mem.lead_kept {
+            if let Some(kept) = resume::lead_kept_at_restart(mem.lead_kept, mem.crash_replayed_lead) {
                 let lead = Lead {
                     now_unix_ms,
                     setting_ms: settings.max_lead_ms,
@@ -1054,18 +1059,13 @@ impl World {
                 }
             }
             mem.worker_up = true;
-            // F5: the ceiling resumed at, into WAL again (none on a server that never issued).
+            // F5 and F10: the ceiling resumed at, into WAL and the file again, with the lead in
+            // force (none on a server that never issued).
             let ceiling = mem.res.ceiling.load(Relaxed);
-            if ceiling > 0 {
-                let unix_ms = self.layout.unix_ms(ceiling);
-                for &step in RECORDING_AT_START {
-                    if step == Step::LogWal {
-                        let lead = self.lead_in_force(p);
-                        self.servers[p].disk.wal.push(Rec::Ceiling { unix_ms, lead: Some(lead) });
-                    }
-                }
-            }
             self.servers[p].ran_since_clean_stop = true;
+            if ceiling > 0 {
+                self.record_steps(p, RECORDING_AT_START, ceiling, 0);
+            }
             return;
         }
         let facts = self.promotion_facts(p, now_unix_ms);
@@ -1185,7 +1185,7 @@ impl World {
                 return;
             }
             self.servers[p].mem.as_mut().expect("up").last_recording_ms = (self.t - flight.started) as u64;
-            self.finish_recording(p, flight.ceiling, flight.next_step);
+            self.record_steps(p, flight.steps, flight.ceiling, flight.next_step);
             return;
         }
         let Ok(now) = self.layout.time_part(self.clock(p)) else { return };
@@ -1235,7 +1235,7 @@ impl World {
                     );
                     return self.violate("ahead", message);
                 }
-                self.record_steps(p, ceiling, 0)
+                self.record_steps(p, RECORDING, ceiling, 0)
             }
         }
     }
@@ -1540,22 +1540,6 @@ impl World {
         // the decision: a drop in it counts too (the long run's seed 5015369038640003791).
         if !self.replay_to(s, received) || !self.up(s) {
             return;
-        }
-        // F10 (open): the old primary runs under a lead larger than any its standby knows of (a
-        // restart kept it from a record file a power loss left older than its last WAL record,
-        // after a reload lowered it); skipped and counted with the failovers excluded.
-        if self.up(p) {
-            // The old primary's lead as the promotion will go by it.
-            let known = self.promotion_facts(s, self.clock(s)).primary_lead();
-            let known_ms = known.map_or(0, LeadSettings::bound_ms).max(self.own_lead(s).bound_ms());
-            if self.lead_in_force(p).bound_ms() > known_ms {
-                self.stats.failovers_excluded += 1;
-                trace!(
-                    self,
-                    "failover excluded: the old primary's lead is larger than its standby knows of (F10)"
-                );
-                return;
-            }
         }
         if self.servers[s].dropped_newer_reading {
             self.stats.failovers_excluded += 1;
