@@ -46,33 +46,38 @@ impl Checker {
         server: usize,
         at_ms: i64,
     ) -> Result<(), Violation> {
-        let history = &mut self.shards[shard as usize];
+        let history = &self.shards[shard as usize];
         if let Some(top) = history.last().copied() {
             if first <= top.last {
-                let id = |counter| layout.id_of_counter(shard, counter);
                 let index = history.partition_point(|issued| issued.last < first);
                 let (kind, before) = match history.get(index) {
                     Some(issued) if issued.first <= last => ("duplicate", *issued),
                     _ => ("order", top),
                 };
-                return Err(Violation {
-                    kind,
-                    message: format!(
-                        "shard {shard}: server {server} issued IDs {}..={} (counters {first}..={last}), but \
-                         server {} had issued {}..={} at t={} ms{}",
-                        id(first),
-                        id(last),
-                        before.server,
-                        id(before.first),
-                        id(before.last),
-                        before.at_ms,
-                        if kind == "duplicate" { ": an ID issued twice" } else { ": below an earlier ID" }
-                    ),
-                    at_ms,
-                });
+                return Err(violation(layout, kind, shard, first, last, server, before, at_ms));
             }
         }
-        history.push(Issued { first, last, server, at_ms });
+        self.shards[shard as usize].push(Issued { first, last, server, at_ms });
+        Ok(())
+    }
+
+    /// A claim that may lie below IDs other servers issued since (an old primary woken after
+    /// its standby's promotion, F11 of docs/reliability.md): checked only for IDs given twice.
+    pub fn issue_out_of_order(
+        &mut self,
+        layout: &Layout,
+        shard: u32,
+        first: u64,
+        last: u64,
+        server: usize,
+        at_ms: i64,
+    ) -> Result<(), Violation> {
+        let history = &mut self.shards[shard as usize];
+        let index = history.partition_point(|issued| issued.last < first);
+        if let Some(issued) = history.get(index).copied().filter(|issued| issued.first <= last) {
+            return Err(violation(layout, "duplicate", shard, first, last, server, issued, at_ms));
+        }
+        history.insert(index, Issued { first, last, server, at_ms });
         Ok(())
     }
 
@@ -83,5 +88,35 @@ impl Checker {
             .filter_map(|history| history.last())
             .map(|top| layout.counter_time_part(top.last))
             .max()
+    }
+}
+
+/// A claim `first..=last` that met `before`: an ID issued twice, or one below an earlier ID.
+#[allow(clippy::too_many_arguments)]
+fn violation(
+    layout: &Layout,
+    kind: &'static str,
+    shard: u32,
+    first: u64,
+    last: u64,
+    server: usize,
+    before: Issued,
+    at_ms: i64,
+) -> Violation {
+    let id = |counter| layout.id_of_counter(shard, counter);
+    Violation {
+        kind,
+        message: format!(
+            "shard {shard}: server {server} issued IDs {}..={} (counters {first}..={last}), but server {} had \
+             issued {}..={} at t={} ms{}",
+            id(first),
+            id(last),
+            before.server,
+            id(before.first),
+            id(before.last),
+            before.at_ms,
+            if kind == "duplicate" { ": an ID issued twice" } else { ": below an earlier ID" }
+        ),
+        at_ms,
     }
 }

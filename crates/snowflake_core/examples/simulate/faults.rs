@@ -135,6 +135,17 @@ pub enum Kind {
         step: RecStep,
         power: bool,
     },
+    /// The primary's HA manager dies alone (killed, no watchdog): PostgreSQL runs on, and once
+    /// its leader key expires the managers promote `standby` (`world::ha`).
+    ManagerDies {
+        standby: u8,
+    },
+    /// The primary's whole machine paused for `ms` (SIGSTOP of every process, a frozen VM), its
+    /// manager too: past the key's expiry, `standby` is promoted meanwhile (`world::ha`).
+    Pause {
+        standby: u8,
+        ms: i64,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -165,13 +176,21 @@ pub struct Config {
     pub bare_percent: u64,
     /// Percent chance that a power loss tears a record file being written.
     pub torn_percent: u64,
+    /// `snowflake_id.lease_ms` (0: the lease off), and the HA manager's `loop_wait` and `ttl`,
+    /// within the docs' rule `lease_ms + 1 s < ttl - loop_wait` when the lease is on.
+    pub lease_ms: u64,
+    pub loop_wait_ms: i64,
+    pub ttl_ms: i64,
+    /// How long the HA manager takes to answer the lease's request, at most (past the request's
+    /// 250 ms deadline, no answer).
+    pub max_answer_ms: i64,
 }
 
 impl Config {
     pub fn draw(seed: u64) -> Self {
         let mut rng = Rng::new(seed, 1);
         let primary_lead_ms = [1_000, 2_000, 2_000, 5_000][rng.below(4) as usize];
-        Config {
+        let mut config = Config {
             servers: if rng.chance(50) { 2 } else { 3 },
             cascade_percent: if rng.chance(50) { 0 } else { 40 },
             sync: rng.chance(40),
@@ -185,12 +204,32 @@ impl Config {
             claims_per_tick: 1 + rng.below(4),
             bare_percent: [0, 20, 50][rng.below(3) as usize],
             torn_percent: [0, 0, 10][rng.below(3) as usize],
-        }
+            lease_ms: 0,
+            loop_wait_ms: 0,
+            ttl_ms: 0,
+            max_answer_ms: 0,
+        };
+        config.draw_ha(&mut rng);
+        config
+    }
+
+    /// The HA settings, drawn after the others so that those stay what a seed drew before.
+    fn draw_ha(&mut self, rng: &mut Rng) {
+        self.lease_ms = [0, 2_000, 5_000][rng.below(3) as usize];
+        self.loop_wait_ms = [1_000, 2_000, 10_000][rng.below(3) as usize];
+        self.ttl_ms = if self.lease_ms == 0 {
+            30_000
+        } else {
+            // Within the docs' rule, half the time at its very edge.
+            let margin = if rng.chance(50) { 1 } else { rng.range(1, 5_000) };
+            self.lease_ms as i64 + 1_000 + self.loop_wait_ms + margin
+        };
+        self.max_answer_ms = [0, 50, 400][rng.below(3) as usize];
     }
 }
 
 /// The faults a schedule draws from, by weight (`schedule`'s match arms, in order).
-const WEIGHTS: [u64; 23] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2, 2, 3];
+const WEIGHTS: [u64; 25] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2, 2, 3, 3, 3];
 
 /// The schedule: `events` events drawn by weight, so that a run of a couple of hundred covers
 /// failovers, switchovers and crashes at every step many times.
@@ -296,6 +335,22 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
             }
             20 => Kind::DiskStall { ms: rng.range(2_000, 8_000) },
             22 => Kind::Move,
+            23 => Kind::ManagerDies { standby: rng.below(2) as u8 },
+            24 => {
+                // Half the pauses come right after calls borrowed to the lead bound, and last
+                // just past the shortest key expiry: the old primary wakes with IDs still
+                // reserved ahead of its clock, the moment the lease must already cover.
+                let standby = rng.below(2) as u8;
+                if rng.chance(50) {
+                    out.extend(borrow_to_the_lead_bound(&mut rng, gap_ticks));
+                    out.push(Event {
+                        gap_ticks: 0,
+                        kind: Kind::Pause { standby, ms: rng.range(3_000, 9_000) },
+                    });
+                    continue;
+                }
+                Kind::Pause { standby, ms: rng.range(500, 45_000) }
+            }
             _ => {
                 // F5 (`worker-start-wal-record`): IDs issued under a ceiling whose WAL record a
                 // power loss then takes (the file keeps it), the primary restarted, and a clean

@@ -114,6 +114,8 @@ pub struct Mem {
     last_ceiling: Option<(i64, Option<LeadSettings>, usize)>,
     /// The lead of the last ceiling's record crash recovery replayed (F10).
     crash_replayed_lead: Option<LeadSettings>,
+    /// The lease, as the worker keeps it (`ha`).
+    lease: LeaseKeeper,
     replayed: usize,
     guard_pending: bool,
     worker_up: bool,
@@ -132,6 +134,7 @@ impl Mem {
             lead_kept: None,
             last_ceiling: None,
             crash_replayed_lead: None,
+            lease: LeaseKeeper::default(),
             replayed: 0,
             guard_pending: false,
             worker_up: false,
@@ -241,6 +244,12 @@ pub struct Stats {
     pub acked: u64,
     pub moves: u64,
     pub copies_made_again: u64,
+    pub managers_dead: u64,
+    pub pauses: u64,
+    pub ha_failovers: u64,
+    pub ha_excluded: u64,
+    pub lease_refusals: u64,
+    pub woken_zombie_claims: u64,
 }
 
 impl Stats {
@@ -271,7 +280,13 @@ impl Stats {
             ids,
             acked,
             moves,
-            copies_made_again
+            copies_made_again,
+            managers_dead,
+            pauses,
+            ha_failovers,
+            ha_excluded,
+            lease_refusals,
+            woken_zombie_claims
         );
     }
 
@@ -281,7 +296,9 @@ impl Stats {
              losses {}, kills {}, crashes at a recording step {}, crashes inside a promotion {}, debts found at \
              start {}, clock set back {} (excluded {}), failovers excluded {}, switchovers before the worker's start skipped {}, lowered ceilings {}, leads kept \
              {}, ENOSPC failures {}, torn records restored {}, claims {} (refused {}), IDs {}, commits acknowledged {}, \
-             shard moves {} (copies made again after a failover {})",
+             shard moves {} (copies made again after a failover {}), HA managers dead alone {}, machines paused {}, \
+             promotions with the old primary left running {} (not drawn into a failover, the lease off or another on its way: {}), calls refused \
+             for the lease {}, claims of an old primary woken past its lease (F11) {}",
             self.promotions,
             self.guards,
             self.clean_stops,
@@ -306,7 +323,13 @@ impl Stats {
             self.ids,
             self.acked,
             self.moves,
-            self.copies_made_again
+            self.copies_made_again,
+            self.managers_dead,
+            self.pauses,
+            self.ha_failovers,
+            self.ha_excluded,
+            self.lease_refusals,
+            self.woken_zombie_claims,
         )
     }
 }
@@ -345,6 +368,8 @@ pub struct World {
     copy: Option<MovedCopy>,
     moves_started: u32,
     unfix: Unfix,
+    // HA managers and the lease (`ha`).
+    ha: Ha,
 }
 
 macro_rules! trace {
@@ -355,9 +380,11 @@ macro_rules! trace {
     };
 }
 
+mod ha;
 mod moves;
 mod readers;
 
+use ha::{Ha, LeaseKeeper};
 pub use moves::Unfix;
 use moves::{MovedCopy, Owner, Second, MOVED};
 
@@ -419,7 +446,10 @@ impl World {
             copy: None,
             moves_started: 0,
             unfix,
+            ha: Ha::default(),
         };
+        world.ha.manager_dead = vec![false; world.servers.len()];
+        world.ha.paused_until = vec![0; world.servers.len()];
         trace!(world, "config {:?}", world.cfg);
         for i in 0..world.servers.len() {
             world.try_start(i);
@@ -537,6 +567,7 @@ impl World {
         if i == self.primary {
             self.waiting_acks.clear();
         }
+        self.process_gone(i);
         trace!(self, "server {i} {}", if power { "lost power" } else { "killed" });
     }
 
@@ -559,6 +590,7 @@ impl World {
             }
         }
         self.servers[i].mem = None;
+        self.process_gone(i);
         trace!(self, "server {i} stopped cleanly");
     }
 
@@ -799,6 +831,7 @@ impl World {
             && !server.needs_reclone
             && self.t >= server.partitioned_until
             && self.up(u)
+            && !self.paused(u)
     }
 
     /// WAL its upstream can send: a primary's flushed WAL, a standby's received WAL.
@@ -840,6 +873,10 @@ impl World {
     // ---- the primary: clients and the worker --------------------------------------------
 
     fn claim(&mut self, p: usize, shard: u32, count: u64, bare: bool) {
+        if self.lease_fenced(p) {
+            self.stats.lease_refusals += 1;
+            return;
+        }
         let now = self.clock(p);
         let layout = self.layout;
         let server = &self.servers[p];
@@ -876,9 +913,16 @@ impl World {
             return self.violate("durable", message);
         }
         self.issued(shard, &claim, bare, now);
-        if let Err(violation) =
-            self.checker.issue(&layout, shard, claim.first, claim.last, p, self.t - START_UNIX_MS)
-        {
+        let at_ms = self.t - START_UNIX_MS;
+        let checked = if self.woken_zombie(p) {
+            // F11 (open): woken past its lease, before its worker closed the fence.
+            self.stats.woken_zombie_claims += 1;
+            self.checker.issue_out_of_order(&layout, shard, claim.first, claim.last, p, at_ms)
+        } else {
+            self.check_zombie_issue(p);
+            self.checker.issue(&layout, shard, claim.first, claim.last, p, at_ms)
+        };
+        if let Err(violation) = checked {
             trace!(self, "VIOLATION {}: {}", violation.kind, violation.message);
             self.violation.get_or_insert(violation);
             return;
@@ -1258,15 +1302,15 @@ impl World {
                 self.promote(s);
             }
         }
+        self.ha_tick();
+        // An old primary left running (`ha`): its worker and its clients go on, in either
+        // order, as the primary's do.
+        if let Some(z) = self.zombie().filter(|&z| !self.paused(z)) {
+            self.serve(z);
+        }
         let p = self.primary;
-        if self.up(p) && !self.servers[p].disk.signal {
-            if self.rng.chance(50) {
-                self.worker_tick(p);
-                self.clients(p);
-            } else {
-                self.clients(p);
-                self.worker_tick(p);
-            }
+        if self.up(p) && !self.servers[p].disk.signal && !self.paused(p) {
+            self.serve(p);
             if self.up(p) && self.rng.chance(30) {
                 self.ask_horizon(p);
             }
@@ -1310,6 +1354,20 @@ impl World {
             self.stats.acked += (before - self.waiting_acks.len()) as u64;
         }
         self.moves_tick();
+    }
+
+    /// A turn of a primary's worker (the lease first, as `worker::run` looks at it before it
+    /// renews) and of its clients, in either order.
+    fn serve(&mut self, p: usize) {
+        if self.rng.chance(50) {
+            self.lease_tick(p);
+            self.worker_tick(p);
+            self.clients(p);
+        } else {
+            self.clients(p);
+            self.lease_tick(p);
+            self.worker_tick(p);
+        }
     }
 
     fn clients(&mut self, p: usize) {
@@ -1394,6 +1452,8 @@ impl World {
                 self.servers[i].partitioned_until = self.t + ticks as i64 * TICK_MS;
             }
             Kind::Failover { standby, power, crash } => self.failover(standby, power, crash),
+            Kind::ManagerDies { standby } => self.manager_dies(standby),
+            Kind::Pause { standby, ms } => self.pause(standby, ms),
             Kind::Switchover { standby, crash } => self.switchover(standby, crash),
             Kind::Upgrade { copy_before, binary_starts, confirm } => {
                 self.upgrade(copy_before, binary_starts, confirm)
@@ -1518,6 +1578,18 @@ impl World {
     }
 
     fn failover(&mut self, standby: u8, power: bool, crash: Option<(PromoStep, bool)>) {
+        self.promote_standby(standby, Some(power), crash);
+    }
+
+    /// A failover by the HA managers once the old primary's leader key expired, the old
+    /// primary left running (`ha`); false when excluded or not possible.
+    fn failover_leaving_running(&mut self, standby: u8) -> bool {
+        self.promote_standby(standby, None, None)
+    }
+
+    /// A standby promoted, the old primary killed (`Some(power)`) or left running (`None`);
+    /// false when the failover was not made.
+    fn promote_standby(&mut self, standby: u8, kill: Option<bool>, crash: Option<(PromoStep, bool)>) -> bool {
         let p = self.primary;
         let s = self.resolve(Target::Standby(standby));
         if !self.up(s)
@@ -1525,7 +1597,7 @@ impl World {
             || self.servers[s].needs_reclone
             || self.pending_promotion.is_some()
         {
-            return;
+            return false;
         }
         // Excluded by design (switchover.rs): the standby's replay would end on a clean stop
         // after which the old primary ran as a primary again without its WAL reaching it.
@@ -1539,12 +1611,12 @@ impl World {
         // promotion replays what the standby received first, so that replay is done here, before
         // the decision: a drop in it counts too (the long run's seed 5015369038640003791).
         if !self.replay_to(s, received) || !self.up(s) {
-            return;
+            return false;
         }
         if self.servers[s].dropped_newer_reading {
             self.stats.failovers_excluded += 1;
             trace!(self, "failover excluded: the standby dropped a clock reading newer than a lowering (F7)");
-            return;
+            return false;
         }
         if ends_clean && ran_again && !self.servers[p].disk.signal {
             self.stats.failovers_excluded += 1;
@@ -1552,17 +1624,24 @@ impl World {
                 self,
                 "failover excluded: the old primary ran again after the clean stop its standby ends on"
             );
-            return;
+            return false;
         }
-        if self.up(p) {
-            self.crash(p, power);
+        self.servers[p].needs_reclone = true;
+        match kill {
+            Some(power) => {
+                if self.up(p) {
+                    self.crash(p, power);
+                }
+                self.servers[p].restart_at = Some(self.t + self.rng.range(0, 3_000));
+            }
+            // Left running: `follow` leaves it be until its manager stops it (`ha_tick`).
+            None => self.ha.zombie = Some((p, i64::MAX)),
         }
         self.stats.promotions += 1;
-        self.servers[p].needs_reclone = true;
-        self.servers[p].restart_at = Some(self.t + self.rng.range(0, 3_000));
         self.primary = s;
         self.armed_promo = crash;
         self.promote(s);
+        true
     }
 
     fn switchover(&mut self, standby: u8, crash: Option<(PromoStep, bool)>) {
@@ -1653,7 +1732,7 @@ impl World {
             if j == s {
                 continue;
             }
-            if self.up(j) {
+            if self.up(j) && self.zombie() != Some(j) {
                 self.clean_stop(j);
             }
             self.servers[j].needs_reclone = true;
@@ -1772,6 +1851,7 @@ impl World {
             server.partitioned_until = 0;
             server.slew_ppm = 0;
         }
+        self.ha_quiet();
         for i in 0..self.servers.len() {
             if !self.up(i) && self.servers[i].restart_at.is_none() {
                 self.servers[i].restart_at = Some(self.t);
