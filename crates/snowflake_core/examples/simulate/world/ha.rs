@@ -135,7 +135,9 @@ impl World {
     /// is promoted once the key expires; without it, excluded (the split brain the docs warn of).
     pub(super) fn manager_dies(&mut self, standby: u8) {
         let p = self.primary;
-        if self.cfg.lease_ms == 0 || self.ha.failover_at.is_some() || self.zombie().is_some() || !self.up(p) {
+        // A paused machine's manager does not die apart from it (it is paused too).
+        let busy = self.ha.failover_at.is_some() || self.zombie().is_some() || self.paused(p);
+        if self.cfg.lease_ms == 0 || busy || !self.up(p) {
             self.stats.ha_excluded += 1;
             return;
         }
@@ -180,7 +182,7 @@ impl World {
                     // Woken or restarted, its manager finds another leader and stops it.
                     let stop_at = self.ha.paused_until[p].max(self.t) + self.rng.range(500, 5_000);
                     self.ha.zombie = Some((p, stop_at));
-                    self.ha.zombie_was_paused = paused;
+                    self.ha.zombie_was_paused = paused || self.paused(p);
                     self.stats.ha_failovers += 1;
                 } else {
                     self.ha.zombie = None;
