@@ -4,7 +4,7 @@
 //! `next_ceiling` and `lower_ceiling`), starts, replays, promotions, kept leads. What lives here
 //! is only what PostgreSQL and the machine do around them: WAL, files, fsyncs, crashes, clocks.
 
-use crate::check::{Checker, Violation};
+use crate::check::{Checker, Issued, Order, Violation};
 use crate::faults::{Config, Event, Kind, PromoStep, RecStep, Target};
 use crate::rng::Rng;
 use snowflake_core::generator::{
@@ -391,6 +391,7 @@ use moves::{MovedCopy, Owner, Second, MOVED};
 impl World {
     pub fn new(seed: u64, verbose: bool, unfix: Unfix) -> Self {
         let cfg = Config::draw(seed);
+        let ha = Ha::new(cfg.servers);
         let layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, cfg.seq_bits);
         let settings = |max_lead_ms| Settings {
             max_lead_ms,
@@ -446,10 +447,8 @@ impl World {
             copy: None,
             moves_started: 0,
             unfix,
-            ha: Ha::default(),
+            ha,
         };
-        world.ha.manager_dead = vec![false; world.servers.len()];
-        world.ha.paused_until = vec![0; world.servers.len()];
         trace!(world, "config {:?}", world.cfg);
         for i in 0..world.servers.len() {
             world.try_start(i);
@@ -481,9 +480,24 @@ impl World {
     }
 
     fn violate(&mut self, kind: &'static str, message: String) {
-        trace!(self, "VIOLATION {kind}: {message}");
-        if self.violation.is_none() {
-            self.violation = Some(Violation { kind, message, at_ms: self.t - START_UNIX_MS });
+        self.note_violation(Violation { kind, message, at_ms: self.t - START_UNIX_MS });
+    }
+
+    /// The run's first violation is the one it fails with.
+    fn note_violation(&mut self, violation: Violation) {
+        trace!(self, "VIOLATION {}: {}", violation.kind, violation.message);
+        self.violation.get_or_insert(violation);
+    }
+
+    /// A claim of `server` held to the checker (`Checker::issue`); false when it broke it.
+    fn checked(&mut self, shard: u32, claim: &Claim, server: usize, order: Order) -> bool {
+        let issued = Issued { first: claim.first, last: claim.last, server, at_ms: self.t - START_UNIX_MS };
+        match self.checker.issue(&self.layout, shard, issued, order) {
+            Ok(()) => true,
+            Err(violation) => {
+                self.note_violation(violation);
+                false
+            }
         }
     }
 
@@ -913,18 +927,8 @@ impl World {
             return self.violate("durable", message);
         }
         self.issued(shard, &claim, bare, now);
-        let at_ms = self.t - START_UNIX_MS;
-        let checked = if self.woken_zombie(p) {
-            // F11 (open): woken past its lease, before its worker closed the fence.
-            self.stats.woken_zombie_claims += 1;
-            self.checker.issue_out_of_order(&layout, shard, claim.first, claim.last, p, at_ms)
-        } else {
-            self.check_zombie_issue(p);
-            self.checker.issue(&layout, shard, claim.first, claim.last, p, at_ms)
-        };
-        if let Err(violation) = checked {
-            trace!(self, "VIOLATION {}: {}", violation.kind, violation.message);
-            self.violation.get_or_insert(violation);
+        let order = self.order_of_claim(p);
+        if !self.checked(shard, &claim, p, order) {
             return;
         }
         self.check_horizon(p, shard, claim.first);

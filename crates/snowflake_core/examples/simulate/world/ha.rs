@@ -15,7 +15,7 @@
 //! both faults are the split brain the docs warn of, and are not drawn into a failover.
 
 use super::{World, START_UNIX_MS};
-use crate::check::Violation;
+use crate::check::Order;
 use snowflake_core::lease::{ask_interval_ms, LeaseJudge, Verdict};
 
 /// What a server's reservation worker knows of the lease (gone with the process, like the
@@ -40,7 +40,6 @@ impl Default for LeaseKeeper {
 const ANSWER_DEADLINE_MS: i64 = 250;
 
 /// The HA side of the world: which managers are alive, the zombie, a promotion on its way.
-#[derive(Default)]
 pub struct Ha {
     /// A server's manager is dead (killed alone), until the zombie is stopped.
     pub manager_dead: Vec<bool>,
@@ -55,6 +54,19 @@ pub struct Ha {
     failover_at: Option<(usize, u8, i64, bool)>,
 }
 
+impl Ha {
+    /// Every manager alive, no machine paused, for `servers` servers.
+    pub fn new(servers: usize) -> Self {
+        Ha {
+            manager_dead: vec![false; servers],
+            paused_until: vec![0; servers],
+            zombie: None,
+            zombie_was_paused: false,
+            failover_at: None,
+        }
+    }
+}
+
 impl World {
     /// Milliseconds on the boot clock: virtual time, which no clock step moves.
     fn boot_ms(&self) -> u64 {
@@ -62,7 +74,7 @@ impl World {
     }
 
     pub(super) fn paused(&self, i: usize) -> bool {
-        self.t < self.ha.paused_until.get(i).copied().unwrap_or(0)
+        self.t < self.ha.paused_until[i]
     }
 
     /// The old primary left running after a promotion, while it runs.
@@ -214,23 +226,25 @@ impl World {
         self.ha.zombie = None;
     }
 
-    /// An old primary woken past its lease, while its fence is still open: the moment between
-    /// its wake and its worker's first look at the lease, in which calls may issue under the
-    /// reservation it holds when that reaches further ahead than the pause lasted (F11, open).
-    pub(super) fn woken_zombie(&self, server: usize) -> bool {
-        self.zombie() == Some(server) && self.ha.zombie_was_paused
-    }
-
-    /// The lease's promise: a zombie issues nothing once another server has been promoted
-    /// (but for a woken one, F11).
-    pub(super) fn check_zombie_issue(&mut self, server: usize) {
-        if self.zombie() == Some(server) {
-            let message = format!(
-                "server {server}, left running after its standby's promotion (its HA manager dead or its \
-                 machine paused), issued an ID with the lease on: lease_ms {} ms, ttl {} ms, loop_wait {} ms",
-                self.cfg.lease_ms, self.cfg.ttl_ms, self.cfg.loop_wait_ms
-            );
-            self.violation.get_or_insert(Violation { kind: "lease", message, at_ms: self.t - START_UNIX_MS });
+    /// Where a claim of `server` may lie (`Checker::issue`), held to the lease's promise: an old
+    /// primary left running issues nothing once another server has been promoted. But for one
+    /// woken past its lease, in the moment between its wake and its worker's first look at the
+    /// lease, whose calls may issue under the reservation it holds when that reaches further
+    /// ahead than the pause lasted: counted, and checked for IDs given twice only (F11, open).
+    pub(super) fn order_of_claim(&mut self, server: usize) -> Order {
+        if self.zombie() != Some(server) {
+            return Order::Above;
         }
+        if self.ha.zombie_was_paused {
+            self.stats.woken_zombie_claims += 1;
+            return Order::Anywhere;
+        }
+        let message = format!(
+            "server {server}, left running after its standby's promotion (its HA manager dead or its machine \
+             paused), issued an ID with the lease on: lease_ms {} ms, ttl {} ms, loop_wait {} ms",
+            self.cfg.lease_ms, self.cfg.ttl_ms, self.cfg.loop_wait_ms
+        );
+        self.violate("lease", message);
+        Order::Above
     }
 }
