@@ -122,6 +122,17 @@ pub enum Kind {
         target: Target,
         ticks: u32,
     },
+    /// The WAL's disk full (ENOSPC at `pg_wal`) for a while: a primary PANICs at its next WAL
+    /// write and starts again only once there is room; a standby's WAL receiver stops.
+    WalFull {
+        target: Target,
+        ticks: u32,
+    },
+    /// A client hands the primary an ID issued elsewhere, `ahead_ms` ahead of its clock
+    /// (behind when negative): `snowflake_observe` (`world::observers`).
+    Observe {
+        ahead_ms: i64,
+    },
     /// The primary's next fdatasync of its record file stalls for `ms`, longer than the lead
     /// bound: what the renewal's cap on its headroom is for (`next-ceiling-cap`).
     DiskStall {
@@ -229,7 +240,7 @@ impl Config {
 }
 
 /// The faults a schedule draws from, by weight (`schedule`'s match arms, in order).
-const WEIGHTS: [u64; 25] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2, 2, 3, 3, 3];
+const WEIGHTS: [u64; 27] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2, 2, 3, 3, 3, 2, 4];
 
 /// The schedule: `events` events drawn by weight, so that a run of a couple of hundred covers
 /// failovers, switchovers and crashes at every step many times.
@@ -351,6 +362,8 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
                 }
                 Kind::Pause { standby, ms: rng.range(500, 45_000) }
             }
+            25 => Kind::WalFull { target: target(&mut rng), ticks: 1 + rng.below(80) as u32 },
+            26 => Kind::Observe { ahead_ms: rng.range(-2_000, 6_000) },
             _ => {
                 // F5 (`worker-start-wal-record`): IDs issued under a ceiling whose WAL record a
                 // power loss then takes (the file keeps it), the primary restarted, and a clean

@@ -153,6 +153,9 @@ pub struct Server {
     skew_us: i64,
     slew_ppm: i64,
     enospc_until: i64,
+    /// Until then its WAL cannot be written (ENOSPC at `pg_wal`): a primary PANICs at its next
+    /// WAL write and cannot start again, a standby's WAL receiver stops.
+    wal_full_until: i64,
     partitioned_until: i64,
     restart_at: Option<i64>,
     needs_reclone: bool,
@@ -250,6 +253,9 @@ pub struct Stats {
     pub ha_excluded: u64,
     pub lease_refusals: u64,
     pub woken_zombie_claims: u64,
+    pub wal_panics: u64,
+    pub observes: u64,
+    pub observes_refused: u64,
 }
 
 impl Stats {
@@ -286,7 +292,10 @@ impl Stats {
             ha_failovers,
             ha_excluded,
             lease_refusals,
-            woken_zombie_claims
+            woken_zombie_claims,
+            wal_panics,
+            observes,
+            observes_refused
         );
     }
 
@@ -298,7 +307,8 @@ impl Stats {
              {}, ENOSPC failures {}, torn records restored {}, claims {} (refused {}), IDs {}, commits acknowledged {}, \
              shard moves {} (copies made again after a failover {}), HA managers dead alone {}, machines paused {}, \
              promotions with the old primary left running {} (not drawn into a failover, the lease off or another on its way: {}), calls refused \
-             for the lease {}, claims of an old primary woken past its lease (F11) {}",
+             for the lease {}, claims of an old primary woken past its lease (F11) {}, PANICs at a full WAL disk {}, \
+             observations {} (refused {})",
             self.promotions,
             self.guards,
             self.clean_stops,
@@ -330,6 +340,9 @@ impl Stats {
             self.ha_excluded,
             self.lease_refusals,
             self.woken_zombie_claims,
+            self.wal_panics,
+            self.observes,
+            self.observes_refused,
         )
     }
 }
@@ -370,6 +383,9 @@ pub struct World {
     unfix: Unfix,
     // HA managers and the lease (`ha`).
     ha: Ha,
+    /// Every ID the pair issues from now on lies at or above this time part: the highest floor
+    /// a client's `snowflake_observe` raised on the pair (`observers`).
+    observed_floor: u64,
 }
 
 macro_rules! trace {
@@ -382,6 +398,7 @@ macro_rules! trace {
 
 mod ha;
 mod moves;
+mod observers;
 mod readers;
 
 use ha::{Ha, LeaseKeeper};
@@ -407,6 +424,7 @@ impl World {
                 skew_us: 0,
                 slew_ppm: 0,
                 enospc_until: 0,
+                wal_full_until: 0,
                 partitioned_until: 0,
                 restart_at: Some(START_UNIX_MS),
                 needs_reclone: false,
@@ -448,6 +466,7 @@ impl World {
             moves_started: 0,
             unfix,
             ha,
+            observed_floor: 0,
         };
         trace!(world, "config {:?}", world.cfg);
         for i in 0..world.servers.len() {
@@ -577,12 +596,39 @@ impl World {
             self.stats.kills += 1;
             self.servers[i].disk.kill9();
         }
+        self.memory_lost(i);
+        trace!(self, "server {i} {}", if power { "lost power" } else { "killed" });
+    }
+
+    /// The server's processes are gone, and its shared memory with them.
+    fn memory_lost(&mut self, i: usize) {
         self.servers[i].mem = None;
         if i == self.primary {
             self.waiting_acks.clear();
         }
         self.process_gone(i);
-        trace!(self, "server {i} {}", if power { "lost power" } else { "killed" });
+    }
+
+    fn wal_full(&self, i: usize) -> bool {
+        self.t < self.servers[i].wal_full_until
+    }
+
+    /// A write of WAL failed with ENOSPC: PostgreSQL PANICs (`XLogWrite` runs in a critical
+    /// section), the postmaster ends every process and its crash recovery cannot finish until
+    /// there is room again (the operator frees it). The machine runs on: what the WAL writer
+    /// had written before reaches the disk, and so does the record file's last write; the WAL
+    /// buffers not yet written are lost with the memory, a prefix of them drawn.
+    fn wal_panic(&mut self, i: usize) {
+        self.stats.wal_panics += 1;
+        let written = self.servers[i].disk.flushed;
+        let buffered = self.servers[i].disk.wal.len() - written;
+        let kept = written + self.rng.below(buffered as u64 + 1) as usize;
+        let disk = &mut self.servers[i].disk;
+        disk.wal.truncate(kept);
+        disk.kill9();
+        self.memory_lost(i);
+        self.servers[i].restart_at = Some(self.servers[i].wal_full_until.max(self.t + TICK_MS));
+        trace!(self, "server {i} PANIC: no space left for WAL; {kept} records kept");
     }
 
     /// A clean stop: the worker finishes what it records, then the shutdown checkpoint.
@@ -653,6 +699,11 @@ impl World {
     fn try_start(&mut self, i: usize) {
         self.servers[i].restart_at = None;
         if self.up(i) {
+            return;
+        }
+        if self.wal_full(i) {
+            // The startup process's WAL writes (the end of recovery) fail: the start fails.
+            self.servers[i].restart_at = Some(self.servers[i].wal_full_until);
             return;
         }
         if self.servers[i].needs_reclone && !self.reclone(i) {
@@ -928,7 +979,7 @@ impl World {
         }
         self.issued(shard, &claim, bare, now);
         let order = self.order_of_claim(p);
-        if !self.checked(shard, &claim, p, order) {
+        if !self.checked(shard, &claim, p, order) || !self.above_observed(p, shard, &claim) {
             return;
         }
         self.check_horizon(p, shard, claim.first);
@@ -938,6 +989,9 @@ impl World {
         }
         // synchronous_commit = on: the commit flushes the WAL up to its record (and every
         // ceiling's record before it).
+        if self.wal_full(p) {
+            return self.wal_panic(p);
+        }
         let disk = &mut self.servers[p].disk;
         disk.wal.push(Rec::Commit);
         disk.flushed = disk.wal.len();
@@ -1320,9 +1374,16 @@ impl World {
             }
             // The WAL writer flushes what was written (`XLogSetAsyncXactLSN`), within 200 ms.
             if self.up(p) && self.rng.chance(25) {
-                self.flush(p);
+                if self.wal_full(p) && self.servers[p].disk.flushed < self.servers[p].disk.wal.len() {
+                    self.wal_panic(p);
+                } else {
+                    self.flush(p);
+                }
             }
-            if self.up(p) && self.rng.chance(2) {
+            if self.up(p) && self.wal_full(p) && self.rng.chance(2) {
+                // The checkpointer's record cannot be written either.
+                self.wal_panic(p);
+            } else if self.up(p) && self.rng.chance(2) {
                 let disk = &mut self.servers[p].disk;
                 disk.flushed = disk.wal.len();
                 disk.redo = disk.wal.len();
@@ -1389,6 +1450,20 @@ impl World {
     // ---- events -------------------------------------------------------------------------
 
     fn apply(&mut self, kind: Kind) {
+        // A primary whose WAL cannot be written cannot stop cleanly (its shutdown checkpoint
+        // PANICs): the operations that begin with a clean stop wait until there is room.
+        let clean_stop_first = matches!(
+            kind,
+            Kind::Switchover { .. }
+                | Kind::CleanRestart { target: Target::Primary }
+                | Kind::LowerLead { restart: true, .. }
+                | Kind::Upgrade { .. }
+                | Kind::Move
+        );
+        if clean_stop_first && self.wal_full(self.primary) {
+            trace!(self, "skipped: the primary's WAL disk is full");
+            return;
+        }
         match kind {
             Kind::Burst { claims, max_batch_ms } => {
                 let p = self.primary;
@@ -1508,6 +1583,18 @@ impl World {
                 let i = self.resolve(target);
                 self.servers[i].enospc_until = self.t + ticks as i64 * TICK_MS;
             }
+            Kind::WalFull { target, ticks } => {
+                let i = self.resolve(target);
+                let until = self.t + ticks as i64 * TICK_MS;
+                self.servers[i].wal_full_until = until;
+                if i != self.primary {
+                    // Its WAL receiver cannot write what it receives: it stops, and starts
+                    // again once there is room.
+                    let server = &mut self.servers[i];
+                    server.partitioned_until = server.partitioned_until.max(until);
+                }
+            }
+            Kind::Observe { ahead_ms } => self.observe(ahead_ms),
             Kind::CrashAtStep { step, power } => self.armed_step = Some((step, power)),
             Kind::DiskStall { ms } => self.stall_next_ms = Some(ms),
             Kind::Move => self.start_move(),
@@ -1539,8 +1626,9 @@ impl World {
             }
             false
         });
-        // A standby whose record cannot be written stops at its next replay: not replaying.
-        let writable = self.standbys().iter().all(|&i| !self.enospc(i));
+        // A standby whose record cannot be written stops at its next replay: not replaying;
+        // a primary whose WAL cannot be flushed PANICs (`wal_panic`) before they receive it.
+        let writable = self.standbys().iter().all(|&i| !self.enospc(i)) && !self.wal_full(p);
         if !primary_ready || !chains_up || !writable || self.pending_promotion.is_some() {
             self.stats.set_backs_excluded += 1;
             trace!(self, "clock set back excluded (a standby is not replaying)");
