@@ -110,7 +110,7 @@ fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
 /// the fence for every shard), else the fence's.
 #[cold]
 fn server_fence_refusal(function: &'static str, shard: u32) -> ! {
-    match shared_fence::lease_lost_since() {
+    match shared_fence::lease_lost_since().or_else(shared_fence::lease_deadline_passed_since) {
         Some(since) => errors::lease_lost(function, shard, since),
         None => errors::shard_fenced(function, shard, &shared_fence::text()),
     }
@@ -166,7 +166,11 @@ fn claim(function: &'static str, shard: Option<i32>, count: u64) -> (Layout, u32
         // The fence again, now that the claim is made (see `fence::shared`): moved away
         // meanwhile, the claimed IDs are dropped (a gap in the shard, as a rolled-back sequence
         // leaves) and the call is refused like one made after the move.
-        Ok(_) if !shared_fence::still_allows(open.shard) => server_fence_refusal(function, open.shard),
+        // And the lease's deadline, which the worker may not yet have closed the fence for
+        // (a machine paused past it wakes with its backends and its worker at once: F11).
+        Ok(_) if !shared_fence::still_allows(open.shard) || !shared_fence::lease_deadline_holds() => {
+            server_fence_refusal(function, open.shard)
+        }
         Ok(claim) => (open.layout, open.shard, claim),
         Err(refusal) => errors::refusal(function, open.shard, refusal),
     }
@@ -219,7 +223,7 @@ fn nextval_without_waiting(shard: Option<i32>) -> Option<i64> {
     let claim = claim.ok()?;
     // The fence again, as `claim` looks at it: moved away meanwhile, the claimed ID is dropped
     // (a gap, as a rolled-back sequence leaves), and the guarded path refuses the call.
-    if !shared_fence::still_allows(shard) {
+    if !shared_fence::still_allows(shard) || !shared_fence::lease_deadline_holds() {
         return None;
     }
     Some(layout.id_of_counter(shard, claim.first))

@@ -170,7 +170,32 @@ impl LeaseJudge {
             _ => Verdict::Lost,
         }
     }
+
+    /// Until when (boot clock ms) the lease holds: `lease_ms` after the last 200's request was
+    /// sent. What the worker publishes for every call to check (`deadline_holds`).
+    pub fn deadline_ms(&self, lease_ms: u64) -> Option<u64> {
+        self.last_yes_sent_ms.map(|yes| yes.saturating_add(lease_ms))
+    }
 }
+
+/// Whether a call may hand out the IDs it has just claimed, by the lease's deadline the worker
+/// published (`LeaseJudge::deadline_ms`; `NO_DEADLINE` with the lease off): before it, on the
+/// boot clock.
+///
+/// Why every call, and not only the fence the worker closes (finding F11 of
+/// docs/reliability.md, found by the simulation): a machine paused past its lease (SIGSTOP of
+/// every process, a frozen VM) wakes with its backends and its worker at once, and a call that
+/// runs before the worker's first look would issue under the reservation the old primary still
+/// holds, after another server was promoted. Checked after the claim, as the fence is: a call
+/// paused between its claim and this check finds the deadline passed when it wakes, and its IDs
+/// are dropped (a gap, as a rolled-back sequence leaves).
+#[inline(always)]
+pub fn deadline_holds(deadline_ms: u64, now_ms: u64) -> bool {
+    now_ms < deadline_ms
+}
+
+/// The published deadline while the lease is off: never passed.
+pub const NO_DEADLINE: u64 = u64::MAX;
 
 /// Milliseconds on CLOCK_BOOTTIME: monotonic, not stepped by the wall clock's changes, and
 /// counting the time the machine was suspended (see the top of this file). Elsewhere than
@@ -276,6 +301,22 @@ mod tests {
         assert_eq!(judge.verdict(2_500 + 5_000, 2_000), Verdict::Lost);
         judge.forget();
         assert_eq!(judge.verdict(2_600, 2_000), Verdict::Lost, "a new URL's lease starts unshown");
+    }
+
+    /// The deadline every call checks is the verdict's own edge: held one millisecond before
+    /// it, lost at it, and never passed with the lease off.
+    #[test]
+    fn a_call_checks_the_same_deadline_the_verdict_uses() {
+        let mut judge = LeaseJudge::default();
+        assert_eq!(judge.deadline_ms(2_000), None);
+        judge.yes_sent_at(10_000);
+        let deadline = judge.deadline_ms(2_000).expect("a 200 was sent");
+        assert_eq!(deadline, 12_000);
+        assert!(deadline_holds(deadline, 11_999));
+        assert!(!deadline_holds(deadline, 12_000));
+        assert_eq!(judge.verdict(11_999, 2_000), Verdict::Held);
+        assert_eq!(judge.verdict(12_000, 2_000), Verdict::Lost);
+        assert!(deadline_holds(NO_DEADLINE, u64::MAX - 1));
     }
 
     /// A resume from suspend: CLOCK_BOOTTIME jumps by the time suspended, CLOCK_MONOTONIC does

@@ -24,7 +24,12 @@
 //!   this server's own OS user or root (`lease_question`, which asks one question), so that a
 //!   local user who binds the port of a dead HA manager cannot speak for it;
 //! - the keeper (`Keeper`), which the worker asks each turn of its loop whether the lease
-//!   holds, judged at that moment.
+//!   holds, judged at that moment;
+//! - the deadline (`shared::lease_deadline_holds`): when the lease runs out on the boot clock,
+//!   published at each 200 and each look, which every call checks after its claim. The fence
+//!   closes only when the worker looks; a machine paused past its lease wakes with its backends
+//!   running at once, and without the deadline a call before the worker's first look would
+//!   issue after another server was promoted (finding F11 of docs/reliability.md).
 //!
 //! The fence starts closed: a worker that starts (the server's start, a promotion, the worker's
 //! restart) has not yet been told that this server leads. It asks every 100 ms while closed and
@@ -42,7 +47,7 @@ use super::super::guc::{self, refuse_setting, ConfiguredAtStart};
 use super::lease_question::{self, ANSWER_DEADLINE};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
-use snowflake_core::lease::{ask_interval_ms, boot_clock_ms, LeaseJudge, LeaseUrl};
+use snowflake_core::lease::{ask_interval_ms, boot_clock_ms, LeaseJudge, LeaseUrl, NO_DEADLINE};
 pub use snowflake_core::lease::{parse_url, Verdict};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::net::SocketAddr;
@@ -138,9 +143,11 @@ pub fn settings_text() -> (String, i32) {
 /// copy these few fields (never across I/O), so the worker never waits on a request.
 #[derive(Default)]
 struct Exchange {
-    /// The URL to ask (`None`: the lease is off) and how often.
+    /// The URL to ask (`None`: the lease is off) and how often; the lease, for the deadline the
+    /// asking thread publishes at each 200.
     url: Option<LeaseUrl>,
     interval_ms: u64,
+    lease_ms: u64,
     /// Bumped whenever the URL changes: an answer is recorded only for the URL it was asked of.
     generation: u64,
     /// When the last request that got 200 was sent, for `generation`, on the boot clock: the
@@ -229,6 +236,9 @@ fn ask_forever(shared: &(Mutex<Exchange>, Condvar)) {
                         }
                         state.judge.yes_sent_at(sent_boot_ms);
                         state.last_failure = None;
+                        // At once, not at the worker's next look: a worker slow to look (a
+                        // stalled fdatasync) does not make calls refuse a lease that holds.
+                        publish_deadline(state.judge.deadline_ms(state.lease_ms));
                     }
                     Err(why) => state.last_failure = Some(why),
                 }
@@ -264,6 +274,7 @@ impl Keeper {
                 asker.shared.0.lock().unwrap_or_else(|e| e.into_inner()).ask_about(None);
             }
             publish_last_yes(None);
+            super::shared::set_lease_deadline(NO_DEADLINE);
             return Verdict::Held;
         };
         if self.asker.is_none() {
@@ -284,6 +295,10 @@ impl Keeper {
                 state.interval_ms = interval_ms;
                 wake.notify_one();
             }
+            // Under the lock, so that the asking thread's publish of a 200 and this one come in
+            // the order of the lock: the last one written is for the current lease.
+            state.lease_ms = lease_ms;
+            publish_deadline(state.judge.deadline_ms(lease_ms));
             (
                 state.judge.verdict(boot_clock_ms(), lease_ms),
                 state.last_yes_wall_ms,
@@ -300,6 +315,11 @@ impl Keeper {
         publish_last_yes(last_yes_wall_ms);
         verdict
     }
+}
+
+/// Publishes the lease's deadline, which every call checks (`None`: no 200 yet, passed).
+fn publish_deadline(deadline_ms: Option<u64>) {
+    super::shared::set_lease_deadline(deadline_ms.unwrap_or(0));
 }
 
 /// Publishes when the last 200's request was sent, for `snowflake_status()` (`None`: none).

@@ -29,6 +29,7 @@ use super::{session_fence, setting_text};
 use crate::postgres::{clock, fixed_layout};
 use pgrx::pg_sys;
 use snowflake_core::fence::ShardFence;
+use snowflake_core::lease;
 use std::sync::atomic::{
     AtomicU64,
     Ordering::{Relaxed, SeqCst},
@@ -50,8 +51,17 @@ static mut LEASE_LOST_AT: *const AtomicU64 = std::ptr::null();
 /// And one more: when (Unix ms) the request of the lease's last 200 was sent, 0 when none since
 /// the worker started or while the lease is off; for `snowflake_status()` only (Relaxed).
 static mut LEASE_LAST_YES_AT: *const AtomicU64 = std::ptr::null();
-/// The words after the fence's: `LEASE_LOST_AT` and `LEASE_LAST_YES_AT`.
-const LEASE_WORDS: usize = 2;
+/// And one more: the lease's deadline on the boot clock (`lease::LeaseJudge::deadline_ms`), which
+/// every call checks after its claim, beside the fence (`lease_deadline_holds`, finding F11):
+/// `lease::NO_DEADLINE` while the lease is off, 0 (passed) until its first 200. Written by the
+/// worker at each look at the lease and by its asking thread at each 200, Relaxed, and read
+/// Relaxed: what it guards against is a process paused past the deadline, which reads, when it
+/// wakes, a value stored long before; a read that comes a moment late sees an earlier
+/// deadline, and refuses sooner. It is stored before the fence opens (`regain_lease`'s SeqCst
+/// swap), so a call that sees the fence open (`still_allows`, SeqCst) sees it too.
+static mut LEASE_DEADLINE: *const AtomicU64 = std::ptr::null();
+/// The words after the fence's: `LEASE_LOST_AT`, `LEASE_LAST_YES_AT`, `LEASE_DEADLINE`.
+const LEASE_WORDS: usize = 3;
 
 /// 64 shards per word.
 fn words_needed() -> usize {
@@ -96,9 +106,12 @@ pub unsafe fn attach(lease_on: bool) {
         WORD_COUNT = count;
         LEASE_LOST_AT = WORDS.add(count);
         LEASE_LAST_YES_AT = WORDS.add(count + 1);
+        LEASE_DEADLINE = WORDS.add(count + 2);
     }
     if !found {
-        // Until the worker has asked, a lease that is on counts as lost (see `lease`).
+        // Until the worker has asked, a lease that is on counts as lost (see `lease`), its
+        // deadline passed (0, as zeroed); off, it has none.
+        set_lease_deadline(if lease_on { 0 } else { lease::NO_DEADLINE });
         if lease_on {
             lose_lease(clock::wall_clock_unix_ms().max(0) as u64);
         } else {
@@ -119,6 +132,39 @@ pub fn allows(shard: u32) -> bool {
 #[inline(always)]
 pub fn still_allows(shard: u32) -> bool {
     words().get(shard as usize / 64).is_some_and(|word| word.load(SeqCst) & (1 << (shard % 64)) != 0)
+}
+
+/// Whether the lease lets a call hand out what it has just claimed: its deadline not passed on
+/// the boot clock (`lease::deadline_holds`). One load while the lease is off; with it on, a
+/// read of the boot clock too. Checked after the claim, as `still_allows` is.
+#[inline(always)]
+pub fn lease_deadline_holds() -> bool {
+    // SAFETY: as in `lease_lost_since`.
+    let Some(word) = (unsafe { LEASE_DEADLINE.as_ref() }) else { return true };
+    let deadline = word.load(Relaxed);
+    deadline == lease::NO_DEADLINE || lease::deadline_holds(deadline, lease::boot_clock_ms())
+}
+
+/// Since when (Unix ms) the lease's deadline has passed, before the worker has closed the fence
+/// for it (a worker paused or slow); `None` while it holds or is off. For the refusal's words.
+pub fn lease_deadline_passed_since() -> Option<u64> {
+    // SAFETY: as in `lease_lost_since`.
+    let deadline = unsafe { LEASE_DEADLINE.as_ref() }?.load(Relaxed);
+    let now = lease::boot_clock_ms();
+    if deadline == lease::NO_DEADLINE || lease::deadline_holds(deadline, now) {
+        return None;
+    }
+    let wall_now = clock::wall_clock_unix_ms().max(0) as u64;
+    // 0: no 200 yet for this URL, a moment before the worker closes the fence: since now.
+    Some(if deadline == 0 { wall_now } else { wall_now.saturating_sub(now - deadline) })
+}
+
+/// The worker's part (and its asking thread's): publishes the lease's deadline.
+pub fn set_lease_deadline(deadline: u64) {
+    // SAFETY: as in `lease_lost_since`.
+    if let Some(word) = unsafe { LEASE_DEADLINE.as_ref() } {
+        word.store(deadline, Relaxed);
+    }
 }
 
 /// Makes `fence` the fence of every call; returns whether it changed.

@@ -628,3 +628,22 @@ pub fn apply_settings(client: &mut Client, settings: &[(&str, &str)]) {
         }
     }
 }
+
+/// Keeps a server's reservation worker stopped (SIGSTOP) while it lives: a worker that has not
+/// yet run since a reload, or one of a machine paused, whose backends run on. Lets it go on
+/// (SIGCONT) when dropped, also when the test fails.
+pub struct StoppedWorker(u32);
+
+impl StoppedWorker {
+    pub fn stop(cluster: &Cluster) -> StoppedWorker {
+        let pid = cluster.reservation_worker_pid().expect("no reservation worker runs");
+        run(Command::new("kill").args(["-STOP", &pid.to_string()]), "kill -STOP");
+        StoppedWorker(pid)
+    }
+}
+
+impl Drop for StoppedWorker {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-CONT", &self.0.to_string()]).output();
+    }
+}

@@ -5,7 +5,8 @@
 //! the lease within the lease (plus the worker's asking interval) once the answer is no longer
 //! 200, statements already running included; nothing is issued meanwhile; the fence lifts at
 //! the next 200 and IDs go on above every earlier one; a server started while its HA manager
-//! says no issues nothing. The Patroni kit's test does the same with the real thing
+//! says no issues nothing; with the reservation worker stopped (a machine paused, finding F11)
+//! every call still stops at the lease's deadline on its own. The Patroni kit's test does the same with the real thing
 //! (`patroni.rs`).
 //!
 //! Then as a hostile or broken peer would try it (each of these fooled 0.8.0): lease settings
@@ -15,7 +16,9 @@
 //! the HA manager's port.
 
 use postgres::Client;
-use snowflake_id_integration::{db_error, Answer, Cluster, HaStandIn, LEADER_ANSWER, REPLICA_ANSWER};
+use snowflake_id_integration::{
+    db_error, Answer, Cluster, HaStandIn, StoppedWorker, LEADER_ANSWER, REPLICA_ANSWER,
+};
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
@@ -39,7 +42,7 @@ fn until_refused(
         }
         assert!(
             since.elapsed() < within,
-            "still issuing {:?} after the HA manager stopped saying yes",
+            "still issuing {:?} later: the lease should have been lost by then",
             since.elapsed()
         );
         std::thread::sleep(Duration::from_millis(20));
@@ -138,6 +141,58 @@ fn a_primary_without_its_lease_issues_nothing() {
     let log = cluster.log();
     assert!(log.contains("the lease is lost"), "the server log does not say the lease was lost");
     assert!(log.contains("the lease holds"), "the server log does not say the lease holds again");
+}
+
+/// F11 on a server: the reservation worker stopped (SIGSTOP: what a paused machine's worker is
+/// until its first look after the wake, or a worker stuck in I/O), its reservation 20 s ahead,
+/// so that calls need nothing of it and the fence it closes stays open. Every call still stops
+/// at the lease's deadline (the last 200's request plus `lease_ms`, on the boot clock), on its
+/// own, with the lease's error; nothing is issued while the worker stays stopped, and the
+/// worker, let go, finds the lease and the IDs go on above. Without the per-call deadline (the
+/// mutation `lease-deadline-per-call`) calls go on issuing under the held reservation.
+#[test]
+fn every_call_stops_at_the_lease_deadline_while_the_worker_cannot_close_the_fence() {
+    let ha = HaStandIn::start();
+    let url = ha.lease_url_setting();
+    let lease = format!("snowflake_id.lease_ms = {LEASE_MS}");
+    let settings =
+        [&url[..], &lease[..], "snowflake_id.max_lead_ms = '20s'", "snowflake_id.reserve_ms = '20s'"];
+    let cluster = Cluster::start("lease-deadline", &settings);
+    let mut client = cluster.connect();
+    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    let first = until_issuing(&mut client, Duration::from_secs(5));
+    let started = Instant::now();
+    while reservation_ahead_ms(&mut client) < 10_000.0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the worker never reserved 10 s ahead");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let worker = StoppedWorker::stop(&cluster);
+    // The last 200's request was sent before the stop: the deadline is within the lease.
+    let bound = Duration::from_millis(LEASE_MS + 2000);
+    let (issued, error, after) = until_refused(&mut client, Instant::now(), bound);
+    println!(
+        "lease: the worker stopped, calls refused {} ms later on their own (lease {LEASE_MS} ms, {} IDs before)",
+        after.as_millis(),
+        issued.len()
+    );
+    assert_lease_refusal(&error);
+    for _ in 0..20 {
+        assert_lease_refusal(&db_error(&mut client, "SELECT snowflake_nextval(1)"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The premise: the reservation still reaches ahead, and the fence is still open, so the
+    // calls were refused by the deadline alone.
+    let ahead_ms = reservation_ahead_ms(&mut client);
+    assert!(ahead_ms > 5_000.0, "the reservation ran out ({ahead_ms:.0} ms ahead): the test shows nothing");
+    let fence: Option<String> = client.query_one("SELECT fence FROM snowflake_status()", &[]).unwrap().get(0);
+    assert_eq!(fence, None, "the stopped worker closed the fence: the test shows nothing");
+    let (_, _, lost, _) = lease_status(&mut client);
+    assert!(lost, "snowflake_status() does not say since when the lease is lost");
+
+    drop(worker);
+    let again = until_issuing(&mut client, Duration::from_secs(5));
+    assert!(again > *issued.iter().max().unwrap_or(&first) && again > first);
 }
 
 /// A lease setting that PostgreSQL refuses at start stops the server, naming it, instead of

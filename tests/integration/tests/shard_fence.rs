@@ -5,8 +5,7 @@
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
 use postgres::Client;
-use snowflake_id_integration::{apply_settings, db_error, issued, run, wait_until, Cluster};
-use std::process::Command;
+use snowflake_id_integration::{apply_settings, db_error, issued, wait_until, Cluster, StoppedWorker};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Sets the fence with ALTER SYSTEM and a reload; returns a session that has it.
@@ -180,24 +179,6 @@ fn a_moved_fence_stops_statements_already_running() {
             last_ms - applied_ms
         );
         move_fence(&cluster, "7");
-    }
-}
-
-/// Keeps the reservation worker stopped (SIGSTOP) while it lives, as a worker that has not yet
-/// run since a reload; lets it go on (SIGCONT) when dropped, also when the test fails.
-struct StoppedWorker(u32);
-
-impl StoppedWorker {
-    fn stop(cluster: &Cluster) -> StoppedWorker {
-        let pid = cluster.reservation_worker_pid().expect("no reservation worker runs");
-        run(Command::new("kill").args(["-STOP", &pid.to_string()]), "kill -STOP");
-        StoppedWorker(pid)
-    }
-}
-
-impl Drop for StoppedWorker {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-CONT", &self.0.to_string()]).output();
     }
 }
 

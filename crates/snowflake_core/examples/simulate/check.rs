@@ -27,16 +27,6 @@ pub struct Issued {
     pub at_ms: i64,
 }
 
-/// Where a claim may lie among its shard's earlier ones.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Order {
-    /// Above every one: the protocol's promise.
-    Above,
-    /// Anywhere it gives no ID twice: an old primary woken after its standby's promotion may
-    /// issue below the IDs issued since (F11 of docs/reliability.md, open).
-    Anywhere,
-}
-
 pub struct Checker {
     shards: Vec<Vec<Issued>>,
 }
@@ -46,24 +36,17 @@ impl Checker {
         Checker { shards: (0..shards).map(|_| Vec::new()).collect() }
     }
 
-    /// A claim of `shard`, placed among the earlier ones by `order`. Ranges stay sorted and
-    /// disjoint, since a claim that breaks that ends the run.
-    pub fn issue(
-        &mut self,
-        layout: &Layout,
-        shard: u32,
-        claim: Issued,
-        order: Order,
-    ) -> Result<(), Violation> {
+    /// A claim of `shard`: no ID of it given before, and above every earlier one (the
+    /// protocol's promise). Ranges stay sorted and disjoint, since a claim that breaks that ends
+    /// the run.
+    pub fn issue(&mut self, layout: &Layout, shard: u32, claim: Issued) -> Result<(), Violation> {
         let history = &mut self.shards[shard as usize];
         let index = history.partition_point(|issued| issued.last < claim.first);
         if let Some(before) = history.get(index).copied().filter(|issued| issued.first <= claim.last) {
             return Err(violation(layout, "duplicate", shard, claim, before));
         }
         match history.last().copied() {
-            Some(top) if order == Order::Above && claim.first <= top.last => {
-                Err(violation(layout, "order", shard, claim, top))
-            }
+            Some(top) if claim.first <= top.last => Err(violation(layout, "order", shard, claim, top)),
             _ => {
                 history.insert(index, claim);
                 Ok(())

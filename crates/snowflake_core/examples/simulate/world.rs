@@ -4,7 +4,7 @@
 //! `next_ceiling` and `lower_ceiling`), starts, replays, promotions, kept leads. What lives here
 //! is only what PostgreSQL and the machine do around them: WAL, files, fsyncs, crashes, clocks.
 
-use crate::check::{Checker, Issued, Order, Violation};
+use crate::check::{Checker, Issued, Violation};
 use crate::faults::{Config, Event, Kind, PromoStep, RecStep, Target};
 use crate::rng::Rng;
 use snowflake_core::generator::{
@@ -252,7 +252,6 @@ pub struct Stats {
     pub ha_failovers: u64,
     pub ha_excluded: u64,
     pub lease_refusals: u64,
-    pub woken_zombie_claims: u64,
     pub wal_panics: u64,
     pub observes: u64,
     pub observes_refused: u64,
@@ -292,7 +291,6 @@ impl Stats {
             ha_failovers,
             ha_excluded,
             lease_refusals,
-            woken_zombie_claims,
             wal_panics,
             observes,
             observes_refused
@@ -307,7 +305,7 @@ impl Stats {
              {}, ENOSPC failures {}, torn records restored {}, claims {} (refused {}), IDs {}, commits acknowledged {}, \
              shard moves {} (copies made again after a failover {}), HA managers dead alone {}, machines paused {}, \
              promotions with the old primary left running {} (not drawn into a failover, the lease off or another on its way: {}), calls refused \
-             for the lease {}, claims of an old primary woken past its lease (F11) {}, PANICs at a full WAL disk {}, \
+             for the lease {}, PANICs at a full WAL disk {}, \
              observations {} (refused {})",
             self.promotions,
             self.guards,
@@ -339,7 +337,6 @@ impl Stats {
             self.ha_failovers,
             self.ha_excluded,
             self.lease_refusals,
-            self.woken_zombie_claims,
             self.wal_panics,
             self.observes,
             self.observes_refused,
@@ -509,9 +506,9 @@ impl World {
     }
 
     /// A claim of `server` held to the checker (`Checker::issue`); false when it broke it.
-    fn checked(&mut self, shard: u32, claim: &Claim, server: usize, order: Order) -> bool {
+    fn checked(&mut self, shard: u32, claim: &Claim, server: usize) -> bool {
         let issued = Issued { first: claim.first, last: claim.last, server, at_ms: self.t - START_UNIX_MS };
-        match self.checker.issue(&self.layout, shard, issued, order) {
+        match self.checker.issue(&self.layout, shard, issued) {
             Ok(()) => true,
             Err(violation) => {
                 self.note_violation(violation);
@@ -960,6 +957,12 @@ impl World {
         let bound = generator::max_ceiling_lead_ms(server.settings.reserve_ms, in_force);
         let durable =
             server.disk.record.map(|record| resume::time_part_of_ceiling(&layout, record.ceiling_unix_ms));
+        // The lease's deadline, which every call checks after its claim (`api::issuing`, F11):
+        // past it, the claimed IDs are dropped.
+        if result.is_ok() && !self.lease_deadline_holds(p) {
+            self.stats.lease_refusals += 1;
+            return;
+        }
         let Some(claim) = self.claimed(p, shard, result) else { return };
         // (3) Not beyond the clock plus the bound of the lead in force, and below the record
         // on disk (what a restart resumes at).
@@ -978,8 +981,8 @@ impl World {
             return self.violate("durable", message);
         }
         self.issued(shard, &claim, bare, now);
-        let order = self.order_of_claim(p);
-        if !self.checked(shard, &claim, p, order) || !self.above_observed(p, shard, &claim) {
+        self.lease_promise_kept(p);
+        if !self.checked(shard, &claim, p) || !self.above_observed(p, shard, &claim) {
             return;
         }
         self.check_horizon(p, shard, claim.first);

@@ -15,8 +15,7 @@
 //! both faults are the split brain the docs warn of, and are not drawn into a failover.
 
 use super::{World, START_UNIX_MS};
-use crate::check::Order;
-use snowflake_core::lease::{ask_interval_ms, LeaseJudge, Verdict};
+use snowflake_core::lease::{self, ask_interval_ms, LeaseJudge, Verdict};
 
 /// What a server's reservation worker knows of the lease (gone with the process, like the
 /// worker's asking thread: a new one starts with the fence closed).
@@ -47,11 +46,9 @@ pub struct Ha {
     pub paused_until: Vec<i64>,
     /// The old primary left running after a promotion, and when its manager stops it.
     pub zombie: Option<(usize, i64)>,
-    /// The zombie's machine was paused when its key expired (it wakes past its lease).
-    zombie_was_paused: bool,
     /// The old primary whose leader key expires, the standby the HA managers then promote,
-    /// when, and whether the key expired while the old primary's machine was paused.
-    failover_at: Option<(usize, u8, i64, bool)>,
+    /// and when.
+    failover_at: Option<(usize, u8, i64)>,
 }
 
 impl Ha {
@@ -61,7 +58,6 @@ impl Ha {
             manager_dead: vec![false; servers],
             paused_until: vec![0; servers],
             zombie: None,
-            zombie_was_paused: false,
             failover_at: None,
         }
     }
@@ -155,7 +151,7 @@ impl World {
         }
         self.ha.manager_dead[p] = true;
         let at = self.key_expires_at();
-        self.ha.failover_at = Some((p, standby, at, false));
+        self.ha.failover_at = Some((p, standby, at));
         self.stats.managers_dead += 1;
         trace!(self, "server {p}: HA manager dies; standby {standby} promoted at {}", at - START_UNIX_MS);
     }
@@ -179,14 +175,14 @@ impl World {
             if self.cfg.lease_ms == 0 {
                 self.stats.ha_excluded += 1;
             } else {
-                self.ha.failover_at = Some((p, standby, expires_at, true));
+                self.ha.failover_at = Some((p, standby, expires_at));
             }
         }
     }
 
     /// At each tick: the promotion once the key expired, and the zombie stopped by its manager.
     pub(super) fn ha_tick(&mut self) {
-        if let Some((p, standby, at, paused)) = self.ha.failover_at {
+        if let Some((p, standby, at)) = self.ha.failover_at {
             if self.t >= at {
                 self.ha.failover_at = None;
                 // Another failover first (the old primary killed meanwhile): nothing left to do.
@@ -194,7 +190,6 @@ impl World {
                     // Woken or restarted, its manager finds another leader and stops it.
                     let stop_at = self.ha.paused_until[p].max(self.t) + self.rng.range(500, 5_000);
                     self.ha.zombie = Some((p, stop_at));
-                    self.ha.zombie_was_paused = paused || self.paused(p);
                     self.stats.ha_failovers += 1;
                 } else {
                     self.ha.zombie = None;
@@ -226,18 +221,25 @@ impl World {
         self.ha.zombie = None;
     }
 
-    /// Where a claim of `server` may lie (`Checker::issue`), held to the lease's promise: an old
-    /// primary left running issues nothing once another server has been promoted. But for one
-    /// woken past its lease, in the moment between its wake and its worker's first look at the
-    /// lease, whose calls may issue under the reservation it holds when that reaches further
-    /// ahead than the pause lasted: counted, and checked for IDs given twice only (F11, open).
-    pub(super) fn order_of_claim(&mut self, server: usize) -> Order {
-        if self.zombie() != Some(server) {
-            return Order::Above;
+    /// The lease's deadline, as every call checks it after its claim (`lease::deadline_holds`):
+    /// `lease_ms` after the last 200's request was sent, on the boot clock. A new process has
+    /// none until its first 200.
+    pub(super) fn lease_deadline_holds(&self, i: usize) -> bool {
+        let lease_ms = self.cfg.lease_ms;
+        if lease_ms == 0 {
+            return true;
         }
-        if self.ha.zombie_was_paused {
-            self.stats.woken_zombie_claims += 1;
-            return Order::Anywhere;
+        let Some(mem) = self.servers[i].mem.as_ref() else { return false };
+        let deadline = mem.lease.judge.deadline_ms(lease_ms);
+        deadline.is_some_and(|deadline| lease::deadline_holds(deadline, self.boot_ms()))
+    }
+
+    /// The lease's promise, for a claim of `server` that issued: an old primary left running
+    /// (its manager dead, or its machine paused and woken) issues nothing once another server
+    /// has been promoted.
+    pub(super) fn lease_promise_kept(&mut self, server: usize) {
+        if self.zombie() != Some(server) {
+            return;
         }
         let message = format!(
             "server {server}, left running after its standby's promotion (its HA manager dead or its machine \
@@ -245,6 +247,5 @@ impl World {
             self.cfg.lease_ms, self.cfg.ttl_ms, self.cfg.loop_wait_ms
         );
         self.violate("lease", message);
-        Order::Above
     }
 }

@@ -50,9 +50,8 @@ impl World {
     }
 
     /// A claim of the pair's primary held to every observation before it; false when it broke
-    /// it. An old primary left running past its lease is another server, whose IDs the
-    /// checker already excuses (`Order::Anywhere`, finding F11): not held to observations made
-    /// on the new primary.
+    /// it. An old primary left running is held to the lease's promise instead (`ha`), not to
+    /// observations made on the new primary, which it cannot know of.
     pub(super) fn above_observed(&mut self, server: usize, shard: u32, claim: &Claim) -> bool {
         let first = self.layout.counter_time_part(claim.first);
         if server != self.primary || first >= self.observed_floor {
