@@ -100,15 +100,25 @@ fenced_off() {
 }
 
 # standbys_replayed NAME: waits until every standby streaming from NAME has replayed NAME's WAL
-# as it is now (none: at once); fails after SNOWFLAKE_FLEET_STANDBY_WAIT_S seconds.
+# as it is now, and every physical replication slot of NAME has been flushed that far (none: at
+# once); fails after SNOWFLAKE_FLEET_STANDBY_WAIT_S seconds. The slots are for a standby cut off
+# or restarting at that moment, which pg_stat_replication does not list but which may be
+# promoted later (finding F8 of docs/reliability.md): give each standby of a fleet server a slot
+# (docs/several-servers.md).
 standbys_replayed() {
   local lsn deadline behind
   lsn=$(server_sql "$1" -c "SELECT pg_current_wal_lsn()")
   deadline=$((SECONDS + ${SNOWFLAKE_FLEET_STANDBY_WAIT_S:-300}))
   while :; do
     behind=$(server_sql "$1" -v lsn="$lsn" <<'SQL'
-SELECT string_agg(application_name || ' at ' || coalesce(replay_lsn::text, 'nothing'), ', ')
-  FROM pg_stat_replication WHERE replay_lsn IS NULL OR replay_lsn < :'lsn'
+SELECT string_agg(who, ', ') FROM (
+  SELECT application_name || ' at ' || coalesce(replay_lsn::text, 'nothing') AS who
+    FROM pg_stat_replication WHERE replay_lsn IS NULL OR replay_lsn < :'lsn'
+  UNION ALL
+  SELECT 'slot ' || slot_name || ' at ' || coalesce(restart_lsn::text, 'nothing')
+    FROM pg_replication_slots
+   WHERE slot_type = 'physical' AND (restart_lsn IS NULL OR restart_lsn < :'lsn')
+) AS standbys
 SQL
     )
     [ -z "$behind" ] && return 0

@@ -713,7 +713,10 @@ fn a_reply_carrying_its_posts_id_sorts_after_it_on_a_server_with_a_slower_clock(
 /// of the clock: the target must continue above it, not only above the copied rows, or it
 /// hands out the same ID again. F2: the target has a standby that has not replayed the copy
 /// (its replay paused here, as a lagging standby's is behind): the source must keep its copy
-/// until the standby has it, or a failover of the target loses the shard's rows.
+/// until the standby has it, or a failover of the target loses the shard's rows. F8 (found by
+/// the simulation): a second standby of the target, with a physical slot, is stopped during
+/// the move, so that `pg_stat_replication` does not list it; its slot must hold the move too,
+/// and the kit's refusal names it.
 #[test]
 fn a_move_continues_above_unstored_ids_and_keeps_the_source_until_the_targets_standby_has_the_copy() {
     let fleet = Fleet::up(2);
@@ -739,6 +742,23 @@ fn a_move_continues_above_unstored_ids_and_keeps_the_source_until_the_targets_st
     let mut standby = Cluster::create_standby_of_socket(&fleet.kit.dir().join(&target), "fleet-standby", &[]);
     standby.start_with(&[]);
     standby.connect().batch_execute("SELECT pg_wal_replay_pause()").unwrap();
+    // The second standby streams through its slot until it has everything so far, then stops.
+    const SLOT: &str = "fleet_standby_slot";
+    fleet
+        .connect(&target)
+        .query_one("SELECT pg_create_physical_replication_slot($1, true)", &[&SLOT])
+        .unwrap();
+    let slot_setting = format!("primary_slot_name = '{SLOT}'");
+    let mut cut_off = Cluster::create_standby_of_socket(
+        &fleet.kit.dir().join(&target),
+        "fleet-standby-slot",
+        &[&slot_setting],
+    );
+    cut_off.start_with(&[]);
+    let lsn: String =
+        fleet.connect(&target).query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+    cut_off.wait_for_replay(&lsn);
+    cut_off.stop("fast");
     let out = fleet
         .kit
         .command(&["move-shard", &shard.to_string(), &target])
@@ -748,6 +768,10 @@ fn a_move_continues_above_unstored_ids_and_keeps_the_source_until_the_targets_st
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the move finished while the target's standby lacked the copy");
     assert!(stderr.contains("keeps its copy"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("slot {SLOT}")),
+        "the stopped standby's slot did not hold the move: {stderr}"
+    );
     let kept: i64 = fleet
         .connect(&source)
         .query_one("SELECT count(*) FROM fleet.owned_shards WHERE shard = $1 AND state = 'frozen'", &[&shard])
@@ -762,11 +786,13 @@ fn a_move_continues_above_unstored_ids_and_keeps_the_source_until_the_targets_st
         "logical shard {shard} on {target} issued {after_move}, not above {bare} from {source}"
     );
 
-    // Once the standby has replayed, the source's copy goes, as the message says.
+    // Once both standbys have the copy, the source's copy goes, as the message says.
     standby.connect().batch_execute("SELECT pg_wal_replay_resume()").unwrap();
+    cut_off.start_with(&[]);
     let lsn: String =
         fleet.connect(&target).query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
     standby.wait_for_replay(&lsn);
+    cut_off.wait_for_replay(&lsn);
     fleet.connect(&source).query_one("SELECT fleet.drop_shard($1)", &[&shard]).unwrap();
     fleet.run(&["status"]);
 }

@@ -9,7 +9,8 @@
 //! Each of the two fixes can be taken out (`--unfix f2`, `--unfix f3`): the procedure then
 //! advances above the highest stored ID only (`max(id)` of the copied rows), or drops the
 //! source's copy at once, as before the findings; the checks must then fail. `--unfix f8`
-//! runs the fleet kit's wait as it is today, which F8 (found by this model, open) shows short.
+//! runs the fleet kit's wait as it was before F8 (found by this model; the kit now waits on
+//! the target's slots too), which that finding shows short.
 
 use super::{World, SHARDS, SKEW_BAND_US, START_UNIX_MS};
 use crate::check::Violation;
@@ -29,8 +30,8 @@ pub struct Unfix {
     pub f2: bool,
     /// F3: the target advanced above the highest stored ID, not the source's reservation.
     pub f3: bool,
-    /// F8 (open in the fleet kit): the drop waits only for the standbys streaming at that
-    /// moment (`pg_stat_replication`), as `deploy/fleet.sh move-shard` does today.
+    /// F8 (the fleet kit before its fix): the drop waits only for the standbys streaming at that
+    /// moment (`pg_stat_replication`), as `deploy/fleet.sh move-shard` did.
     pub f8: bool,
 }
 
