@@ -11,7 +11,7 @@ use super::{errors, preloaded_layout};
 use crate::postgres::clock::{self, WallClock};
 use crate::postgres::{reservation, shmem};
 use pgrx::prelude::*;
-use snowflake_core::generator::{self, Clock, Refusal};
+use snowflake_core::generator::{self, Clock, Forward, Refusal};
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// Every later ID of this server, on every shard, is above `id` (an ID issued anywhere under
@@ -31,8 +31,8 @@ fn snowflake_observe(id: i64) -> i64 {
     let policy = reservation::clock_policy_in_force(reservation);
     let floor = generator::check_observe(parts.time_part, &layout, policy, clock::wall_clock_unix_ms())
         .unwrap_or_else(|refusal| errors::observe_refused(FUNCTION, id, refusal));
-    // The reservation past the floor first (durable: a restart resumes above it), then the
-    // floor; lowered meanwhile under it (see `generator::observe`), the worker is asked again.
+    // The floor raised once the reservation is past it (durable: a restart resumes above it,
+    // `generator::observe_step`); lowered meanwhile under it, the worker is asked again.
     let mut clock = WallClock::default();
     let mut budget_ms = policy.max_reservation_wait_ms;
     // Not before a promotion's guard is recorded: the worker may still move the floor, down
@@ -47,12 +47,19 @@ fn snowflake_observe(id: i64) -> i64 {
         budget_ms -= 1;
     }
     loop {
-        if let Err(ceiling) = reservation::wait_until_reserved(reservation, floor, &mut budget_ms, &mut clock)
-        {
-            errors::observe_refused(FUNCTION, id, Refusal::NotReserved { time_part: floor, ceiling, policy });
-        }
-        if generator::observe(reservation, floor) {
-            return id;
+        match generator::observe_step(reservation, floor) {
+            Forward::Done => return id,
+            Forward::WaitPast(floor) => {
+                if let Err(ceiling) =
+                    reservation::wait_until_reserved(reservation, floor, &mut budget_ms, &mut clock)
+                {
+                    errors::observe_refused(
+                        FUNCTION,
+                        id,
+                        Refusal::NotReserved { time_part: floor, ceiling, policy },
+                    );
+                }
+            }
         }
     }
 }

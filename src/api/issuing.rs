@@ -15,7 +15,7 @@ use crate::postgres::fence::{self, shared as shared_fence};
 use crate::postgres::fmgr::{self, version_1_function_info};
 use crate::postgres::{fixed_layout, horizon, reservation, settings, shmem};
 use pgrx::prelude::*;
-use snowflake_core::generator::{self, Claim, Clock, NoKeeper, Refusal, Reservation, ShardSlot};
+use snowflake_core::generator::{self, Claim, Clock, Forward, NoKeeper, Refusal, Reservation, ShardSlot};
 use snowflake_core::horizon::Pending;
 use snowflake_core::layout::{Layout, LayoutError};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -353,23 +353,24 @@ fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     let first_allowed =
         layout.first_counter_above(shard, id).unwrap_or_else(|e| errors::layout_error(FUNCTION, e));
     let policy = reservation::clock_policy_in_force(reservation);
-    let time_part = generator::check_advance(first_allowed, &layout, policy, clock::wall_clock_unix_ms())
+    generator::check_advance(first_allowed, &layout, policy, clock::wall_clock_unix_ms())
         .unwrap_or_else(|refusal| errors::advance_refused(FUNCTION, shard, refusal));
-    // First make the new position durable (the worker is asked to move the reservation past
-    // it), then move the shard: a refused call leaves the shard where it was, except when the
-    // worker lowered the ceiling under a first move and the wait for it then ran out (the
-    // shard stays moved forward, which issues nothing). `advance` re-reads the ceiling after
-    // the move (see `generator::advance`): lowered meanwhile, the worker is asked again.
+    // The shard moves once the new position is durable (the worker is asked to move the
+    // reservation past it, `generator::advance_step`): a refused call leaves the shard where
+    // it was, except when the worker lowered the ceiling under a first move and the wait for
+    // it then ran out (the shard stays moved forward, which issues nothing).
     let mut clock = WallClock::default();
     let mut budget_ms = ADVANCE_DURABLE_WITHIN_MS;
     loop {
-        if let Err(ceiling) =
-            reservation::wait_until_reserved(reservation, time_part, &mut budget_ms, &mut clock)
-        {
-            errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy });
-        }
-        if generator::advance(slot, reservation, first_allowed, &layout) {
-            return id;
+        match generator::advance_step(slot, reservation, first_allowed, &layout) {
+            Forward::Done => return id,
+            Forward::WaitPast(time_part) => {
+                if let Err(ceiling) =
+                    reservation::wait_until_reserved(reservation, time_part, &mut budget_ms, &mut clock)
+                {
+                    errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy });
+                }
+            }
         }
     }
 }

@@ -305,6 +305,45 @@ pub fn advance(slot: &ShardSlot, reservation: &Reservation, first_allowed: u64, 
     layout.counter_time_part(first_allowed) < reservation.ceiling.load(SeqCst)
 }
 
+/// What a call that moves a shard or the floor forward (`snowflake_advance`, a move's
+/// advance, `snowflake_observe`) does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forward {
+    /// Moved, and the reservation covers it: a restart from here resumes above it.
+    Done,
+    /// Not yet covered: ask the worker to record a ceiling past this time part, wait for it,
+    /// and take the step again.
+    WaitPast(u64),
+}
+
+/// One step of `snowflake_advance`: the shard moves above `first_allowed - 1` (`advance`) only
+/// once the reservation covers `first_allowed`, and the call may return only then. Why the
+/// order matters: a call that returned before the worker recorded past the new position could
+/// be followed by a restart that resumes below it (the counter lives in memory), and a shard
+/// moved here from another server would then hand out IDs that server issued (the guard
+/// `advance-durable-wait`). Checked first by `check_advance`.
+pub fn advance_step(
+    slot: &ShardSlot,
+    reservation: &Reservation,
+    first_allowed: u64,
+    layout: &Layout,
+) -> Forward {
+    let time_part = layout.counter_time_part(first_allowed);
+    if reservation.ceiling.load(Relaxed) > time_part && advance(slot, reservation, first_allowed, layout) {
+        return Forward::Done;
+    }
+    Forward::WaitPast(time_part)
+}
+
+/// One step of `snowflake_observe`: the floor raised to `floor` (`observe`) once the
+/// reservation covers it, as `advance_step` moves a shard, and for the same reason.
+pub fn observe_step(reservation: &Reservation, floor: u64) -> Forward {
+    if reservation.ceiling.load(Relaxed) > floor && observe(reservation, floor) {
+        return Forward::Done;
+    }
+    Forward::WaitPast(floor)
+}
+
 /// Whether every shard may be held above an ID of time part `observed` (`snowflake_observe`):
 /// refused when the first time part above it is further ahead of the clock than the lead
 /// bound, as `check_advance` refuses a shard moved that far. Returns that time part, the floor
@@ -774,6 +813,27 @@ mod tests {
         assert!(advance(&shards[0], &reservation, further, &LAYOUT));
         assert_eq!(lower_ceiling(now, &reservation, &shards, &LAYOUT, 500, 2000), None);
         assert_eq!(reservation.ceiling.load(Relaxed), jumped);
+    }
+
+    /// `snowflake_advance` and `snowflake_observe` return only once the reservation covers
+    /// what they moved: until then the step says to wait past it, and the shard (or the floor)
+    /// has not moved.
+    #[test]
+    fn an_advance_or_an_observation_is_done_only_once_the_reservation_covers_it() {
+        let shard = ShardSlot::default();
+        let reservation = Reservation::default();
+        let now = LAYOUT.time_part(T0).unwrap();
+        reservation.publish_ceiling(now + 500);
+        let first_allowed = LAYOUT.counter_at(now + 1000);
+        assert_eq!(advance_step(&shard, &reservation, first_allowed, &LAYOUT), Forward::WaitPast(now + 1000));
+        assert_eq!(shard.last_issued.load(Relaxed), 0, "moved before the reservation covered it");
+        assert_eq!(observe_step(&reservation, now + 1000), Forward::WaitPast(now + 1000));
+        assert_eq!(reservation.floor.load(Relaxed), 0, "raised before the reservation covered it");
+        reservation.publish_ceiling(now + 1001);
+        assert_eq!(advance_step(&shard, &reservation, first_allowed, &LAYOUT), Forward::Done);
+        assert_eq!(shard.last_issued.load(Relaxed), first_allowed - 1);
+        assert_eq!(observe_step(&reservation, now + 1000), Forward::Done);
+        assert_eq!(reservation.floor.load(Relaxed), now + 1000);
     }
 
     #[test]

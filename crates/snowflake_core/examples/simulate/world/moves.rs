@@ -14,7 +14,7 @@
 
 use super::{World, SHARDS, SKEW_BAND_US, START_UNIX_MS};
 use crate::check::Violation;
-use snowflake_core::generator::{self, ClockPolicy, LeadSettings, Reservation, ShardSlot};
+use snowflake_core::generator::{self, ClockPolicy, Forward, LeadSettings, Reservation, ShardSlot};
 use snowflake_core::resume;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -155,14 +155,17 @@ impl World {
                 if generator::check_advance(first_allowed, &self.layout, policy, self.second_clock()).is_ok()
                 {
                     let second = &self.second;
-                    if !generator::advance(&second.slot, &second.res, first_allowed, &self.layout) {
-                        // Past its ceiling: its worker reserves past it at its next tick.
-                        let time_part = self.layout.counter_time_part(first_allowed);
-                        second.res.wanted.fetch_max(time_part + 1, Relaxed);
+                    match generator::advance_step(&second.slot, &second.res, first_allowed, &self.layout) {
+                        Forward::Done => {
+                            self.owner = Owner::Second;
+                            self.stats.moves += 1;
+                            trace!(self, "shard {MOVED} now on the second server");
+                        }
+                        // Its worker reserves past it at its next tick; the step is taken again.
+                        Forward::WaitPast(time_part) => {
+                            second.res.wanted.fetch_max(time_part + 1, Relaxed);
+                        }
                     }
-                    self.owner = Owner::Second;
-                    self.stats.moves += 1;
-                    trace!(self, "shard {MOVED} now on the second server");
                 }
             }
             Owner::ToPair { first_allowed } => self.advance_on_pair(first_allowed),
@@ -188,17 +191,12 @@ impl World {
         if generator::check_advance(first_allowed, &self.layout, policy, self.clock(p)).is_err() {
             return;
         }
-        let time_part = self.layout.counter_time_part(first_allowed);
         let mem = self.servers[p].mem.as_ref().expect("up");
         // `snowflake_advance` asks the worker to record past it, and returns once it has.
-        if !generator::advance(&mem.slots[MOVED as usize], &mem.res, first_allowed, &self.layout) {
+        if let Forward::WaitPast(time_part) =
+            generator::advance_step(&mem.slots[MOVED as usize], &mem.res, first_allowed, &self.layout)
+        {
             mem.res.wanted.fetch_max(time_part + 1, Relaxed);
-        }
-        let durable = self.servers[p]
-            .disk
-            .record
-            .map(|record| resume::time_part_of_ceiling(&self.layout, record.ceiling_unix_ms));
-        if durable.is_none_or(|durable| durable <= time_part) {
             return;
         }
         self.moves_started += 1;

@@ -6,11 +6,11 @@
 //! is at most the lead in force ahead of the primary's clock, `generator::check_observe`).
 //!
 //! The glue's steps, with the core's rules: the promotion guard not pending, `check_observe`,
-//! the reservation past the floor (`wait_until_reserved`, here with no wait: the worker is asked,
-//! and the client calls again later), then `generator::observe`.
+//! then `generator::observe_step` (when it says to wait, the worker is asked, and the client
+//! calls again later instead of waiting).
 
 use super::{World, START_UNIX_MS};
-use snowflake_core::generator::{self, Claim, ClockPolicy};
+use snowflake_core::generator::{self, Claim, ClockPolicy, Forward};
 use std::sync::atomic::Ordering::Relaxed;
 
 impl World {
@@ -33,14 +33,8 @@ impl World {
                 return;
             }
         };
-        if mem.res.ceiling.load(Relaxed) <= floor {
+        if let Forward::WaitPast(floor) = generator::observe_step(&mem.res, floor) {
             mem.res.wanted.fetch_max(floor + 1, Relaxed);
-            self.stats.observes_refused += 1;
-            return;
-        }
-        if !generator::observe(&mem.res, floor) {
-            // Lowered meanwhile: the glue waits for the worker again. Not reachable with one
-            // thread, since nothing runs between the check above and the raise.
             self.stats.observes_refused += 1;
             return;
         }
