@@ -1,0 +1,129 @@
+//! Replication and replay: what a standby receives of its upstream's WAL, and each ceiling's
+//! record replayed (`resume::replay`), in crash recovery or on a standby.
+
+use super::*;
+
+impl World {
+    /// One ceiling's record replayed (`wal::replay_ceiling`). Returns false if the server
+    /// crashed (its file could not be written: an ERROR in the startup process).
+    pub(super) fn replay_ceiling(
+        &mut self,
+        i: usize,
+        unix_ms: i64,
+        lead: Option<LeadSettings>,
+        end: usize,
+        recovery: Recovery,
+    ) -> bool {
+        let now_unix_ms = self.clock(i);
+        let settings = self.servers[i].settings;
+        let mem = self.servers[i].mem.as_mut().expect("up");
+        match recovery {
+            Recovery::Archive => mem.last_ceiling = Some((unix_ms, lead, end)),
+            Recovery::Crash => mem.crash_replayed_lead = lead.or(mem.crash_replayed_lead),
+        }
+        let facts = ReplayFacts {
+            ceiling_unix_ms: unix_ms,
+            lead,
+            recovery,
+            recorded_at_start: mem.recorded_at_start,
+            now_unix_ms,
+        };
+        let highest_before = mem.readings.highest_guard_unix_ms;
+        let plan = resume::replay(&facts, &mut mem.readings, settings, &self.layout);
+        mem.res.replay(plan.bounds);
+        let highest_after = mem.readings.highest_guard_unix_ms;
+        if recovery == Recovery::Archive && highest_after != highest_before {
+            let received = self.servers[i].disk.wal.len();
+            if highest_after > highest_before {
+                self.servers[i].received_at_reading = received;
+            } else if end <= self.servers[i].received_at_reading {
+                // A lowering older than the reading it drops (F7).
+                self.servers[i].dropped_newer_reading = true;
+            }
+        }
+        trace!(
+            self,
+            "server {i} replays ceiling {unix_ms} ({recovery:?}, end {end}) at clock {now_unix_ms}: {plan:?}"
+        );
+        if let Some(write) = plan.write {
+            let record = record_of_write(write);
+            if self.write_record(i, record).is_err() {
+                trace!(self, "server {i}: replay could not write its record: down");
+                self.servers[i].mem = None;
+                self.servers[i].restart_at = Some(self.t + RETRY_MS);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Replays a standby's received WAL up to `to`.
+    pub(super) fn replay_to(&mut self, i: usize, to: usize) -> bool {
+        loop {
+            let Some(mem) = self.servers[i].mem.as_ref() else { return false };
+            let index = mem.replayed;
+            if index >= to {
+                return true;
+            }
+            match self.servers[i].disk.wal[index] {
+                Rec::Ceiling { unix_ms, lead } => {
+                    if !self.replay_ceiling(i, unix_ms, lead, index + 1, Recovery::Archive) {
+                        return false;
+                    }
+                }
+                // A restartpoint.
+                Rec::Checkpoint | Rec::ShutdownCheckpoint => self.servers[i].disk.redo = index,
+                Rec::Commit | Rec::Copy(_) => {}
+            }
+            self.servers[i].mem.as_mut().expect("up").replayed = index + 1;
+        }
+    }
+
+    pub(super) fn connected(&self, i: usize) -> bool {
+        let server = &self.servers[i];
+        let u = server.upstream;
+        u != i
+            && self.up(i)
+            && server.disk.signal
+            && !server.needs_reclone
+            && self.t >= server.partitioned_until
+            && self.up(u)
+            && !self.paused(u)
+    }
+
+    /// WAL its upstream can send: a primary's flushed WAL, a standby's received WAL.
+    pub(super) fn sendable(&self, u: usize) -> usize {
+        let disk = &self.servers[u].disk;
+        if disk.signal {
+            disk.wal.len()
+        } else {
+            disk.flushed
+        }
+    }
+
+    /// Receives up to `limit` records past what it has.
+    pub(super) fn receive(&mut self, i: usize, limit: usize) {
+        if !self.connected(i) {
+            return;
+        }
+        let u = self.servers[i].upstream;
+        let have = self.servers[i].disk.wal.len();
+        let to = self.sendable(u).min(have.saturating_add(limit));
+        if to <= have {
+            return;
+        }
+        let records = self.servers[u].disk.wal[have..to].to_vec();
+        let disk = &mut self.servers[i].disk;
+        disk.wal.extend_from_slice(&records);
+        disk.flushed = disk.wal.len();
+    }
+
+    pub(super) fn sync_standby(&self) -> Option<usize> {
+        if !self.cfg.sync {
+            return None;
+        }
+        (0..self.servers.len()).find(|&j| {
+            j != self.primary && self.servers[j].upstream == self.primary && !self.servers[j].needs_reclone
+        })
+    }
+}
