@@ -65,6 +65,13 @@ pub struct StartState {
     /// read by the worker when it starts after the recovery, which keeps no larger lead than
     /// these (`resume::lead_kept_at_restart`, finding F10).
     pub crash_replayed_lead: AtomicU64,
+    /// In crash recovery, whether the startup process wrote a replayed record to the record
+    /// file (one above it, F9), and that record's lead settings as written (`PackedLead`; 0:
+    /// none beyond this server's own): the file as the recovery left it, whose lead the restart
+    /// keeps (`resume::lead_kept_at_restart`, finding F12). The lead first, then the flag
+    /// (Release); the worker reads the flag (Acquire), then the lead.
+    pub crash_wrote_file: AtomicBool,
+    pub crash_written_lead: AtomicU64,
 }
 
 /// Bytes before the first shard slot.

@@ -498,8 +498,10 @@ pub fn forget_kept_lead(now: u64, kept_ms: u64, ceiling: u64, setting_ms: u64, r
 }
 
 /// The lead settings a primary's restart keeps (`Lead::to_keep` decides whether the clock still
-/// needs them): those its record file kept (`StartPlan::Resume::lead_kept`), but no larger than
-/// those of the last ceiling's record its crash recovery replayed, when it replayed one.
+/// needs them): those of its record file as crash recovery left it (`recorded`: the file's at
+/// the start, `StartPlan::Resume::lead_kept`, or, when crash recovery wrote a replayed record
+/// to the file, F9, that record's, `written_by_recovery`), but no larger than those of the last
+/// ceiling's record its crash recovery replayed, when it replayed one.
 ///
 /// Why (finding F10 of docs/reliability.md, found by the simulation): the file is written after
 /// each WAL record, so a power loss or a crash can leave it older than WAL. After a reload
@@ -507,10 +509,20 @@ pub fn forget_kept_lead(now: u64, kept_ms: u64, ceiling: u64, setting_ms: u64, r
 /// that (`PromotionFacts::primary_lead`); a restart that kept the file's larger lead issued
 /// further ahead than that standby's promotion resumes. The smaller of the two costs at most
 /// calls refused until the clock catches up with the file's ceiling, never a repeated ID.
+///
+/// Why the file as recovery left it, not as the start read it (finding F12, found by the
+/// simulation's long mode): crash recovery writes a replayed record above the file to it, with
+/// its lead; a restart that went by the file it started on kept none, logged its resumed ceiling
+/// with the smaller setting and wrote that into the file too, and a power loss before that
+/// write was durable left the file with the record's larger lead, which the next restart kept:
+/// a standby copied meanwhile (its base backup reads the written file) knew only the smaller
+/// one, and its promotion resumed below IDs issued with the larger.
 pub fn lead_kept_at_restart(
-    recorded: Option<LeadSettings>,
+    recorded_at_start: Option<LeadSettings>,
+    written_by_recovery: Option<Option<LeadSettings>>,
     crash_replayed: Option<LeadSettings>,
 ) -> Option<LeadSettings> {
+    let recorded = written_by_recovery.unwrap_or(recorded_at_start);
     match (recorded, crash_replayed) {
         (Some(file), Some(wal)) if wal.max_lead_ms < file.max_lead_ms => Some(wal),
         (recorded, _) => recorded,
@@ -821,12 +833,18 @@ mod tests {
             LeadSettings { max_lead_ms: 1_000, reserve_ms: 250 },
         );
         // No crash recovery, or one that replayed no ceiling: the file's.
-        assert_eq!(lead_kept_at_restart(Some(long), None), Some(long));
-        assert_eq!(lead_kept_at_restart(None, None), None);
+        assert_eq!(lead_kept_at_restart(Some(long), None, None), Some(long));
+        assert_eq!(lead_kept_at_restart(None, None, None), None);
         // The file older than WAL after a reload lowered the lead (F10): the WAL's.
-        assert_eq!(lead_kept_at_restart(Some(long), Some(short)), Some(short));
+        assert_eq!(lead_kept_at_restart(Some(long), None, Some(short)), Some(short));
         // WAL with the larger one: the file's, which Lead::to_keep weighs against the setting.
-        assert_eq!(lead_kept_at_restart(Some(short), Some(long)), Some(short));
-        assert_eq!(lead_kept_at_restart(None, Some(long)), None);
+        assert_eq!(lead_kept_at_restart(Some(short), None, Some(long)), Some(short));
+        assert_eq!(lead_kept_at_restart(None, None, Some(long)), None);
+        // Crash recovery wrote the replayed record with the larger one to the file (F9): the
+        // file is that record now, and the restart keeps its lead (F12).
+        assert_eq!(lead_kept_at_restart(None, Some(Some(long)), Some(long)), Some(long));
+        // It wrote one with none beyond the setting, or a later record carried a smaller one.
+        assert_eq!(lead_kept_at_restart(Some(long), Some(None), Some(short)), None);
+        assert_eq!(lead_kept_at_restart(None, Some(Some(long)), Some(short)), Some(short));
     }
 }

@@ -272,6 +272,11 @@ fn replay_ceiling(replayed: Replayed, record_end: pg_sys::XLogRecPtr) {
         if let Err(error) = write_durably(write.ceiling_unix_ms, write.lead) {
             durable_file::not_recorded("the snowflake_id reservation", FILE, " during replay", error);
         }
+        // In crash recovery, the file is this record now: the restart keeps its lead (F12).
+        if let (resume::Recovery::Crash, Some(start)) = (recovery, shmem::start_state()) {
+            start.crash_written_lead.store(write.lead.map_or(0, PackedLead::pack), Relaxed);
+            start.crash_wrote_file.store(true, Release);
+        }
     }
 }
 

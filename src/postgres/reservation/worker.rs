@@ -220,12 +220,19 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
         start.promotion_guard_pending.store(false, Release);
     } else {
         let crash_replayed = wal::PackedLead::unpack(start.crash_replayed_lead.load(Relaxed));
-        if let Some(recorded) =
-            resume::lead_kept_at_restart(restore::recorded_lead_at_start(), crash_replayed)
-        {
+        let written_by_recovery = start
+            .crash_wrote_file
+            .load(Acquire)
+            .then(|| wal::PackedLead::unpack(start.crash_written_lead.load(Relaxed)));
+        if let Some(recorded) = resume::lead_kept_at_restart(
+            restore::recorded_lead_at_start(),
+            written_by_recovery,
+            crash_replayed,
+        ) {
             // A primary restarted while it kept a lead (after a promotion from a primary with a
-            // longer one, or a lowered setting): it keeps it until the clock catches up, no
-            // larger than the last its WAL carried (F10).
+            // longer one, or a lowered setting): it keeps it until the clock catches up, that of
+            // the file as crash recovery left it (F12), no larger than the last its WAL carried
+            // (F10).
             let kept = lead_to_keep(reservation, recorded.max_lead_ms, reservation.ceiling.load(Relaxed));
             keep_lead(reservation, kept, "the reservation was recorded under snowflake_id.max_lead_ms =");
         }

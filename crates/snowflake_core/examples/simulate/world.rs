@@ -122,6 +122,8 @@ pub struct Mem {
     last_ceiling: Option<(i64, Option<LeadSettings>, usize)>,
     /// The lead of the last ceiling's record crash recovery replayed (F10).
     crash_replayed_lead: Option<LeadSettings>,
+    /// Crash recovery wrote a replayed record to the file (F9): the lead it wrote (F12).
+    crash_written_lead: Option<Option<LeadSettings>>,
     /// The lease, as the worker keeps it (`ha`).
     lease: LeaseKeeper,
     replayed: usize,
@@ -142,6 +144,7 @@ impl Mem {
             lead_kept: None,
             last_ceiling: None,
             crash_replayed_lead: None,
+            crash_written_lead: None,
             lease: LeaseKeeper::default(),
             replayed: 0,
             guard_pending: false,

@@ -53,6 +53,9 @@ impl World {
                 self.servers[i].restart_at = Some(self.t + RETRY_MS);
                 return false;
             }
+            if recovery == Recovery::Crash {
+                self.servers[i].mem.as_mut().expect("up").crash_written_lead = Some(write.lead);
+            }
         }
         true
     }

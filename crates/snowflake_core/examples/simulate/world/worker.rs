@@ -100,7 +100,9 @@ impl World {
         let mem = self.servers[p].mem.as_mut().expect("up");
         mem.worker_start_at = i64::MAX;
         if !mem.guard_pending {
-            if let Some(kept) = resume::lead_kept_at_restart(mem.lead_kept, mem.crash_replayed_lead) {
+            if let Some(kept) =
+                resume::lead_kept_at_restart(mem.lead_kept, mem.crash_written_lead, mem.crash_replayed_lead)
+            {
                 let lead = Lead {
                     now_unix_ms,
                     setting_ms: settings.max_lead_ms,
