@@ -235,9 +235,54 @@ pub enum Recovery {
 pub struct StandbyReadings {
     /// The last ceiling replayed (Unix ms).
     pub last_replayed_unix_ms: Option<i64>,
-    /// The promotion's bound above the highest clock reading since the primary last lowered
-    /// its ceiling (Unix ms).
-    pub highest_guard_unix_ms: Option<i64>,
+    /// The promotion's bound above the clock readings a lowering has not dropped, each with the
+    /// WAL received when it was taken.
+    kept: KeptReadings,
+}
+
+/// How many clock readings a standby keeps apart. Normally one: a clock that goes on reading
+/// later makes every older reading's bound redundant. More only after the clock went back
+/// (a reading below an older one, kept as the older may be dropped first); past this many, the
+/// newest two are merged into one that stays as long as either would (safe, never dropped
+/// earlier), so that the state stays a fixed size.
+const KEPT_READINGS: usize = 4;
+
+/// Clock readings' bounds, oldest first, each higher than every newer one (a newer, higher
+/// reading replaces the older ones it covers), with the WAL position received when taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct KeptReadings {
+    readings: [(u64, i64); KEPT_READINGS],
+    len: usize,
+}
+
+impl KeptReadings {
+    /// The highest bound kept: the oldest.
+    fn highest(&self) -> Option<i64> {
+        (self.len > 0).then(|| self.readings[0].1)
+    }
+
+    fn add(&mut self, received: u64, guard_unix_ms: i64) {
+        while self.len > 0 && self.readings[self.len - 1].1 <= guard_unix_ms {
+            self.len -= 1;
+        }
+        if self.len == KEPT_READINGS {
+            // The newest kept is higher than this one: it stays, until this one could go too.
+            let newest = &mut self.readings[self.len - 1];
+            newest.0 = newest.0.max(received);
+            return;
+        }
+        self.readings[self.len] = (received, guard_unix_ms);
+        self.len += 1;
+    }
+
+    /// A lowering whose record ends at `record_end`: the readings taken before it was
+    /// received go. A reading taken once it was received stays (finding F7).
+    fn drop_before(&mut self, record_end: u64) {
+        let gone =
+            self.readings[..self.len].iter().take_while(|(received, _)| *received < record_end).count();
+        self.readings.copy_within(gone..self.len, 0);
+        self.len -= gone;
+    }
 }
 
 /// The facts of one ceiling's record replayed.
@@ -250,6 +295,13 @@ pub struct ReplayFacts {
     /// The ceiling the record file held when shared memory was created (a time part).
     pub recorded_at_start: u64,
     pub now_unix_ms: i64,
+    /// Where the record ends in WAL.
+    pub record_end: u64,
+    /// How much WAL this server had received when it replayed the record (its WAL receiver's
+    /// flushed position): at least `record_end`, and `u64::MAX` when not known, as on a
+    /// standby replaying what it received before a restart (a reading then stays until a
+    /// higher one replaces it).
+    pub received: u64,
 }
 
 /// What a replayed record does.
@@ -320,7 +372,13 @@ pub fn replay(
 /// breaks that; this server read the same fast clock as it replayed, and keeps the highest.
 ///
 /// Why not forever: a record lower than the one before says the primary lowered its ceiling
-/// after a jump came back, with nothing issued up there; the readings start again from it.
+/// after a jump came back, with nothing issued up there: the readings taken before that record
+/// was received go. Not those taken after (finding F7): a standby whose replay lags what it
+/// has received can read a clock run ahead again while it replays older records, and then
+/// replay a lowering the primary wrote before that second jump; the primary issued up there
+/// after it, under records that may never reach this server. The file's floor, which a new
+/// startup process starts from, was read when part of what it replays may already have been
+/// received (which part, the file does not say): kept until a higher reading replaces it.
 fn standby_floor_unix_ms(
     facts: &ReplayFacts,
     readings: &mut StandbyReadings,
@@ -329,10 +387,14 @@ fn standby_floor_unix_ms(
 ) -> i64 {
     let guard_now = facts.now_unix_ms.saturating_add(settings.promotion_bound_ms(facts.lead) as i64);
     let previous = readings.last_replayed_unix_ms.replace(facts.ceiling_unix_ms);
-    let kept = readings.highest_guard_unix_ms.unwrap_or_else(|| layout.unix_ms(facts.recorded_at_start));
-    let lowered = previous.is_some_and(|previous| facts.ceiling_unix_ms < previous);
-    let guard = if lowered { guard_now } else { kept.max(guard_now) };
-    readings.highest_guard_unix_ms = Some(guard);
+    if previous.is_none() && readings.kept.highest().is_none() {
+        readings.kept.add(u64::MAX, layout.unix_ms(facts.recorded_at_start));
+    }
+    if previous.is_some_and(|previous| facts.ceiling_unix_ms < previous) {
+        readings.kept.drop_before(facts.record_end);
+    }
+    readings.kept.add(facts.received.max(facts.record_end), guard_now);
+    let guard = readings.kept.highest().expect("a reading was just kept");
     facts.ceiling_unix_ms.max(guard)
 }
 
@@ -692,6 +754,8 @@ mod tests {
             recovery: Recovery::Crash,
             recorded_at_start: tp(NOW + 300_000),
             now_unix_ms: NOW,
+            record_end: 100,
+            received: 100,
         };
         let mut readings = StandbyReadings::default();
         let plan = replay(&facts(NOW), &mut readings, SETTINGS, &LAYOUT);
@@ -703,25 +767,79 @@ mod tests {
         assert_eq!((write.ceiling_unix_ms, write.unconfirmed), (NOW + 400_000, false));
     }
 
-    #[test]
-    fn a_standby_keeps_its_highest_clock_reading_until_the_primary_lowers() {
+    /// Replays ceilings on a standby, one record each: `(ceiling, clock now, record's end,
+    /// WAL received)`, and the floors it writes.
+    fn standby_floors(records: &[(i64, i64, u64, u64)]) -> Vec<i64> {
         let mut readings = StandbyReadings::default();
-        let mut at = |ceiling_unix_ms, now_unix_ms| {
+        let replay_one = |&(ceiling_unix_ms, now_unix_ms, record_end, received)| {
             let facts = ReplayFacts {
                 ceiling_unix_ms,
                 lead: None,
                 recovery: Recovery::Archive,
                 recorded_at_start: 0,
                 now_unix_ms,
+                record_end,
+                received,
             };
             replay(&facts, &mut readings, SETTINGS, &LAYOUT).write.unwrap().ceiling_unix_ms
         };
-        // The clock runs 15 s fast while the primary issues: the floor follows it.
-        assert_eq!(at(NOW + 15_500, NOW + 15_000), NOW + 15_000 + 2_751);
-        // Set right: the reading stays.
-        assert_eq!(at(NOW + 15_600, NOW), NOW + 15_000 + 2_751);
-        // The primary lowers its ceiling: the readings start again.
-        assert_eq!(at(NOW + 250, NOW), NOW + 2_751);
+        records.iter().map(replay_one).collect()
+    }
+
+    #[test]
+    fn a_standby_keeps_its_highest_clock_reading_until_the_primary_lowers() {
+        let floors = standby_floors(&[
+            // The clock runs 15 s fast while the primary issues: the floor follows it.
+            (NOW + 15_500, NOW + 15_000, 10, 10),
+            // Set right: the reading stays.
+            (NOW + 15_600, NOW, 20, 20),
+            // The primary lowers its ceiling: the readings taken before it arrived go.
+            (NOW + 250, NOW, 30, 30),
+        ]);
+        assert_eq!(floors, [NOW + 15_000 + 2_751, NOW + 15_000 + 2_751, NOW + 2_751]);
+    }
+
+    #[test]
+    fn a_lagging_standby_keeps_a_reading_taken_after_the_lowering_arrived() {
+        // F7: the primary lowered its ceiling (its record ends at 30) and its clock then ran
+        // ahead again; this standby had received it all (up to 50) but replayed behind, and
+        // read the fast clock as it replayed an older record. The lowering is older than
+        // that reading: the reading stays.
+        let floors = standby_floors(&[
+            (NOW + 15_500, NOW + 15_000, 10, 10),
+            (NOW + 15_600, NOW + 20_000, 20, 50),
+            (NOW + 250, NOW, 30, 50),
+        ]);
+        assert_eq!(floors[2], NOW + 20_000 + 2_751);
+        // A reading below an older one is kept apart: the older goes with the lowering, the
+        // newer stays (received at 40, after the lowering arrived).
+        let floors = standby_floors(&[
+            (NOW + 15_500, NOW + 15_000, 10, 10),
+            (NOW + 15_600, NOW + 5_000, 20, 40),
+            (NOW + 250, NOW, 30, 40),
+        ]);
+        assert_eq!(floors, [NOW + 15_000 + 2_751, NOW + 15_000 + 2_751, NOW + 5_000 + 2_751]);
+    }
+
+    #[test]
+    fn kept_readings_stay_a_fixed_size_and_merged_ones_stay_as_long_as_either() {
+        let mut kept = KeptReadings::default();
+        // A clock going back at every reading: each one kept apart, until the last two merge.
+        for k in 0..10 {
+            kept.add(10 * (k + 1), 1_000 - k as i64);
+        }
+        assert_eq!(kept.len, KEPT_READINGS);
+        // The merged one is the higher of the newest two, kept until the newest could go.
+        assert_eq!(kept.readings[KEPT_READINGS - 1], (100, 1_000 - (KEPT_READINGS as i64 - 1)));
+        kept.drop_before(95);
+        assert_eq!(kept.highest(), Some(1_000 - (KEPT_READINGS as i64 - 1)));
+        kept.drop_before(101);
+        assert_eq!(kept.highest(), None);
+        // A higher reading replaces every lower one.
+        kept.add(5, 10);
+        kept.add(6, 5);
+        kept.add(7, 20);
+        assert_eq!((kept.len, kept.highest()), (1, Some(20)));
     }
 
     #[test]
@@ -735,6 +853,8 @@ mod tests {
             recovery: Recovery::Archive,
             recorded_at_start: tp(NOW + 17_751),
             now_unix_ms: NOW,
+            record_end: 10,
+            received: u64::MAX,
         };
         let plan = replay(&facts, &mut readings, SETTINGS, &LAYOUT);
         assert_eq!(plan.bounds, tp(NOW + 17_751));
@@ -750,6 +870,8 @@ mod tests {
             recovery: Recovery::Archive,
             recorded_at_start: 0,
             now_unix_ms: NOW,
+            record_end: 10,
+            received: 10,
         };
         let plan = replay(&facts, &mut readings, SETTINGS, &LAYOUT);
         assert_eq!(

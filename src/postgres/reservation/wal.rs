@@ -259,6 +259,8 @@ fn replay_ceiling(replayed: Replayed, record_end: pg_sys::XLogRecPtr) {
         recovery,
         recorded_at_start: restore::recorded_at_start(),
         now_unix_ms: clock::wall_clock_unix_ms(),
+        record_end,
+        received: received_wal(record_end),
     };
     let plan = STANDBY_READINGS.with_borrow_mut(|readings| {
         resume::replay(&facts, readings, resume_settings(), &fixed_layout::get())
@@ -277,6 +279,22 @@ fn replay_ceiling(replayed: Replayed, record_end: pg_sys::XLogRecPtr) {
             start.crash_written_lead.store(write.lead.map_or(0, PackedLead::pack), Relaxed);
             start.crash_wrote_file.store(true, Release);
         }
+    }
+}
+
+/// How much WAL this standby had received when it replays a record ending at `record_end`:
+/// its WAL receiver's flushed position, once it streams (`resume::ReplayFacts::received`).
+/// Before, as a restarted standby replays what it had received, the receiver's position is
+/// none, or where it will start streaming (a segment's start, below WAL already here): not
+/// known, which keeps a clock reading taken then against every lowering.
+fn received_wal(record_end: pg_sys::XLogRecPtr) -> u64 {
+    // SAFETY: reads the WAL receiver's shared state under its spinlock; the startup process
+    // may call it at any time (PostgreSQL's own recovery code does).
+    let flushed = unsafe { pg_sys::GetWalRcvFlushRecPtr(std::ptr::null_mut(), std::ptr::null_mut()) };
+    if flushed >= record_end {
+        flushed
+    } else {
+        u64::MAX
     }
 }
 

@@ -132,6 +132,10 @@ pub struct Mem {
     worker_start_at: i64,
     recording: Option<InFlight>,
     last_recording_ms: u64,
+    /// Its WAL receiver has streamed since shared memory was created, so its replay knows how
+    /// much WAL it has received; before, a restarted standby replays what it had, and does
+    /// not know (`ReplayFacts::received`).
+    streamed: bool,
 }
 
 impl Mem {
@@ -152,6 +156,7 @@ impl Mem {
             worker_start_at: i64::MAX,
             recording: None,
             last_recording_ms: 0,
+            streamed: false,
         }
     }
 }
@@ -182,12 +187,6 @@ pub struct Server {
     /// It ran as a primary (its worker started) since its last shutdown checkpoint: what
     /// happened, whatever its WAL kept of it (a power loss may have taken every record since).
     ran_since_clean_stop: bool,
-    /// How much WAL it had received when its replay last raised its highest clock reading.
-    received_at_reading: usize,
-    /// Its replay dropped a clock reading on a lowered ceiling's record it had received
-    /// before it took that reading (F7 of docs/reliability.md, open): its promotion may resume
-    /// short, and a failover onto it is skipped, counted, until it is cloned again.
-    dropped_newer_reading: bool,
 }
 
 /// A clock the generator reads: the server's reading, frozen for the call (claims here never
@@ -324,8 +323,6 @@ impl World {
                 horizon_given: None,
                 confirm_estimate: false,
                 ran_since_clean_stop: false,
-                received_at_reading: 0,
-                dropped_newer_reading: false,
             })
             .collect();
         if cfg.servers == 3 && cfg.cascade_percent > 0 {
@@ -732,6 +729,7 @@ impl World {
             .max(0);
         for server in &mut self.servers {
             server.enospc_until = 0;
+            server.wal_full_until = 0;
             server.partitioned_until = 0;
             server.slew_ppm = 0;
         }

@@ -107,16 +107,9 @@ impl World {
         // What it ran counts, not what its WAL kept: a power loss may have taken every record
         // written since (F6 of docs/reliability.md, found when only the WAL was looked at).
         let ran_again = self.servers[p].disk.wal.len() > received || self.servers[p].ran_since_clean_stop;
-        // F7 (open): a standby whose replay dropped a reading newer than the lowering that
-        // dropped it may resume short; skipped and counted with the failovers excluded. The
-        // promotion replays what the standby received first, so that replay is done here, before
-        // the decision: a drop in it counts too (the long run's seed 5015369038640003791).
+        // The promotion replays what the standby received first: done here, before the
+        // decision, since that replay can stop the standby.
         if !self.replay_to(s, received) || !self.up(s) {
-            return false;
-        }
-        if self.servers[s].dropped_newer_reading {
-            self.stats.failovers_excluded += 1;
-            trace!(self, "failover excluded: the standby dropped a clock reading newer than a lowering (F7)");
             return false;
         }
         if ends_clean && ran_again && !self.servers[p].disk.signal {

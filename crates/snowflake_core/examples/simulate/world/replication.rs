@@ -16,6 +16,7 @@ impl World {
     ) -> bool {
         let now_unix_ms = self.clock(i);
         let settings = self.servers[i].settings;
+        let received = self.servers[i].disk.wal.len() as u64;
         let mem = self.servers[i].mem.as_mut().expect("up");
         match recovery {
             Recovery::Archive => mem.last_ceiling = Some((unix_ms, lead, end)),
@@ -27,20 +28,12 @@ impl World {
             recovery,
             recorded_at_start: mem.recorded_at_start,
             now_unix_ms,
+            record_end: end as u64,
+            // All it has received is on its disk (`receive` flushes at once).
+            received: if mem.streamed { received } else { u64::MAX },
         };
-        let highest_before = mem.readings.highest_guard_unix_ms;
         let plan = resume::replay(&facts, &mut mem.readings, settings, &self.layout);
         mem.res.replay(plan.bounds);
-        let highest_after = mem.readings.highest_guard_unix_ms;
-        if recovery == Recovery::Archive && highest_after != highest_before {
-            let received = self.servers[i].disk.wal.len();
-            if highest_after > highest_before {
-                self.servers[i].received_at_reading = received;
-            } else if end <= self.servers[i].received_at_reading {
-                // A lowering older than the reading it drops (F7).
-                self.servers[i].dropped_newer_reading = true;
-            }
-        }
         trace!(
             self,
             "server {i} replays ceiling {unix_ms} ({recovery:?}, end {end}) at clock {now_unix_ms}: {plan:?}"
@@ -109,6 +102,7 @@ impl World {
         if !self.connected(i) {
             return;
         }
+        self.servers[i].mem.as_mut().expect("up").streamed = true;
         let u = self.servers[i].upstream;
         let have = self.servers[i].disk.wal.len();
         let to = self.sendable(u).min(have.saturating_add(limit));

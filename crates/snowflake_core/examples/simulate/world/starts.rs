@@ -105,8 +105,6 @@ impl World {
         // The docs' assumption: a larger max_lead_ms only on the standby.
         server.settings.max_lead_ms = server.settings.max_lead_ms.max(lead_ms);
         server.needs_reclone = false;
-        server.received_at_reading = 0;
-        server.dropped_newer_reading = false;
         server.horizon_given = None;
         trace!(self, "server {i} re-cloned from {p}, streaming from {upstream}");
         true
