@@ -87,6 +87,14 @@ pub enum Kind {
         standby: u8,
         ticks: u32,
     },
+    /// A standby's replay falls behind what it receives for a while (a slow disk, a query that
+    /// conflicts with replay, `recovery_min_apply_delay`): a record now and then. It still
+    /// replays, and reads its clock as it does: a clock set back meanwhile is within the docs'
+    /// assumption. A promotion replays everything received, as PostgreSQL's does.
+    SlowReplay {
+        standby: u8,
+        ticks: u32,
+    },
     /// The primary killed (or powered off), a standby promoted, possibly cut by a crash.
     Failover {
         standby: u8,
@@ -240,7 +248,8 @@ impl Config {
 }
 
 /// The faults a schedule draws from, by weight (`schedule`'s match arms, in order).
-const WEIGHTS: [u64; 27] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2, 2, 3, 3, 3, 2, 4];
+const WEIGHTS: [u64; 29] =
+    [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2, 2, 3, 3, 3, 2, 4, 3, 2];
 
 /// The schedule: `events` events drawn by weight, so that a run of a couple of hundred covers
 /// failovers, switchovers and crashes at every step many times.
@@ -248,8 +257,8 @@ const WEIGHTS: [u64; 27] = [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 
 /// Half the seeds are swarm runs (Groce et al., "Swarm Testing", ISSTA 2012): each fault is left
 /// out with even odds, so that a run spends its events on a few faults and their rare
 /// combinations (a clock step with no restart to hide it, a skew with no slew to move it)
-/// instead of averaging over all of them. Arms 17 to 19 and 21 are composite faults that place
-/// the moments the rarest guards cover: each says which.
+/// instead of averaging over all of them. Arms 17 to 19, 21 and 27 are composite faults that
+/// place the moments the rarest guards cover: each says which.
 pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     let mut rng = Rng::new(seed, 2);
     let mut weights = WEIGHTS;
@@ -364,7 +373,12 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
             }
             25 => Kind::WalFull { target: target(&mut rng), ticks: 1 + rng.below(80) as u32 },
             26 => Kind::Observe { ahead_ms: rng.range(-2_000, 6_000) },
-            _ => {
+            27 => {
+                lagging_readings_failover(&mut rng, gap_ticks, &mut out);
+                continue;
+            }
+            28 => Kind::SlowReplay { standby: rng.below(2) as u8, ticks: 1 + rng.below(200) as u32 },
+            21 => {
                 // F5 (`worker-start-wal-record`): IDs issued under a ceiling whose WAL record a
                 // power loss then takes (the file keeps it), the primary restarted, and a clean
                 // switchover soon after its worker's start, before its next renewal.
@@ -380,6 +394,7 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
                 out.push(Event { gap_ticks: 2 + rng.below(4) as u32, kind: switchover });
                 continue;
             }
+            _ => unreachable!("an arm for every weight"),
         };
         out.push(Event { gap_ticks, kind });
     }
@@ -422,6 +437,12 @@ fn clock_readings_failover(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) 
         }
     }
     out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    cut_off_then_failover(rng, standby, (2, 20), out);
+}
+
+/// The standby cut off at once, restarted half the time (its readings then from its file),
+/// and promoted `min + below(spread)` ticks later, the primary lost.
+fn cut_off_then_failover(rng: &mut Rng, standby: u8, (min, spread): (u32, u64), out: &mut Vec<Event>) {
     out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: 100 } });
     if rng.chance(50) {
         let kind =
@@ -429,9 +450,35 @@ fn clock_readings_failover(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) 
         out.push(Event { gap_ticks: rng.below(3) as u32, kind });
     }
     out.push(Event {
-        gap_ticks: 2 + rng.below(20) as u32,
+        gap_ticks: min + rng.below(spread) as u32,
         kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
     });
+}
+
+/// F7's failover (`standby-readings-received`): the clock runs ahead while the primary issues,
+/// and the standby's replay falls behind; the clock is set back, the primary lowers its
+/// ceiling, and the standby receives that lowering without replaying it; the clock runs ahead
+/// again while the primary issues, and is set back (the standby, still behind, reads the fast
+/// clock as it replays a record older than the lowering); the standby is cut off at once and
+/// the primary lost: the promotion replays the lowering, and must not drop that reading. Half
+/// the time the standby restarts before the failover (the reading then in its file's floor).
+fn lagging_readings_failover(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) {
+    let standby = rng.below(2) as u8;
+    let burst = Kind::Burst { claims: 10 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(100) as u32 };
+    let jump = |out: &mut Vec<Event>, rng: &mut Rng, gap_ticks: u32| {
+        let ahead = rng.range(3_000, 15_000);
+        out.push(Event { gap_ticks, kind: Kind::ClockStep { delta_ms: ahead } });
+        for _ in 0..1 + rng.below(4) {
+            out.push(Event { gap_ticks: rng.below(4) as u32, kind: burst });
+        }
+        out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    };
+    out.push(Event { gap_ticks, kind: Kind::SlowReplay { standby, ticks: 200 } });
+    jump(out, rng, 0);
+    // The primary's worker lowers its ceiling at its next ticks; the standby receives it.
+    let gap_ticks = 2 + rng.below(6) as u32;
+    jump(out, rng, gap_ticks);
+    cut_off_then_failover(rng, standby, (1, 10), out);
 }
 
 /// The promotion's bound at its edge (`promotion-bound-off-by-one`, `promotion-primary-lead`):

@@ -173,6 +173,8 @@ pub struct Server {
     /// WAL write and cannot start again, a standby's WAL receiver stops.
     wal_full_until: i64,
     partitioned_until: i64,
+    /// Until then its replay falls behind what it receives (`Kind::SlowReplay`).
+    slow_replay_until: i64,
     restart_at: Option<i64>,
     needs_reclone: bool,
     /// After pg_upgrade without the old record: the first real start must refuse.
@@ -316,6 +318,7 @@ impl World {
                 enospc_until: 0,
                 wal_full_until: 0,
                 partitioned_until: 0,
+                slow_replay_until: 0,
                 restart_at: Some(START_UNIX_MS),
                 needs_reclone: false,
                 expect_unconfirmed: false,
@@ -541,7 +544,9 @@ impl World {
             if self.up(i) && self.servers[i].disk.signal {
                 let have = self.servers[i].disk.wal.len();
                 let replayed = self.servers[i].mem.as_ref().expect("up").replayed;
-                let to = if self.rng.chance(60) {
+                let to = if self.t < self.servers[i].slow_replay_until {
+                    (replayed + usize::from(self.rng.chance(10))).min(have)
+                } else if self.rng.chance(60) {
                     have
                 } else {
                     (replayed + self.rng.below(4) as usize).min(have)
@@ -641,6 +646,10 @@ impl World {
                 let i = self.resolve(Target::Standby(standby));
                 self.servers[i].partitioned_until = self.t + ticks as i64 * TICK_MS;
             }
+            Kind::SlowReplay { standby, ticks } => {
+                let i = self.resolve(Target::Standby(standby));
+                self.servers[i].slow_replay_until = self.t + ticks as i64 * TICK_MS;
+            }
             Kind::Failover { standby, power, crash } => self.failover(standby, power, crash),
             Kind::ManagerDies { standby } => self.manager_dies(standby),
             Kind::Pause { standby, ms } => self.pause(standby, ms),
@@ -731,6 +740,7 @@ impl World {
             server.enospc_until = 0;
             server.wal_full_until = 0;
             server.partitioned_until = 0;
+            server.slow_replay_until = 0;
             server.slew_ppm = 0;
         }
         self.ha_quiet();

@@ -105,6 +105,7 @@ impl World {
         // The docs' assumption: a larger max_lead_ms only on the standby.
         server.settings.max_lead_ms = server.settings.max_lead_ms.max(lead_ms);
         server.needs_reclone = false;
+        server.slow_replay_until = 0;
         server.horizon_given = None;
         trace!(self, "server {i} re-cloned from {p}, streaming from {upstream}");
         true
