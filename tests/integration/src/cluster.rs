@@ -49,12 +49,19 @@ pub enum PromotionFailed {
 }
 
 impl Cluster {
-    /// Creates and starts a cluster with the extension preloaded, plus `settings`
-    /// (postgresql.conf lines; a later line overrides an earlier one).
-    pub fn start(name: &str, settings: &[&str]) -> Cluster {
-        let mut cluster = Cluster::create(name, settings);
-        cluster.start_with(&[]);
-        cluster
+    /// A cluster to make: `Cluster::builder(name)`, then what differs from the defaults, then
+    /// `create` (stopped) or `start`. The defaults: the PostgreSQL under test, a new
+    /// cluster (`initdb`) with the extension preloaded, the plain disk, the real clock.
+    pub fn builder(name: &str) -> ClusterBuilder<'_> {
+        ClusterBuilder {
+            name,
+            settings: Vec::new(),
+            disk: Disk::Plain,
+            bin: None,
+            source: Source::Initdb,
+            env: Vec::new(),
+            setup: None,
+        }
     }
 
     /// An empty folder for a cluster's data, log and socket, owned by the server's owner.
@@ -155,20 +162,10 @@ impl Cluster {
         self.append_settings(&lines.iter().map(|line| line.to_string()).collect::<Vec<_>>());
     }
 
-    /// Creates a cluster as `start` does, without starting it.
-    pub fn create(name: &str, settings: &[&str]) -> Cluster {
-        Cluster::create_with(pg_bin_dir(), name, settings)
-    }
-
-    /// Creates a cluster of the PostgreSQL whose programs are in `bin`, without starting it.
+    /// A new cluster of the PostgreSQL whose programs are in `bin`, on `disk`, not started.
     /// Clusters of every major are made alike (encoding, locale, no data checksums, which
     /// PostgreSQL 18 turns on by default), so that pg_upgrade can move one to another.
-    pub fn create_with(bin: &Path, name: &str, settings: &[&str]) -> Cluster {
-        Cluster::create_on(Disk::Plain, bin, name, settings)
-    }
-
-    /// `create_with`, the data directory on `disk`.
-    pub fn create_on(disk: Disk, bin: &Path, name: &str, settings: &[&str]) -> Cluster {
+    fn initdb(disk: Disk, bin: &Path, name: &str, settings: &[String]) -> Cluster {
         let cluster = Cluster::new_folder(name, bin, disk);
         let mut initdb = as_server_owner(bin.join("initdb"));
         initdb.args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C"]).args(cluster.no_sync());
@@ -184,43 +181,15 @@ impl Cluster {
             "shared_preload_libraries = 'snowflake_id'".to_string(),
             "max_connections = 60".to_string(),
         ];
-        lines.extend(settings.iter().map(|line| line.to_string()));
+        lines.extend(settings.iter().cloned());
         cluster.append_settings(&lines);
         cluster
     }
 
-    /// Creates and starts a streaming hot standby of `primary` (which needs
-    /// `wal_level = replica`, the default), with `settings` added to the copied configuration.
-    pub fn start_standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
-        let mut standby = Cluster::create_standby_of(primary, name, settings);
-        standby.start_with(&[]);
-        standby
-    }
-
-    /// Creates a streaming hot standby of `primary` as `start_standby_of` does, without
-    /// starting it (to start it on a faked clock, say).
-    pub fn create_standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
-        Cluster::create_standby_through(&primary.bin, &primary.root, name, settings, Disk::Plain)
-    }
-
-    /// `create_standby_of`, the standby's data directory on `disk`.
-    pub fn create_standby_on(disk: Disk, primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
-        Cluster::create_standby_through(&primary.bin, &primary.root, name, settings, disk)
-    }
-
-    /// The same for a primary this harness did not start (a kit's server), reached through
-    /// the Unix socket in `socket_dir` at the harness's port, on the PostgreSQL under test.
-    pub fn create_standby_of_socket(socket_dir: &Path, name: &str, settings: &[&str]) -> Cluster {
-        Cluster::create_standby_through(pg_bin_dir(), socket_dir, name, settings, Disk::Plain)
-    }
-
-    fn create_standby_through(
-        bin: &Path,
-        socket_dir: &Path,
-        name: &str,
-        settings: &[&str],
-        disk: Disk,
-    ) -> Cluster {
+    /// A streaming hot standby made by a base backup of the server whose socket is in
+    /// `socket_dir` (which needs `wal_level = replica`, the default), with `settings` added to
+    /// the copied configuration; not started.
+    fn base_backup(disk: Disk, bin: &Path, socket_dir: &Path, name: &str, settings: &[String]) -> Cluster {
         let standby = Cluster::new_folder(name, bin, disk);
         let mut backup = as_server_owner(bin.join("pg_basebackup"));
         backup.arg("-h").arg(socket_dir).args([
@@ -252,7 +221,7 @@ impl Cluster {
         }
         // The copied configuration names the primary's socket folder.
         let mut lines = vec![format!("unix_socket_directories = '{}'", standby.root.display())];
-        lines.extend(settings.iter().map(|line| line.to_string()));
+        lines.extend(settings.iter().cloned());
         standby.append_settings(&lines);
         standby
     }
@@ -570,6 +539,103 @@ fn kill_server(postmaster: u32) {
     while pids.iter().any(|pid| Path::new(&format!("/proc/{pid}")).exists()) {
         assert!(Instant::now() < deadline, "killed server processes did not exit");
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What `Cluster::builder` makes: see there.
+#[must_use]
+pub struct ClusterBuilder<'a> {
+    name: &'a str,
+    settings: Vec<String>,
+    disk: Disk,
+    bin: Option<PathBuf>,
+    source: Source<'a>,
+    env: Vec<(String, String)>,
+    setup: Option<String>,
+}
+
+/// Where a new cluster's data comes from.
+enum Source<'a> {
+    Initdb,
+    /// A base backup of a server of this harness (of its major): its standby.
+    StandbyOf(&'a Cluster),
+    /// A base backup through the socket in this folder (a kit's server), of the major under
+    /// test.
+    StandbyThrough(&'a Path),
+}
+
+impl<'a> ClusterBuilder<'a> {
+    /// postgresql.conf lines (a later line overrides an earlier one).
+    pub fn settings(mut self, settings: &[&str]) -> Self {
+        self.settings.extend(settings.iter().map(|line| line.to_string()));
+        self
+    }
+
+    /// Its data directory on `disk`.
+    pub fn disk(mut self, disk: Disk) -> Self {
+        self.disk = disk;
+        self
+    }
+
+    /// The PostgreSQL whose programs are in `bin` (another major, for pg_upgrade).
+    pub fn bin(mut self, bin: &Path) -> Self {
+        self.bin = Some(bin.to_path_buf());
+        self
+    }
+
+    /// A streaming hot standby of `primary`, by a base backup, its settings added to the
+    /// copied configuration.
+    pub fn standby_of(mut self, primary: &'a Cluster) -> Self {
+        self.source = Source::StandbyOf(primary);
+        self
+    }
+
+    /// A standby of a server this harness did not start (a kit's), reached through the Unix
+    /// socket in `socket_dir` at the harness's port.
+    pub fn standby_through(mut self, socket_dir: &'a Path) -> Self {
+        self.source = Source::StandbyThrough(socket_dir);
+        self
+    }
+
+    /// The postmaster's environment at `start` (a faked clock's: `FakeClock::env`).
+    pub fn env(mut self, env: Vec<(&str, &str)>) -> Self {
+        self.env = env.into_iter().map(|(key, value)| (key.to_string(), value.to_string())).collect();
+        self
+    }
+
+    /// SQL run once it has started (`CREATE EXTENSION snowflake_id`, a table).
+    pub fn setup(mut self, sql: &str) -> Self {
+        self.setup = Some(sql.to_string());
+        self
+    }
+
+    /// Makes it, not started.
+    pub fn create(self) -> Cluster {
+        match self.source {
+            Source::Initdb => {
+                let bin = self.bin.unwrap_or_else(|| pg_bin_dir().to_path_buf());
+                Cluster::initdb(self.disk, &bin, self.name, &self.settings)
+            }
+            Source::StandbyOf(primary) => {
+                Cluster::base_backup(self.disk, &primary.bin, &primary.root, self.name, &self.settings)
+            }
+            Source::StandbyThrough(socket_dir) => {
+                Cluster::base_backup(self.disk, pg_bin_dir(), socket_dir, self.name, &self.settings)
+            }
+        }
+    }
+
+    /// Makes it and starts it, then runs its setup SQL.
+    pub fn start(mut self) -> Cluster {
+        let env = std::mem::take(&mut self.env);
+        let setup = self.setup.take();
+        let mut cluster = self.create();
+        cluster
+            .start_with(&env.iter().map(|(key, value)| (key.as_str(), value.as_str())).collect::<Vec<_>>());
+        if let Some(sql) = setup {
+            cluster.connect().batch_execute(&sql).unwrap_or_else(|error| panic!("{sql}: {error}"));
+        }
+        cluster
     }
 }
 

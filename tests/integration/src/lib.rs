@@ -5,6 +5,7 @@
 //! - `process`: commands and folders as the servers' owner, `pg_ctl`, `kill -9`;
 //! - `cluster`: a throwaway server (`Cluster`), started, stopped and removed, its log printed
 //!   when a test fails; its data directory on a disk that can lose power (`power_loss`);
+//! - `pair`: a primary and its streaming standby (`Pair`), replayed, cut off, promoted;
 //! - `faults`: a faked clock (libfaketime) and slow or failing fsyncs (strace);
 //! - `workload`: writers loading a server;
 //! - `engine`: the workload engine of the tests that play an application (writers running
@@ -24,6 +25,7 @@ mod faults;
 mod ha;
 mod install;
 mod kit;
+mod pair;
 pub mod power_loss;
 mod process;
 mod queries;
@@ -35,6 +37,7 @@ pub use faults::*;
 pub use ha::*;
 pub use install::*;
 pub use kit::*;
+pub use pair::*;
 pub use process::*;
 pub use queries::*;
 pub use workload::*;

@@ -189,7 +189,7 @@ fn a_mastodon_style_generator_switches_under_writers() {
 }
 
 fn adopt(scheme: Scheme) {
-    let cluster = Cluster::start(scheme.name, &settings(scheme.conf));
+    let cluster = Cluster::builder(scheme.name).settings(&settings(scheme.conf)).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id; SET TimeZone = 'UTC'").unwrap();
     let row = client

@@ -97,7 +97,7 @@ impl Node {
     /// The same with more settings (a layout).
     fn start_with(label: &str, settings: &[&str]) -> Node {
         let all: Vec<&str> = NODE_SETTINGS.iter().chain(settings).copied().collect();
-        let mut cluster = Cluster::create(&format!("citus-{label}"), &all);
+        let mut cluster = Cluster::builder(&format!("citus-{label}")).settings(&all).create();
         let name = cluster.socket_dir().display().to_string();
         // Citus connects to the node itself (the rebalancer's background tasks) by this name.
         cluster.configure(&[&format!("citus.local_hostname = '{name}'")]);
@@ -513,7 +513,7 @@ fn citus_cluster_issues_no_key_twice() {
     // id, refuses to issue (its fence names the old one), and issues the new one once fenced.
     // A checkpoint first, so that pg_basebackup's own (spread over minutes) has little to write.
     workers[0].connect().batch_execute("CHECKPOINT").unwrap();
-    let copy = Cluster::start_standby_of(&workers[0].cluster, "citus-copy", &[]);
+    let copy = Cluster::builder("citus-copy").standby_of(&workers[0].cluster).start();
     copy.wait_until_accepting();
     copy.promote();
     let copy = Node { name: copy.socket_dir().display().to_string(), cluster: copy };

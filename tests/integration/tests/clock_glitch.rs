@@ -25,7 +25,7 @@ fn wait_for_record(cluster: &Cluster, what: &str, done: impl Fn(i64) -> bool) {
 
 #[test]
 fn a_clock_jump_ahead_while_idle_does_not_block_issue_after_a_restart() {
-    let mut cluster = Cluster::create("clock-glitch", &[]);
+    let mut cluster = Cluster::builder("clock-glitch").create();
     let clock = FakeClock::of(&cluster);
     clock.start(&mut cluster);
     // libfaketime does not fake the clock of the worker the postmaster forks as it starts

@@ -26,7 +26,7 @@ const BATCH: &str = "SELECT count(*), min(id), max(id), \
 
 #[test]
 fn past_the_lead_bound_a_call_fails_or_waits_as_configured() {
-    let cluster = Cluster::start("clock-policy", &[]);
+    let cluster = Cluster::builder("clock-policy").start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
 

@@ -21,7 +21,7 @@ fn insert(client: &mut Client, rows: i32, round: i32) {
 
 #[test]
 fn restarts_with_the_clock_set_back_never_repeat_an_id() {
-    let mut cluster = Cluster::create("clock-restart", &[]);
+    let mut cluster = Cluster::builder("clock-restart").create();
     let clock = FakeClock::of(&cluster);
     clock.start(&mut cluster);
     let mut client = cluster.connect();

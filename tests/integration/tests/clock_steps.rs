@@ -61,7 +61,7 @@ impl Workload for Loading {
 fn clock_steps_back_while_running() {
     // Up to 5 s of waiting, so that the medium step (4 s back, 2 s past the lead bound)
     // is waited out rather than refused.
-    let mut cluster = Cluster::create("clock-steps", &["snowflake_id.max_wait_ms = 5s"]);
+    let mut cluster = Cluster::builder("clock-steps").settings(&["snowflake_id.max_wait_ms = 5s"]).create();
     let clock = FakeClock::of(&cluster);
     clock.start(&mut cluster);
     cluster.connect().batch_execute("CREATE EXTENSION snowflake_id").unwrap();

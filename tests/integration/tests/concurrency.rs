@@ -19,7 +19,7 @@ fn shard_of_connection(connection: usize) -> i32 {
 
 #[test]
 fn sixteen_connections_one_million_ids_no_duplicates() {
-    let cluster = Cluster::start("concurrency", &["synchronous_commit = off"]);
+    let cluster = Cluster::builder("concurrency").settings(&["synchronous_commit = off"]).start();
     cluster.connect().batch_execute("CREATE EXTENSION snowflake_id").unwrap();
 
     let started = Instant::now();

@@ -18,7 +18,7 @@ const SHARD: i32 = 5;
 
 #[test]
 fn conversion_under_concurrent_inserts_keeps_rows_keys_and_order() {
-    let cluster = Cluster::start("convert", &[]);
+    let cluster = Cluster::builder("convert").start();
     let mut client = cluster.connect();
     client
         .batch_execute(

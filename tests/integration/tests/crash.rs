@@ -18,7 +18,9 @@ fn shards() -> Vec<i32> {
 fn kill_9_and_immediate_shutdown_under_load_never_repeat_an_id() {
     // Calls may wait up to 5 s for the clock: each round starts with shard 1 still ahead of
     // the clock from the round before (the borrowed range, plus the reservation's headroom).
-    let mut cluster = Cluster::start("crash", &["restart_after_crash = on", "snowflake_id.max_wait_ms = 5s"]);
+    let mut cluster = Cluster::builder("crash")
+        .settings(&["restart_after_crash = on", "snowflake_id.max_wait_ms = 5s"])
+        .start();
     cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
 
     let mut acknowledged = Vec::new();

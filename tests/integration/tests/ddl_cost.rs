@@ -71,7 +71,7 @@ fn start_with_alice_and_carol(name: &str, settings: &[&str], more: &str) -> (Clu
         "pg_stat_statements.track_utility = on",
     ];
     all.extend_from_slice(settings);
-    let cluster = Cluster::start(name, &all);
+    let cluster = Cluster::builder(name).settings(&all).start();
     let mut admin = cluster.connect();
     admin
         .batch_execute(&format!(

@@ -11,7 +11,7 @@ fn dump_and_restore_then_generation_continues_above_the_restored_ids() {
     // 20 s ahead, as after a shard borrowed ahead or was advanced, and the target must take
     // the advance above them.
     const LEAD: &str = "snowflake_id.max_lead_ms = 1min";
-    let source = Cluster::start("dump-source", &[LEAD]);
+    let source = Cluster::builder("dump-source").settings(&[LEAD]).start();
     let mut client = source.connect();
     client
         .batch_execute(
@@ -37,7 +37,7 @@ fn dump_and_restore_then_generation_continues_above_the_restored_ids() {
         .unwrap();
     assert!(out.status.success(), "pg_dump: {}", String::from_utf8_lossy(&out.stderr));
 
-    let target = Cluster::start("dump-target", &[LEAD]);
+    let target = Cluster::builder("dump-target").settings(&[LEAD]).start();
     let out = Command::new(pg_bin_dir().join("pg_restore"))
         .arg("-h")
         .arg(target.socket_dir())

@@ -42,7 +42,7 @@ fn assert_unique_and_increasing(streams: &[Vec<i64>]) -> usize {
 
 #[test]
 fn one_shard_drained_as_fast_as_possible_stays_within_the_lead_bound() {
-    let cluster = Cluster::start("exhaustion", &[]);
+    let cluster = Cluster::builder("exhaustion").start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
 
@@ -102,10 +102,9 @@ fn passing_the_last_millisecond_raises_2200h() {
         .output()
         .unwrap();
     let epoch = format!("{}.{millis:03}Z", String::from_utf8(date.stdout).unwrap().trim());
-    let cluster = Cluster::start(
-        "exhausted",
-        &[&format!("snowflake_id.epoch = '{}'", epoch.trim()), "snowflake_id.max_lead_ms = 24h"],
-    );
+    let cluster = Cluster::builder("exhausted")
+        .settings(&[&format!("snowflake_id.epoch = '{}'", epoch.trim()), "snowflake_id.max_lead_ms = 24h"])
+        .start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap();

@@ -1,9 +1,8 @@
 //! A streaming standby promoted after its primary is killed resumes above everything the old
 //! primary committed, even IDs it issued ahead of the clock: the reservation travels in WAL.
 
-use postgres::Client;
 use snowflake_id_integration::{
-    apply_settings, assert_no_duplicates, wait_until, Cluster, Disk, Load, LOAD_TABLE,
+    apply_settings, assert_no_duplicates, first_id_once_issuing, wait_until, Disk, Load, Pair, LOAD_TABLE,
 };
 
 #[test]
@@ -12,19 +11,16 @@ fn a_promoted_standby_resumes_above_the_killed_primary() {
     // promotion takes (below). Calls may wait 10 s for the reservation: the promoted
     // standby's first ones wait for its worker's first record, behind the promotion's
     // checkpoint on a loaded machine.
-    let mut primary = Cluster::start(
-        "failover-primary",
-        &["snowflake_id.max_lead_ms = 10s", "snowflake_id.max_wait_ms = 10s"],
-    );
-    let mut setup = primary.connect();
-    setup.batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
-    // Once promoted, the standby must not wait for a standby of its own.
-    let standby =
-        Cluster::start_standby_of(&primary, "failover-standby", &["synchronous_standby_names = ''"]);
+    let Pair { mut primary, standby } = Pair::builder("failover")
+        .settings(&["snowflake_id.max_lead_ms = 10s", "snowflake_id.max_wait_ms = 10s"])
+        .setup(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}"))
+        // Once promoted, the standby must not wait for a standby of its own.
+        .standby_settings(&["synchronous_standby_names = ''"])
+        .start();
     // Synchronous replication (remote_apply): every commit acknowledged to a client is on the
     // standby, so "above every acknowledged ID" is a check that can be made exactly.
-    apply_settings(&mut setup, &[("synchronous_standby_names", "*"), ("synchronous_commit", "remote_apply")]);
-    drop(setup);
+    let settings = [("synchronous_standby_names", "*"), ("synchronous_commit", "remote_apply")];
+    apply_settings(&mut primary.connect(), &settings);
 
     let shards: Vec<i32> = (0..12).map(|i| if i < 6 { 1 } else { 200 + i }).collect();
     let load = Load::start(&primary, &shards, 0);
@@ -77,10 +73,10 @@ fn a_promoted_standby_resumes_above_the_killed_primary() {
 #[test]
 fn a_standby_promoted_behind_its_primary_resumes_above_it() {
     let settings = ["snowflake_id.max_lead_ms = 60s", "snowflake_id.max_wait_ms = 10s"];
-    let mut primary = primary_with_table_t("async-primary", &settings);
-    let mut standby = Cluster::start_standby_of(&primary, "async-standby", &[]);
+    let pair = Pair::builder("async").settings(&settings).start();
     // The standby has everything so far; then it is down while the primary moves on.
-    insert_and_replay(&primary, &standby);
+    pair.insert_and_replay();
+    let Pair { mut primary, mut standby } = pair;
     standby.stop("fast");
 
     let mut client = primary.connect();
@@ -117,17 +113,15 @@ fn a_standby_promoted_behind_its_primary_resumes_above_it() {
 /// above them (the floor alone: `tests/mutations/promotion-guard.patch`).
 #[test]
 fn a_standby_cut_off_for_longer_than_its_bound_resumes_above_its_primary() {
-    let mut primary = primary_with_table_t("partitioned-primary", &CUT_OFF_SETTINGS);
-    let standby = Cluster::start_standby_of(&primary, "partitioned-standby", &CUT_OFF_SETTINGS);
-    let highest = cut_off_while_the_primary_runs_ahead(&mut primary, &standby);
+    let mut pair = Pair::builder("partitioned").settings(&CUT_OFF_SETTINGS).start();
+    let highest = cut_off_while_the_primary_runs_ahead(&mut pair);
 
-    standby.promote();
-    let first = first_row_once_issuing(&mut standby.wait_until_accepting());
+    let first = first_id_once_issuing(&mut pair.promote());
     assert!(
         first > highest,
         "the standby promoted after its cut-off issued {first}, not above the old primary's {highest}"
     );
-    let log = standby.log();
+    let log = pair.standby.log();
     assert!(log.contains("snowflake_id: recovery ended; shards resume at"), "{log}");
 }
 
@@ -141,14 +135,13 @@ fn a_standby_cut_off_for_longer_than_its_bound_resumes_above_its_primary() {
 /// last replay, 12 s before the primary, its standby cut off, issued 9 s ahead of its clock.
 #[test]
 fn a_promotion_cut_by_a_power_loss_at_its_end_still_records_its_guard() {
-    let mut primary = primary_with_table_t("cut-primary", &CUT_OFF_SETTINGS);
-    let mut standby = Cluster::create_standby_on(Disk::PowerLoss, &primary, "cut-standby", &CUT_OFF_SETTINGS);
-    standby.start_with(&[]);
+    let mut pair = Pair::builder("cut").settings(&CUT_OFF_SETTINGS).standby_disk(Disk::PowerLoss).start();
     assert!(
-        standby.data_dir().join("snowflake_id.promotion_pending").exists(),
+        pair.standby.data_dir().join("snowflake_id.promotion_pending").exists(),
         "a standby's start did not write that it owes a promotion guard"
     );
-    let highest = cut_off_while_the_primary_runs_ahead(&mut primary, &standby);
+    let highest = cut_off_while_the_primary_runs_ahead(&mut pair);
+    let standby = &mut pair.standby;
 
     let postmaster = standby.lose_power_right_after("unlink", r"standby\.signal");
     standby.request_promotion();
@@ -161,7 +154,7 @@ fn a_promotion_cut_by_a_power_loss_at_its_end_still_records_its_guard() {
     );
 
     standby.start_with(&[]);
-    let first = first_row_once_issuing(&mut standby.wait_until_accepting());
+    let first = first_id_once_issuing(&mut standby.wait_until_accepting());
     assert!(
         first > highest,
         "the server whose promotion a power loss cut issued {first}, not above the old primary's {highest}"
@@ -177,14 +170,14 @@ fn a_promotion_cut_by_a_power_loss_at_its_end_still_records_its_guard() {
 /// `reserve_ms` + `max_clock_skew_ms`), and calls waiting long enough for a start's lead.
 const CUT_OFF_SETTINGS: [&str; 2] = ["snowflake_id.max_lead_ms = 10s", "snowflake_id.max_wait_ms = 10s"];
 
-/// Once `standby` has replayed a row, cuts it off (a partition: its WAL receiver stopped, the
-/// server running) for 12 s, longer than its promotion bound, while the primary goes on, then
-/// has the primary issue 9 s ahead of its clock, and kills the primary. The ID it issued last.
-fn cut_off_while_the_primary_runs_ahead(primary: &mut Cluster, standby: &Cluster) -> i64 {
-    insert_and_replay(primary, standby);
-    apply_settings(&mut standby.connect(), &[("primary_conninfo", "")]);
+/// Once the standby has replayed a row, cuts it off for 12 s, longer than its promotion
+/// bound, while the primary goes on, then has the primary issue 9 s ahead of its clock, and
+/// kills the primary. The ID it issued last.
+fn cut_off_while_the_primary_runs_ahead(pair: &mut Pair) -> i64 {
+    pair.insert_and_replay();
+    pair.cut_off();
     std::thread::sleep(std::time::Duration::from_secs(12));
-    let mut client = primary.connect();
+    let mut client = pair.primary.connect();
     client
         .query_one(
             "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '9 s', 0, 0))",
@@ -193,7 +186,7 @@ fn cut_off_while_the_primary_runs_ahead(primary: &mut Cluster, standby: &Cluster
         .unwrap();
     let highest: i64 = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).unwrap().get(0);
     drop(client);
-    primary.kill_postmaster();
+    pair.primary.kill_postmaster();
     highest
 }
 
@@ -204,18 +197,16 @@ fn cut_off_while_the_primary_runs_ahead(primary: &mut Cluster, standby: &Cluster
 /// `standby_restart`.)
 #[test]
 fn a_promoted_standby_restarted_cleanly_resumes_above_the_floor_it_replayed() {
-    let mut primary = primary_with_table_t("floor-primary", &["snowflake_id.max_lead_ms = 30s"]);
     // The standby's guard: 20 s + 1 ms + 100 ms ahead of its clock. Its first calls after the
     // restart are refused until the clock is within 20 s of the old primary's last IDs.
-    let mut standby = Cluster::start_standby_of(
-        &primary,
-        "floor-standby",
-        &[
+    let Pair { mut primary, mut standby } = Pair::builder("floor")
+        .settings(&["snowflake_id.max_lead_ms = 30s"])
+        .standby_settings(&[
             "snowflake_id.max_lead_ms = 20s",
             "snowflake_id.reserve_ms = 100ms",
             "snowflake_id.max_clock_skew_ms = 0",
-        ],
-    );
+        ])
+        .start();
     // Two reservation records a moment apart (a standby of 0.6.0, which recorded what it
     // replayed at most once a second, had the first in its file and not the second). After
     // the second the primary's ceiling is far enough ahead that its worker writes no other.
@@ -248,7 +239,7 @@ fn a_promoted_standby_restarted_cleanly_resumes_above_the_floor_it_replayed() {
 
     standby.stop("fast");
     standby.start_with(&[]);
-    let first = first_row_once_issuing(&mut standby.connect());
+    let first = first_id_once_issuing(&mut standby.connect());
     assert!(
         first > highest,
         "after a clean restart the promoted standby issued {first}, not above {highest}"
@@ -260,16 +251,16 @@ fn a_promoted_standby_restarted_cleanly_resumes_above_the_floor_it_replayed() {
 /// clock at all here (`max_wait_ms = 0`), so a jump ahead would fail them.
 #[test]
 fn a_promoted_server_whose_worker_is_terminated_twice_fails_no_insert() {
-    let primary = Cluster::start("guard-once-primary", &[]);
-    primary.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
-    let standby =
-        Cluster::start_standby_of(&primary, "guard-once-standby", &["snowflake_id.max_wait_ms = 0"]);
-    let lsn: String = primary.connect().query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
-    standby.wait_for_replay(&lsn);
+    let pair = Pair::builder("guard-once")
+        .setup(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}"))
+        .standby_settings(&["snowflake_id.max_wait_ms = 0"])
+        .start();
+    pair.replay();
+    let Pair { primary, standby } = pair;
     drop(primary);
-    standby.promote();
     // The first calls after the promotion are refused until the clock is within max_lead_ms
     // of the guard (less than a second).
+    standby.promote();
     let mut client = standby.wait_until_accepting();
     wait_until("the promoted standby issues IDs", || {
         client.execute("INSERT INTO ids SELECT snowflake_nextval(1), 1, 0", &[]).is_ok()
@@ -292,38 +283,4 @@ fn a_promoted_server_whose_worker_is_terminated_twice_fails_no_insert() {
     assert_eq!(rows as usize, acknowledged.len() + 1);
     let guards = standby.log().matches("snowflake_id: recovery ended").count();
     assert_eq!(guards, 1, "the promotion guard ran {guards} times");
-}
-
-/// The ID of the first row a restarted server inserts into `t`: its calls are refused (55000)
-/// until the clock is within `max_lead_ms` of the position it resumed at.
-fn first_row_once_issuing(client: &mut Client) -> i64 {
-    let mut first = None;
-    wait_until("the restarted server issues IDs", || {
-        first = client
-            .query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[])
-            .ok()
-            .map(|row| row.get::<_, i64>(0));
-        first.is_some()
-    });
-    first.unwrap()
-}
-
-/// A primary with the extension and a table `t` whose key is issued on shard 1.
-fn primary_with_table_t(name: &str, settings: &[&str]) -> Cluster {
-    let primary = Cluster::start(name, settings);
-    primary
-        .connect()
-        .batch_execute("CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1))")
-        .unwrap();
-    primary
-}
-
-/// Inserts a row into `t` on the primary and waits until the standby has replayed it.
-fn insert_and_replay(primary: &Cluster, standby: &Cluster) {
-    let lsn: String = primary
-        .connect()
-        .query_one("INSERT INTO t DEFAULT VALUES RETURNING pg_current_wal_lsn()::text", &[])
-        .unwrap()
-        .get(0);
-    standby.wait_for_replay(&lsn);
 }

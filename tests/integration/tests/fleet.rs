@@ -739,7 +739,8 @@ fn a_move_continues_above_unstored_ids_and_keeps_the_source_until_the_targets_st
     assert!(bare > stored);
     drop(on_source);
 
-    let mut standby = Cluster::create_standby_of_socket(&fleet.kit.dir().join(&target), "fleet-standby", &[]);
+    let mut standby =
+        Cluster::builder("fleet-standby").standby_through(&fleet.kit.dir().join(&target)).create();
     standby.start_with(&[]);
     standby.connect().batch_execute("SELECT pg_wal_replay_pause()").unwrap();
     // The second standby streams through its slot until it has everything so far, then stops.
@@ -749,11 +750,10 @@ fn a_move_continues_above_unstored_ids_and_keeps_the_source_until_the_targets_st
         .query_one("SELECT pg_create_physical_replication_slot($1, true)", &[&SLOT])
         .unwrap();
     let slot_setting = format!("primary_slot_name = '{SLOT}'");
-    let mut cut_off = Cluster::create_standby_of_socket(
-        &fleet.kit.dir().join(&target),
-        "fleet-standby-slot",
-        &[&slot_setting],
-    );
+    let mut cut_off = Cluster::builder("fleet-standby-slot")
+        .standby_through(&fleet.kit.dir().join(&target))
+        .settings(&[&slot_setting])
+        .create();
     cut_off.start_with(&[]);
     let lsn: String =
         fleet.connect(&target).query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);

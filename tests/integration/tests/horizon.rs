@@ -78,7 +78,7 @@ fn assert_horizon_held(client: &mut Client, shard: Option<i32>, id: i64, during:
 
 /// A server with the extension and a table `t (id bigint)`.
 fn server(name: &str, settings: &[&str]) -> Cluster {
-    let cluster = Cluster::start(name, settings);
+    let cluster = Cluster::builder(name).settings(settings).start();
     cluster
         .connect()
         .batch_execute("CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY)")
@@ -417,7 +417,7 @@ fn first_few(ids: &[i64]) -> &[i64] {
 
 #[test]
 fn readers_below_the_horizon_read_every_committed_row_once() {
-    let cluster = Cluster::start("horizon-readers", &["max_prepared_transactions = 100"]);
+    let cluster = Cluster::builder("horizon-readers").settings(&["max_prepared_transactions = 100"]).start();
     cluster
         .connect()
         .batch_execute(
@@ -824,7 +824,8 @@ fn ids_of_parallel_workers_hold_the_horizon() {
 #[test]
 fn a_clock_stepped_back_issues_nothing_below_a_horizon_given() {
     // A lead bound wider than the step, so that the shard issues rather than refusing.
-    let mut cluster = Cluster::create("horizon-clock", &["snowflake_id.max_lead_ms = 30s"]);
+    let mut cluster =
+        Cluster::builder("horizon-clock").settings(&["snowflake_id.max_lead_ms = 30s"]).create();
     let clock = FakeClock::of(&cluster);
     clock.start(&mut cluster);
     let mut client = cluster.connect();
@@ -938,7 +939,7 @@ fn a_horizon_holds_for_the_snapshot_of_its_statement() {
 /// and a hot standby.
 #[test]
 fn the_horizon_refuses_what_it_cannot_answer_for() {
-    let primary = Cluster::start("horizon-refusals", &["snowflake_id.shards = '0-3'"]);
+    let primary = Cluster::builder("horizon-refusals").settings(&["snowflake_id.shards = '0-3'"]).start();
     let mut client = primary.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
 
@@ -961,7 +962,7 @@ fn the_horizon_refuses_what_it_cannot_answer_for() {
         "{of_shard} vs {of_server}"
     );
 
-    let standby = Cluster::start_standby_of(&primary, "horizon-standby", &[]);
+    let standby = Cluster::builder("horizon-standby").standby_of(&primary).start();
     let mut on_standby = standby.connect();
     for (call, function) in [
         ("SELECT snowflake_horizon()", "snowflake_horizon"),

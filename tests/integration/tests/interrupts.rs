@@ -18,14 +18,13 @@ fn statement_timeout_and_cancel_stop_a_huge_batch_promptly() {
     // ceiling (a WAL flush and an fsync), and that wait honours the statement_timeout too: on
     // a slow disk the 100 ms would end the call before it claimed anything. So the
     // reservation is kept 30 s ahead, and the batch waits for nothing but storing its rows.
-    let cluster = Cluster::start(
-        "interrupts",
-        &[
+    let cluster = Cluster::builder("interrupts")
+        .settings(&[
             "snowflake_id.max_lead_ms = 60000",
             "snowflake_id.max_wait_ms = 5000",
             "snowflake_id.reserve_ms = 30000",
-        ],
-    );
+        ])
+        .start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     wait_until("the reservation is recorded 25 s ahead of the clock", || {

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 fn js53_server(name: &str, settings: &[&str]) -> Cluster {
     let mut all = vec![JS53_LAYOUT];
     all.extend_from_slice(settings);
-    let cluster = Cluster::start(name, &all);
+    let cluster = Cluster::builder(name).settings(&all).start();
     cluster.connect().batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     cluster
 }
@@ -239,7 +239,9 @@ fn a_server_recorded_in_js53_refuses_another_width_and_js53_past_its_end_refuses
     cluster.connect().query_one("SELECT snowflake_nextval(1)", &[]).unwrap();
 
     // 41 bits of milliseconds after 1950 ended in 2019.
-    let mut old = Cluster::create("js53-old-epoch", &[JS53_LAYOUT, "snowflake_id.epoch = '1950-01-01'"]);
+    let mut old = Cluster::builder("js53-old-epoch")
+        .settings(&[JS53_LAYOUT, "snowflake_id.epoch = '1950-01-01'"])
+        .create();
     let log = match old.try_start_with(&[]) {
         Ok(()) => panic!("a js53 server started with its IDs run out"),
         Err(log) => log,
@@ -247,7 +249,7 @@ fn a_server_recorded_in_js53_refuses_another_width_and_js53_past_its_end_refuses
     assert!(log.contains("and 41 bits of time ran out on 2019-09-07"), "{log}");
 
     // A split that leaves less than 8 years of time in 53 bits is refused with the widths.
-    let mut short = Cluster::create("js53-short", &["snowflake_id.id_bits = 53"]);
+    let mut short = Cluster::builder("js53-short").settings(&["snowflake_id.id_bits = 53"]).create();
     let log = match short.try_start_with(&[]) {
         Ok(()) => panic!("a 53-bit server started with the 10 + 12 split"),
         Err(log) => log,

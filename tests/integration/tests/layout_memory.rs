@@ -17,7 +17,7 @@ fn refused_restart(cluster: &mut Cluster, setting: &str) -> String {
 
 #[test]
 fn another_epoch_or_shard_bits_stops_the_server_naming_both_layouts() {
-    let mut cluster = Cluster::start("layout-memory", &[]);
+    let mut cluster = Cluster::builder("layout-memory").start();
     let last_id: i64 = {
         let mut client = cluster.connect();
         client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
@@ -83,7 +83,7 @@ fn another_epoch_or_shard_bits_stops_the_server_naming_both_layouts() {
 #[test]
 fn a_record_of_0_3_0_is_read_with_its_fixed_split() {
     // 0.3.0 recorded no seq_bits: shard and sequence shared 22 bits, so 13 shard bits left 9.
-    let mut cluster = Cluster::start("layout-0-3-0", &["snowflake_id.shard_bits = 13"]);
+    let mut cluster = Cluster::builder("layout-0-3-0").settings(&["snowflake_id.shard_bits = 13"]).start();
     cluster.stop("fast");
     std::fs::write(
         cluster.data_dir().join("snowflake_id.layout"),
@@ -110,12 +110,12 @@ fn a_record_of_0_3_0_is_read_with_its_fixed_split() {
 
 #[test]
 fn the_record_survives_a_crash_and_reaches_a_standby_by_base_backup() {
-    let mut primary = Cluster::start("layout-crash", &["snowflake_id.shard_bits = 13"]);
+    let mut primary = Cluster::builder("layout-crash").settings(&["snowflake_id.shard_bits = 13"]).start();
     primary.connect().batch_execute("CREATE EXTENSION snowflake_id; SELECT snowflake_nextval(1)").unwrap();
     primary.kill_postmaster();
     primary.start_with(&[]);
     primary.wait_until_accepting();
-    let standby = Cluster::start_standby_of(&primary, "layout-standby", &[]);
+    let standby = Cluster::builder("layout-standby").standby_of(&primary).start();
     let copied = std::fs::read_to_string(standby.data_dir().join("snowflake_id.layout")).unwrap();
     assert!(copied.ends_with("shard_bits=13 seq_bits=12\n"), "{copied}");
     // The standby knows the layout before it ever issues an ID (on promotion).

@@ -18,10 +18,7 @@
 //!   Restarted once more after the promotion, it still issues under the lead it keeps.
 
 use postgres::Client;
-use snowflake_id_integration::{apply_settings, db_error, next_id_ahead_ms, wait_until, Cluster};
-
-const TABLE: &str =
-    "CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1))";
+use snowflake_id_integration::{apply_settings, db_error, next_id_ahead_ms, wait_until, Cluster, Pair};
 
 /// Moves `shard` so that its next ID lies `ahead_ms` ahead of the clock.
 fn run_ahead(client: &mut Client, shard: i32, ahead_ms: i64) {
@@ -35,7 +32,7 @@ fn run_ahead(client: &mut Client, shard: i32, ahead_ms: i64) {
 
 #[test]
 fn a_lowered_max_lead_keeps_a_shard_that_runs_ahead_issuing() {
-    let cluster = Cluster::start("lowered-lead", &["snowflake_id.max_lead_ms = 60000"]);
+    let cluster = Cluster::builder("lowered-lead").settings(&["snowflake_id.max_lead_ms = 60000"]).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     run_ahead(&mut client, 1, 8_000);
@@ -67,11 +64,12 @@ fn a_lowered_max_lead_keeps_a_shard_that_runs_ahead_issuing() {
 
 #[test]
 fn a_standby_with_a_shorter_lead_resumes_above_its_primary_and_issues() {
-    let mut primary = Cluster::start("drift-primary", &["snowflake_id.max_lead_ms = 60000"]);
-    let mut client = primary.connect();
-    client.batch_execute(TABLE).unwrap();
     // The standby's own postgresql.conf says 2 s: a later line than the copied 60 s.
-    let standby = Cluster::start_standby_of(&primary, "drift-standby", &["snowflake_id.max_lead_ms = 2000"]);
+    let Pair { mut primary, standby } = Pair::builder("drift")
+        .settings(&["snowflake_id.max_lead_ms = 60000"])
+        .standby_settings(&["snowflake_id.max_lead_ms = 2000"])
+        .start();
+    let mut client = primary.connect();
     run_ahead(&mut client, 1, 30_000);
     for _ in 0..4 {
         client.batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000)").unwrap();
@@ -112,10 +110,8 @@ enum Down {
 /// it with a restartpoint, and goes down as told while the primary is killed; started again and
 /// promoted, its first call must be served above the primary's IDs, within the primary's bound.
 fn a_standby_down_before_promotion_keeps_its_primarys_lead(name: &str, down: Down) -> Cluster {
-    let mut primary = Cluster::start(&format!("{name}-primary"), &[]);
+    let Pair { mut primary, mut standby } = Pair::builder(name).start();
     let mut client = primary.connect();
-    client.batch_execute(TABLE).unwrap();
-    let mut standby = Cluster::start_standby_of(&primary, &format!("{name}-standby"), &[]);
     // On the primary only: ALTER SYSTEM writes postgresql.auto.conf, which is not replicated.
     apply_settings(&mut client, &[("snowflake_id.max_lead_ms", "1min")]);
     run_ahead(&mut client, 1, 40_000);

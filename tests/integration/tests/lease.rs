@@ -78,7 +78,7 @@ fn a_primary_without_its_lease_issues_nothing() {
     let ha = HaStandIn::start();
     let url = ha.lease_url_setting();
     let lease = format!("snowflake_id.lease_ms = {LEASE_MS}");
-    let mut cluster = Cluster::start("lease", &[&url, &lease]);
+    let mut cluster = Cluster::builder("lease").settings(&[&url, &lease]).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1), n int)").unwrap();
     let first = until_issuing(&mut client, Duration::from_secs(5));
@@ -171,7 +171,7 @@ fn every_call_stops_at_the_lease_deadline_while_the_worker_cannot_close_the_fenc
     let lease = format!("snowflake_id.lease_ms = {LEASE_MS}");
     let settings =
         [&url[..], &lease[..], "snowflake_id.max_lead_ms = '20s'", "snowflake_id.reserve_ms = '20s'"];
-    let cluster = Cluster::start("lease-deadline", &settings);
+    let cluster = Cluster::builder("lease-deadline").settings(&settings).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     let first = until_issuing(&mut client, Duration::from_secs(5));
@@ -238,7 +238,7 @@ fn a_lease_setting_that_cannot_be_used_stops_the_start() {
             "outside the valid range",
         ),
     ] {
-        let mut cluster = Cluster::create(name, &settings);
+        let mut cluster = Cluster::builder(name).settings(&settings).create();
         let log = match cluster.try_start_with(&[]) {
             Ok(()) => panic!("the server started with {settings:?}"),
             Err(log) => log,
@@ -329,7 +329,7 @@ fn slow_foreign_and_lying_answers_never_hold_the_lease() {
     // Any case of the scheme, and a fragment (never sent), are a URL the worker can ask.
     let url = format!("snowflake_id.lease_url = '{}#leader'", ha.lease_url().replace("http://", "HTTP://"));
     let lease = format!("snowflake_id.lease_ms = {LEASE_MS}");
-    let cluster = Cluster::start("lease-hostile", &[&url, &lease]);
+    let cluster = Cluster::builder("lease-hostile").settings(&[&url, &lease]).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     until_issuing(&mut client, Duration::from_secs(5));
@@ -393,7 +393,7 @@ fn slow_foreign_and_lying_answers_never_hold_the_lease() {
 fn a_listener_of_another_os_user_does_not_hold_the_lease() {
     let ha = HaStandIn::start();
     let lease = format!("snowflake_id.lease_ms = {LEASE_MS}");
-    let cluster = Cluster::start("lease-squatter", &[&ha.lease_url_setting(), &lease]);
+    let cluster = Cluster::builder("lease-squatter").settings(&[&ha.lease_url_setting(), &lease]).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     until_issuing(&mut client, Duration::from_secs(5));

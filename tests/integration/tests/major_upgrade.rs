@@ -129,7 +129,10 @@ fn pg_upgrade_issues_only_ids_above_the_old_ones_in(old_bin: &Path, layout: &Tes
 
     let settings: Vec<&str> = [LEAD].iter().chain(layout.settings).copied().collect();
     let prefix = layout.name;
-    let mut old = Cluster::create_with(old_bin, &format!("upgrade-{prefix}old-{old_major}"), &settings);
+    let mut old = Cluster::builder(&format!("upgrade-{prefix}old-{old_major}"))
+        .bin(old_bin)
+        .settings(&settings)
+        .create();
     old.start_with(&[]);
     let mut client = old.connect();
     client
@@ -213,7 +216,7 @@ fn confirm_the_estimate(new: &Cluster) {
 fn pg_upgrade_check_does_not_spend_the_guard(old_bin: &Path) {
     let new_bin = pg_bin_dir().to_path_buf();
     let old_major = major_of(old_bin);
-    let mut old = Cluster::create_with(old_bin, &format!("check-old-{old_major}"), &[LEAD]);
+    let mut old = Cluster::builder(&format!("check-old-{old_major}")).bin(old_bin).settings(&[LEAD]).create();
     old.start_with(&[]);
     let mut client = old.connect();
     client
@@ -225,7 +228,7 @@ fn pg_upgrade_check_does_not_spend_the_guard(old_bin: &Path) {
         .unwrap();
     clear_column_options_of_debian_15(&mut client, old_major);
 
-    let new = Cluster::create_with(&new_bin, &format!("check-new-{old_major}"), &[LEAD]);
+    let new = Cluster::builder(&format!("check-new-{old_major}")).bin(&new_bin).settings(&[LEAD]).create();
     pg_upgrade(&old, &new, &["--check", "-P", "5433"]);
     assert!(new.data_dir().join(RESERVATION_FILE).exists(), "pg_upgrade --check recorded no guard");
 
@@ -269,7 +272,7 @@ fn clear_column_options_of_debian_15(client: &mut postgres::Client, old_major: u
 /// `new_bin` (copy mode: `old` stays usable). Checks what the extension did meanwhile: no
 /// reservation worker in binary-upgrade mode, and a guard ceiling recorded.
 fn upgraded(old: &Cluster, new_bin: &Path, name: &str, settings: &[&str]) -> Cluster {
-    let new = Cluster::create_with(new_bin, name, settings);
+    let new = Cluster::builder(name).bin(new_bin).settings(settings).create();
     pg_upgrade(old, &new, &[]);
 
     let logs = server_logs_of_upgrade(new.data_dir());

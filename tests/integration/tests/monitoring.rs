@@ -176,8 +176,9 @@ fn unix_now() -> f64 {
 fn the_exporter_turns_the_generator_into_metrics() {
     // A lead bound of 3 s and waits of up to 3 s: a clock stepped back 5 s makes a call wait
     // about 2 s, then run 3 s ahead.
-    let mut cluster =
-        Cluster::create("monitoring", &["snowflake_id.max_lead_ms = 3s", "snowflake_id.max_wait_ms = 3s"]);
+    let mut cluster = Cluster::builder("monitoring")
+        .settings(&["snowflake_id.max_lead_ms = 3s", "snowflake_id.max_wait_ms = 3s"])
+        .create();
     let clock = FakeClock::of(&cluster);
     clock.start(&mut cluster);
     let mut admin = cluster.connect();

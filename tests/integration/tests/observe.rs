@@ -11,7 +11,7 @@ use snowflake_id_integration::Cluster;
 /// Runs `call` (returning the ID it moved past), kills the postmaster at once, restarts, and
 /// checks that the next ID of each of `shards` is above that ID.
 fn survives_a_kill_9_right_after(name: &str, call: &str, shards: &[i32]) {
-    let mut cluster = Cluster::start(name, &["snowflake_id.max_lead_ms = 10s"]);
+    let mut cluster = Cluster::builder(name).settings(&["snowflake_id.max_lead_ms = 10s"]).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     let moved_past: i64 = client.query_one(call, &[]).unwrap().get(0);

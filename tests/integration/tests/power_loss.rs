@@ -8,7 +8,7 @@
 //! too) and without (`snowflake_id.wal_rmgr_id = 0`, for a server without standbys), where the
 //! reservation file alone must hold, so its fsync is what this test guards.
 
-use snowflake_id_integration::{next_id_ahead_ms, pg_bin_dir, Cluster, Disk, FakeClock, Load, LOAD_TABLE};
+use snowflake_id_integration::{next_id_ahead_ms, Cluster, Disk, FakeClock, Load, LOAD_TABLE};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ fn ids_survive_power_loss_with_the_clock_behind(name: &str, settings: &[&str]) {
         "snowflake_id.max_lead_ms = 20s",
     ];
     all_settings.extend_from_slice(settings);
-    let mut cluster = Cluster::create_on(Disk::PowerLoss, pg_bin_dir(), name, &all_settings);
+    let mut cluster = Cluster::builder(name).disk(Disk::PowerLoss).settings(&all_settings).create();
     let clock = FakeClock::of(&cluster);
     clock.start(&mut cluster);
     cluster

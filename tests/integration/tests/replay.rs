@@ -12,16 +12,15 @@ fn crash_recovery_over_many_ceiling_records_resumes_above_every_id() {
         std::env::var("SNOWFLAKE_REPLAY_RECORDS").ok().and_then(|n| n.parse().ok()).unwrap_or(1000);
     // Each advance moves shard 1 200 ms further than the last reservation: one record each.
     // No checkpoint comes between them and the crash, so recovery replays them all.
-    let mut cluster = Cluster::start(
-        "replay",
-        &[
+    let mut cluster = Cluster::builder("replay")
+        .settings(&[
             "snowflake_id.max_lead_ms = 24h",
             "snowflake_id.reserve_ms = 100ms",
             "snowflake_id.max_wait_ms = 10s",
             "checkpoint_timeout = 1h",
             "max_wal_size = 10GB",
-        ],
-    );
+        ])
+        .start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id; CHECKPOINT").unwrap();
     client
@@ -52,10 +51,9 @@ fn crash_recovery_over_many_ceiling_records_resumes_above_every_id() {
 /// ten lets it issue there at once), it is where shards resume, however long the restart.
 #[test]
 fn crash_recovery_never_resumes_below_the_recorded_file() {
-    let mut cluster = Cluster::start(
-        "replay-file-ahead",
-        &["snowflake_id.max_lead_ms = '10min'", "snowflake_id.max_wait_ms = 10s"],
-    );
+    let mut cluster = Cluster::builder("replay-file-ahead")
+        .settings(&["snowflake_id.max_lead_ms = '10min'", "snowflake_id.max_wait_ms = 10s"])
+        .start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id; CHECKPOINT").unwrap();
     // Some IDs and a second of reservation records after the checkpoint, for redo to replay.
@@ -91,7 +89,8 @@ fn crash_recovery_never_resumes_below_the_recorded_file() {
 /// nothing is issued. A line as 0.4.0 wrote it (no checksum) is read.
 #[test]
 fn a_damaged_reservation_record_stops_the_start_and_an_old_one_is_read() {
-    let mut cluster = Cluster::start("record-checksum", &["snowflake_id.max_lead_ms = '10min'"]);
+    let mut cluster =
+        Cluster::builder("record-checksum").settings(&["snowflake_id.max_lead_ms = '10min'"]).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     client.query("SELECT snowflake_nextval(1) FROM generate_series(1, 1000)", &[]).unwrap();
@@ -137,10 +136,9 @@ fn a_damaged_reservation_record_stops_the_start_and_an_old_one_is_read() {
 /// that record, and the worker is killed there: the postmaster's crash restart replays it.
 #[test]
 fn a_clean_restart_after_crash_recovery_issues_nothing_below_a_horizon_it_gave() {
-    let mut cluster = Cluster::start(
-        "replay-f9",
-        &["snowflake_id.max_lead_ms = '1min'", "snowflake_id.reserve_ms = '20s'"],
-    );
+    let mut cluster = Cluster::builder("replay-f9")
+        .settings(&["snowflake_id.max_lead_ms = '1min'", "snowflake_id.reserve_ms = '20s'"])
+        .start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id; CHECKPOINT").unwrap();
     client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap();

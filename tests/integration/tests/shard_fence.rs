@@ -17,7 +17,7 @@ fn set_fence(cluster: &Cluster, shards: &str) -> Client {
 
 #[test]
 fn a_fenced_server_issues_only_its_shards() {
-    let cluster = Cluster::start("fence", &["snowflake_id.shards = '0-5,9'"]);
+    let cluster = Cluster::builder("fence").settings(&["snowflake_id.shards = '0-5,9'"]).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     let nine: i64 = client.query_one("SELECT snowflake_nextval(9)", &[]).unwrap().get(0);
@@ -64,7 +64,7 @@ fn a_fenced_server_issues_only_its_shards() {
 
 #[test]
 fn a_fence_the_server_cannot_read_stops_it_at_start_and_is_refused_at_reload() {
-    let mut cluster = Cluster::create("bad-fence", &["snowflake_id.shards = '0-5,1024'"]);
+    let mut cluster = Cluster::builder("bad-fence").settings(&["snowflake_id.shards = '0-5,1024'"]).create();
     let log = cluster.try_start_with(&[]).expect_err("the server started with a fence outside the layout");
     assert!(
         log.contains("FATAL:  invalid value for parameter \"snowflake_id.shards\": \"0-5,1024\""),
@@ -109,10 +109,13 @@ fn a_moved_fence_stops_statements_already_running() {
     // The least lead over the clock a server takes (reserve_ms is at least 100 ms); IDs are
     // asked for far slower than 4,096 per ms anyway, so an ID's time part is the clock's
     // millisecond when it was claimed.
-    let cluster = Cluster::start(
-        "fence-running",
-        &["snowflake_id.shards = '7'", "snowflake_id.max_lead_ms = 100", "snowflake_id.reserve_ms = 100"],
-    );
+    let cluster = Cluster::builder("fence-running")
+        .settings(&[
+            "snowflake_id.shards = '7'",
+            "snowflake_id.max_lead_ms = 100",
+            "snowflake_id.reserve_ms = 100",
+        ])
+        .start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     const IDS: usize = 10_000_000;
@@ -185,15 +188,14 @@ fn a_moved_fence_stops_statements_already_running() {
 #[test]
 fn a_session_given_a_shard_waits_for_the_worker_to_apply_it() {
     // A reservation far ahead, so that calls need nothing of the worker while it is stopped.
-    let cluster = Cluster::start(
-        "fence-worker",
-        &[
+    let cluster = Cluster::builder("fence-worker")
+        .settings(&[
             "snowflake_id.shards = '7'",
             "snowflake_id.max_lead_ms = '20s'",
             "snowflake_id.reserve_ms = '20s'",
             "snowflake_id.max_reservation_wait_ms = '1s'",
-        ],
-    );
+        ])
+        .start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     client.query_one("SELECT snowflake_nextval(7)", &[]).unwrap();

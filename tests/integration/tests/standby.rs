@@ -1,20 +1,14 @@
 //! A hot standby refuses to issue IDs (SQLSTATE 25006) and still decodes them.
 
-use snowflake_id_integration::{db_error, Cluster};
+use snowflake_id_integration::{db_error, Pair};
 
 #[test]
 fn a_hot_standby_refuses_to_generate_and_decodes() {
-    let primary = Cluster::start("standby-primary", &[]);
-    let mut on_primary = primary.connect();
-    on_primary
-        .batch_execute(
-            "CREATE EXTENSION snowflake_id;
-             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(4));
-             INSERT INTO t SELECT FROM generate_series(1, 10);",
-        )
-        .unwrap();
-    let standby = Cluster::start_standby_of(&primary, "standby-replica", &[]);
-    let mut on_standby = standby.connect();
+    let setup = "CREATE EXTENSION snowflake_id;
+                 CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(4));
+                 INSERT INTO t SELECT FROM generate_series(1, 10);";
+    let pair = Pair::builder("standby").setup(setup).start();
+    let mut on_standby = pair.standby.connect();
     let in_recovery: bool = on_standby.query_one("SELECT pg_is_in_recovery()", &[]).unwrap().get(0);
     assert!(in_recovery);
 
@@ -46,9 +40,8 @@ fn a_hot_standby_refuses_to_generate_and_decodes() {
 /// a folder (EISDIR); once it is gone the standby starts and the file is there.
 #[test]
 fn a_standby_that_cannot_write_its_owed_guard_does_not_start() {
-    let primary = Cluster::start("owed-primary", &[]);
-    primary.connect().batch_execute("CREATE EXTENSION snowflake_id").unwrap();
-    let mut standby = Cluster::create_standby_of(&primary, "owed-standby", &[]);
+    let Pair { primary: _primary, mut standby } =
+        Pair::builder("owed").setup("CREATE EXTENSION snowflake_id").create_standby();
     let blocker = standby.data_dir().join("snowflake_id.promotion_pending.tmp");
     std::fs::create_dir(&blocker).unwrap();
     let log = match standby.try_start_with(&[]) {

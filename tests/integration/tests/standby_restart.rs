@@ -7,11 +7,9 @@
 //! killed with SIGKILL, after which the postmaster re-creates shared memory and recovers),
 //! stops the old primary and promotes the standby.
 
-use postgres::Client;
-use snowflake_id_integration::{apply_settings, wait_until, Cluster, FakeClock};
-
-const TABLE: &str =
-    "CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1))";
+use snowflake_id_integration::{
+    apply_settings, first_id_once_issuing, wait_until, Cluster, FakeClock, Pair, TABLE_T,
+};
 
 /// How a test restarts the standby before the promotion.
 enum Restart {
@@ -26,15 +24,11 @@ enum Restart {
 /// with the default 2 s: the standby's promotion guard covers 2.75 s ahead of its clock, the
 /// old primary's last IDs lie 15 s ahead.
 fn primary_with_a_longer_lead_than_the_standby(name: &str, restart: Restart) {
-    let primary = Cluster::start(&format!("{name}-primary"), &[]);
-    let mut client = primary.connect();
-    client.batch_execute(TABLE).unwrap();
-    let standby = Cluster::start_standby_of(&primary, &format!("{name}-standby"), &[]);
+    let pair = Pair::builder(name).start();
     // On the primary only: ALTER SYSTEM writes postgresql.auto.conf, which is not replicated.
-    apply_settings(&mut client, &[("snowflake_id.max_lead_ms", "20s")]);
-    drop(client);
-    let highest = issue_ahead(&primary, &standby, "15 s");
-    promote_after_restart(primary, standby, restart, highest);
+    apply_settings(&mut pair.primary.connect(), &[("snowflake_id.max_lead_ms", "20s")]);
+    let highest = issue_ahead(&pair, "15 s");
+    promote_after_restart(pair, restart, highest);
 }
 
 #[test]
@@ -52,19 +46,20 @@ fn a_standby_crash_restarted_before_promotion_resumes_above_a_primary_with_a_lon
 /// and the IDs lie 11.5 s ahead of the standby's clock, past its guard.
 #[test]
 fn a_standby_restarted_before_promotion_resumes_above_a_primary_whose_clock_was_set_back() {
-    let mut primary = Cluster::create("stepped-back-primary", &[]);
+    let mut primary = Cluster::builder("stepped-back-primary").create();
     let clock = FakeClock::of(&primary);
     clock.set("+10");
     clock.start(&mut primary);
     // The worker the postmaster forks as it starts does not read the faked clock (see
     // clock_glitch.rs); one started later does.
     primary.restart_reservation_worker();
-    primary.connect().batch_execute(TABLE).unwrap();
-    let standby = Cluster::start_standby_of(&primary, "stepped-back-standby", &[]);
+    primary.connect().batch_execute(TABLE_T).unwrap();
+    let standby = Cluster::builder("stepped-back-standby").standby_of(&primary).start();
+    let pair = Pair { primary, standby };
     // Within the primary's lead bound of 2 s (its clock_timestamp() is the fast one).
-    let highest = issue_ahead(&primary, &standby, "1.5 s");
+    let highest = issue_ahead(&pair, "1.5 s");
     clock.set("+0");
-    promote_after_restart(primary, standby, Restart::Clean, highest);
+    promote_after_restart(pair, Restart::Clean, highest);
 }
 
 /// Finding F1 of the fault campaign (docs/reliability.md). The pair runs on one clock
@@ -78,8 +73,8 @@ fn a_standby_restarted_before_promotion_resumes_above_a_primary_whose_clock_was_
 /// short.
 #[test]
 fn a_standby_promoted_after_the_clock_ran_fast_and_was_set_back_resumes_above_what_it_never_received() {
-    let (mut primary, mut standby, clock) =
-        pair_on_one_clock("fast-clock", &["snowflake_id.max_clock_skew_ms = '3s'"]);
+    let (Pair { mut primary, mut standby }, clock) =
+        Pair::builder("fast-clock").settings(&["snowflake_id.max_clock_skew_ms = '3s'"]).start_on_one_clock();
 
     clock.set("+15");
     wait_until("the standby replayed a ceiling of the fast clock", || {
@@ -100,7 +95,7 @@ fn a_standby_promoted_after_the_clock_ran_fast_and_was_set_back_resumes_above_wh
     clock.start(&mut standby);
     standby.promote();
     let mut client = standby.wait_until_accepting();
-    let first = first_id(&mut client);
+    let first = first_id_once_issuing(&mut client);
     assert!(
         first > highest,
         "the promoted standby issued {first}, {} ms below the old primary's {highest}",
@@ -117,8 +112,9 @@ fn a_standby_drops_its_reading_of_a_clock_jump_when_the_primary_lowers_its_ceili
     // Replication's own timeouts read the wall clock: a jump longer than them ends the
     // standby's connection, and its reconnection then waits for the clock to come back past
     // the jump. Off here, so that the standby stays connected through the jump.
-    let (mut primary, standby, clock) =
-        pair_on_one_clock("jump", &["wal_receiver_timeout = 0", "wal_sender_timeout = 0"]);
+    let (Pair { mut primary, standby }, clock) = Pair::builder("jump")
+        .settings(&["wal_receiver_timeout = 0", "wal_sender_timeout = 0"])
+        .start_on_one_clock();
 
     clock.set("+120");
     // The primary reserves up there first, then the standby replays that: its own reading of
@@ -148,20 +144,6 @@ fn a_standby_drops_its_reading_of_a_clock_jump_when_the_primary_lowers_its_ceili
     assert!(issued.is_ok(), "the promoted standby refused to issue: {issued:?}");
 }
 
-/// A primary (with `settings`, which its standby copies) and its streaming standby, both on
-/// one faked clock, at the real time until set; the primary has the table.
-fn pair_on_one_clock(name: &str, settings: &[&str]) -> (Cluster, Cluster, FakeClock) {
-    let mut primary = Cluster::create(&format!("{name}-primary"), settings);
-    let clock = FakeClock::of(&primary);
-    clock.start(&mut primary);
-    // See clock_glitch.rs: the worker forked as the postmaster starts reads the real clock.
-    primary.restart_reservation_worker();
-    primary.connect().batch_execute(TABLE).unwrap();
-    let mut standby = Cluster::create_standby_of(&primary, &format!("{name}-standby"), &[]);
-    clock.start(&mut standby);
-    (primary, standby, clock)
-}
-
 /// The real time, in Unix ms (the servers' clocks are faked, the test's is not).
 fn real_now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
@@ -173,7 +155,7 @@ fn real_now_ms() -> i64 {
 /// Right after the standby has rewritten its record file: a standby that records what it
 /// replays only from time to time (once a second, in 0.6.0) then has the ceiling in memory
 /// and not in the file, which is what the restart below must not lose.
-fn issue_ahead(primary: &Cluster, standby: &Cluster, ahead: &str) -> i64 {
+fn issue_ahead(Pair { primary, standby }: &Pair, ahead: &str) -> i64 {
     let before = standby.recorded_ceiling_unix_ms();
     wait_until("the standby rewrote its reservation record", || standby.recorded_ceiling_unix_ms() != before);
     let mut client = primary.connect();
@@ -197,7 +179,7 @@ fn issue_ahead(primary: &Cluster, standby: &Cluster, ahead: &str) -> i64 {
 /// reservation record), restarts the standby as told, stops the old primary, promotes the
 /// standby, and checks that its new IDs of shard 1 are all above `highest`. Calls are refused
 /// (55000) until the clock is within the standby's lead bound of where the shards resume.
-fn promote_after_restart(mut primary: Cluster, mut standby: Cluster, restart: Restart, highest: i64) {
+fn promote_after_restart(Pair { mut primary, mut standby }: Pair, restart: Restart, highest: i64) {
     let mut client = primary.connect();
     client.batch_execute("CHECKPOINT").unwrap();
     let lsn: String = client.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
@@ -222,7 +204,7 @@ fn promote_after_restart(mut primary: Cluster, mut standby: Cluster, restart: Re
     standby.promote();
 
     let mut client = standby.wait_until_accepting();
-    let first = first_id(&mut client);
+    let first = first_id_once_issuing(&mut client);
     let new: Vec<i64> = client
         .query("INSERT INTO t SELECT snowflake_nextval(1) FROM generate_series(1, 1000) RETURNING id", &[])
         .unwrap()
@@ -236,14 +218,4 @@ fn promote_after_restart(mut primary: Cluster, mut standby: Cluster, restart: Re
         "the promoted standby issued {lowest}, {} ms below the old primary's {highest}",
         (highest - lowest) >> 22
     );
-}
-
-/// The first ID the promoted server issues, once calls are no longer refused.
-fn first_id(client: &mut Client) -> i64 {
-    let mut first = None;
-    wait_until("the promoted standby issues IDs", || {
-        first = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).ok().map(|row| row.get(0));
-        first.is_some()
-    });
-    first.unwrap()
 }

@@ -16,7 +16,7 @@ fn refused_start(name: &str, setting: &str) -> String {
 
 /// The log of a start with `settings` that must fail.
 fn log_of_refused_start(name: &str, settings: &[&str]) -> String {
-    let mut cluster = Cluster::create(name, settings);
+    let mut cluster = Cluster::builder(name).settings(settings).create();
     match cluster.try_start_with(&[]) {
         Ok(()) => panic!("the server started with {settings:?}"),
         Err(log) => log,
@@ -60,7 +60,7 @@ fn a_default_shard_outside_the_layout_stops_the_server() {
 
 #[test]
 fn a_misspelt_setting_is_reported_in_the_log() {
-    let cluster = Cluster::start("typo", &["snowflake_id.shardbits = 13"]);
+    let cluster = Cluster::builder("typo").settings(&["snowflake_id.shardbits = 13"]).start();
     let log = cluster.log();
     assert!(
         log.contains(
@@ -72,7 +72,7 @@ fn a_misspelt_setting_is_reported_in_the_log() {
 
 #[test]
 fn without_preloading_every_function_refuses_naming_the_fix() {
-    let cluster = Cluster::start("not-preloaded", &["shared_preload_libraries = ''"]);
+    let cluster = Cluster::builder("not-preloaded").settings(&["shared_preload_libraries = ''"]).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     client.batch_execute("SET snowflake_id.shard = 1").unwrap();
@@ -96,10 +96,9 @@ fn without_preloading_every_function_refuses_naming_the_fix() {
 #[test]
 fn the_instagram_layout_with_its_own_epoch() {
     // The named layout gives the split; the epoch set explicitly wins over Instagram's own.
-    let cluster = Cluster::start(
-        "instagram",
-        &["snowflake_id.layout = 'instagram'", "snowflake_id.epoch = '2019-01-01'"],
-    );
+    let cluster = Cluster::builder("instagram")
+        .settings(&["snowflake_id.layout = 'instagram'", "snowflake_id.epoch = '2019-01-01'"])
+        .start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id; SET TimeZone = 'UTC'").unwrap();
     let row = client
@@ -146,7 +145,7 @@ fn the_instagram_layout_with_its_own_epoch() {
 
 #[test]
 fn the_mastodon_layout_issues_unix_milliseconds_shifted_by_16() {
-    let cluster = Cluster::start("mastodon", &["snowflake_id.layout = 'mastodon'"]);
+    let cluster = Cluster::builder("mastodon").settings(&["snowflake_id.layout = 'mastodon'"]).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     let row = client
@@ -182,7 +181,9 @@ fn a_split_without_8_years_of_time_or_an_unknown_layout_stops_the_server() {
 #[test]
 fn integer_settings_in_hex_or_octal_are_read_as_postgres_reads_them() {
     // PostgreSQL reads 0xC as 12 and 012 as octal 10; the server starts with those values.
-    let cluster = Cluster::start("hex-octal", &["snowflake_id.shard_bits = 0xC", "snowflake_id.shard = 012"]);
+    let cluster = Cluster::builder("hex-octal")
+        .settings(&["snowflake_id.shard_bits = 0xC", "snowflake_id.shard = 012"])
+        .start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     let row = client
@@ -221,9 +222,10 @@ fn a_reservation_longer_than_the_lead_bound_and_the_wait_is_refused() {
     );
 
     // Never leading the clock is fine, with the default wait.
-    Cluster::start("lead-zero", &["snowflake_id.max_lead_ms = 0"]);
+    Cluster::builder("lead-zero").settings(&["snowflake_id.max_lead_ms = 0"]).start();
 
-    let cluster = Cluster::start("reserve-over-lead-reload", &["snowflake_id.reserve_ms = 2500"]);
+    let cluster =
+        Cluster::builder("reserve-over-lead-reload").settings(&["snowflake_id.reserve_ms = 2500"]).start();
     let mut client = cluster.connect();
     for statement in [
         "ALTER SYSTEM SET snowflake_id.reserve_ms = '4s'",

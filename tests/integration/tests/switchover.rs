@@ -7,21 +7,15 @@
 //! ahead, as before.
 
 use snowflake_id_integration::{
-    as_server_owner, next_id_ahead_ms, pg_bin_dir, run, wait_until, Cluster, Disk,
+    as_server_owner, next_id_ahead_ms, run, wait_until, Cluster, Disk, Pair, TABLE_T,
 };
 
 /// The primary and its standby, the primary having issued IDs; returns them and the highest ID.
 fn pair(name: &str) -> (Cluster, Cluster, i64) {
-    let primary = Cluster::start(&format!("{name}-primary"), &[]);
+    let Pair { primary, standby } = Pair::builder(name)
+        .setup(&format!("{TABLE_T}; INSERT INTO t SELECT FROM generate_series(1, 10000)"))
+        .start();
     let mut client = primary.connect();
-    client
-        .batch_execute(
-            "CREATE EXTENSION snowflake_id;
-             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1));
-             INSERT INTO t SELECT FROM generate_series(1, 10000);",
-        )
-        .unwrap();
-    let standby = Cluster::start_standby_of(&primary, &format!("{name}-standby"), &[]);
     // More IDs, some after the standby runs, and a pause so that the worker renews its ceiling
     // (a record the standby replays) while IDs are issued.
     for _ in 0..5 {
@@ -125,7 +119,7 @@ fn a_switchover_after_a_power_loss_resumes_above_the_ids_its_file_kept() {
         // The WAL writer flushes asynchronous WAL (the worker's records) at most every 10 s.
         "wal_writer_delay = 10s",
     ];
-    let mut primary = Cluster::create_on(Disk::PowerLoss, pg_bin_dir(), "f5-primary", &settings);
+    let mut primary = Cluster::builder("f5-primary").disk(Disk::PowerLoss).settings(&settings).create();
     primary.start_with(&[]);
     let mut client = primary.connect();
     client
@@ -136,7 +130,10 @@ fn a_switchover_after_a_power_loss_resumes_above_the_ids_its_file_kept() {
         )
         .unwrap();
     // Reconnecting at once when its primary comes back (the default waits 5 s).
-    let standby = Cluster::start_standby_of(&primary, "f5-standby", &["wal_retrieve_retry_interval = 100ms"]);
+    let standby = Cluster::builder("f5-standby")
+        .standby_of(&primary)
+        .settings(&["wal_retrieve_retry_interval = 100ms"])
+        .start();
     let flushed_lsn = |client: &mut postgres::Client| -> String {
         client.query_one("SELECT pg_current_wal_flush_lsn()::text", &[]).unwrap().get(0)
     };

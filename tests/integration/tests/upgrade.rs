@@ -40,7 +40,7 @@ fn version(client: &mut Client) -> String {
 
 #[test]
 fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
-    let cluster = Cluster::start("upgrade", &[]);
+    let cluster = Cluster::builder("upgrade").start();
     let mut admin = cluster.connect();
     // One statement each: CREATE DATABASE refuses to run in a transaction block.
     admin.batch_execute("CREATE DATABASE upgraded").unwrap();
@@ -212,7 +212,7 @@ fn views(client: &mut Client) -> Vec<String> {
 /// from 0.5.0 stops before changing anything, naming them, and goes through once they are gone.
 #[test]
 fn update_to_0_6_0_stops_on_objects_over_snowflake_decode_other_than_views() {
-    let cluster = Cluster::start("upgrade_blocked", &[]);
+    let cluster = Cluster::builder("upgrade_blocked").start();
     let mut client = cluster.connect();
     client
         .batch_execute(
@@ -291,7 +291,7 @@ fn default_version(client: &mut Client) -> String {
 /// updates it to the default version, equal to a fresh install.
 #[test]
 fn a_function_squatted_in_public_stops_the_update_until_a_superuser_drops_it() {
-    let cluster = Cluster::start("upgrade_squatted", &[]);
+    let cluster = Cluster::builder("upgrade_squatted").start();
     let mut admin = cluster.connect();
     admin.batch_execute("CREATE ROLE mallory LOGIN").unwrap();
     admin.batch_execute("CREATE DATABASE squatted OWNER mallory").unwrap();
@@ -366,7 +366,7 @@ fn a_function_squatted_in_public_stops_the_update_until_a_superuser_drops_it() {
 /// triggers and horizon work with every function qualified.
 #[test]
 fn an_extension_in_a_schema_of_its_own_cannot_be_squatted() {
-    let cluster = Cluster::start("upgrade_own_schema", &[]);
+    let cluster = Cluster::builder("upgrade_own_schema").start();
     let mut admin = cluster.connect();
     admin.batch_execute("CREATE ROLE mallory LOGIN").unwrap();
     admin.batch_execute("CREATE DATABASE own_schema OWNER mallory").unwrap();

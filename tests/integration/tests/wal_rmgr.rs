@@ -27,10 +27,13 @@ fn write_records_then_crash(cluster: &mut Cluster, mut client: Client, records: 
 #[test]
 fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
     // As 0.2.0 ran: records under 128, nothing registered besides.
-    let mut cluster = Cluster::start(
-        "wal-rmgr",
-        &["snowflake_id.wal_rmgr_id = 128", "snowflake_id.legacy_wal_rmgr_id = 0", "checkpoint_timeout = 1h"],
-    );
+    let mut cluster = Cluster::builder("wal-rmgr")
+        .settings(&[
+            "snowflake_id.wal_rmgr_id = 128",
+            "snowflake_id.legacy_wal_rmgr_id = 0",
+            "checkpoint_timeout = 1h",
+        ])
+        .start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id; CHECKPOINT").unwrap();
     // Records after the checkpoint: crash recovery must replay them.
@@ -78,7 +81,7 @@ fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
 
 #[test]
 fn a_fresh_cluster_registers_nothing_under_the_experimental_id() {
-    let mut cluster = Cluster::start("wal-rmgr-fresh", &[]);
+    let mut cluster = Cluster::builder("wal-rmgr-fresh").start();
     cluster.connect().batch_execute("CREATE EXTENSION snowflake_id; SELECT snowflake_nextval(1)").unwrap();
     cluster.stop("fast");
     cluster.start_with(&[]);
@@ -91,7 +94,7 @@ fn a_fresh_cluster_registers_nothing_under_the_experimental_id() {
 
 #[test]
 fn an_id_postgresql_keeps_for_itself_stops_the_server() {
-    let mut cluster = Cluster::create("wal-rmgr-bad", &["snowflake_id.wal_rmgr_id = 100"]);
+    let mut cluster = Cluster::builder("wal-rmgr-bad").settings(&["snowflake_id.wal_rmgr_id = 100"]).create();
     let log = cluster.try_start_with(&[]).expect_err("the server started with wal_rmgr_id = 100");
     assert!(
         log.contains("FATAL:  invalid value for parameter \"snowflake_id.wal_rmgr_id\": \"100\""),

@@ -11,7 +11,7 @@ const WRITERS: [i32; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 
 #[test]
 fn terminating_the_worker_twice_under_eight_writers_fails_no_insert() {
-    let cluster = Cluster::start("worker-terminated", &[]);
+    let cluster = Cluster::builder("worker-terminated").start();
     cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
     let load = Load::start(&cluster, &WRITERS, 0);
     load.wait_for(20_000);
@@ -31,7 +31,7 @@ fn terminating_the_worker_twice_under_eight_writers_fails_no_insert() {
 
 #[test]
 fn a_worker_whose_fsync_takes_2_s_slows_eight_writers_and_fails_no_insert() {
-    let cluster = Cluster::start("worker-fsync-2s", &[]);
+    let cluster = Cluster::builder("worker-fsync-2s").start();
     cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
     let load = Load::start(&cluster, &WRITERS, 0);
     load.wait_for(10_000);
@@ -63,7 +63,7 @@ fn a_worker_whose_fsync_takes_2_s_slows_eight_writers_and_fails_no_insert() {
 
 #[test]
 fn a_worker_whose_fsync_takes_5_s_makes_calls_fail_with_a_hint_not_hang() {
-    let cluster = Cluster::start("worker-slow-fsync", &[]);
+    let cluster = Cluster::builder("worker-slow-fsync").start();
     cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
     let load = Load::start(&cluster, &WRITERS, 0);
     load.wait_for(10_000);
@@ -92,7 +92,7 @@ fn a_worker_whose_fsync_takes_5_s_makes_calls_fail_with_a_hint_not_hang() {
 /// failed recording: the writers would never stop, past anything a restart resumes above.
 #[test]
 fn a_worker_whose_fsync_fails_lets_no_call_past_its_recorded_ceiling() {
-    let cluster = Cluster::start("worker-fsync-fails", &[]);
+    let cluster = Cluster::builder("worker-fsync-fails").start();
     cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
     let load = Load::start(&cluster, &WRITERS, 0);
     load.wait_for(10_000);

@@ -9,7 +9,7 @@ use super::shared::{Endpoint, Shared, MOVABLE_SHARDS, PAIR_SHARDS, SECOND_SHARDS
 use crate::cluster::{apply_settings, pg_upgrade, Cluster, Disk, PromotionFailed};
 use crate::faults::FakeClock;
 use crate::ha::{Answer, HaStandIn};
-use crate::install::{major_of, pg_bin_dir};
+use crate::install::major_of;
 use crate::process::wait_until;
 use postgres::{Client, NoTls};
 use std::collections::BTreeMap;
@@ -799,7 +799,8 @@ impl System {
         self.second.cluster.stop("fast");
         let settings = server_settings(&self.shards[Group::Second.index()], self.second_without_wal_records);
         let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-        let cluster = Cluster::create_on(disk(), &bin, "campaign-second-upgraded", &settings);
+        let cluster =
+            Cluster::builder("campaign-second-upgraded").disk(disk()).bin(&bin).settings(&settings).create();
         pg_upgrade(&self.second.cluster, &cluster, &[]);
         let clock = FakeClock::of(&cluster);
         self.shared.add_clock(Group::Second, "second-upgraded", clock.offset_file().to_path_buf(), 0);
@@ -920,7 +921,7 @@ fn new_server(shared: &Shared, group: Group, name: &str, settings: &[String]) ->
         settings.push(format!("snowflake_id.lease_ms = {LEASE_MS}"));
     }
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-    let cluster = Cluster::create_on(disk(), pg_bin_dir(), &format!("campaign-{name}"), &settings);
+    let cluster = Cluster::builder(&format!("campaign-{name}")).disk(disk()).settings(&settings).create();
     let clock = FakeClock::of(&cluster);
     shared.add_clock(group, name, clock.offset_file().to_path_buf(), 0);
     Server { name: name.to_string(), cluster, clock, ha }
@@ -933,12 +934,11 @@ fn new_server(shared: &Shared, group: Group, name: &str, settings: &[String]) ->
 fn new_standby(shared: &Shared, primary: &Server, name: &str) -> Server {
     // Its own stand-in: the copied lease_url is the primary's.
     let ha = HaStandIn::start();
-    let cluster = Cluster::create_standby_on(
-        disk(),
-        &primary.cluster,
-        &format!("campaign-{name}"),
-        &["synchronous_standby_names = ''", &ha.lease_url_setting()],
-    );
+    let cluster = Cluster::builder(&format!("campaign-{name}"))
+        .standby_of(&primary.cluster)
+        .disk(disk())
+        .settings(&["synchronous_standby_names = ''", &ha.lease_url_setting()])
+        .create();
     let clock = FakeClock::of(&cluster);
     let skew_ms = if shared.skew_of(&primary.name) == 0 { shared.pair_skew_ms } else { 0 };
     shared.add_clock(Group::Pair, name, clock.offset_file().to_path_buf(), skew_ms);
