@@ -11,7 +11,7 @@ use super::{errors, preloaded_layout};
 use crate::postgres::clock::{self, WallClock};
 use crate::postgres::{reservation, shmem};
 use pgrx::prelude::*;
-use snowflake_core::generator::{self, Clock, Forward, Refusal};
+use snowflake_core::generator::{self, Clock, Refusal};
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// Every later ID of this server, on every shard, is above `id` (an ID issued anywhere under
@@ -46,22 +46,13 @@ fn snowflake_observe(id: i64) -> i64 {
         clock.sleep_ms(1);
         budget_ms -= 1;
     }
-    loop {
-        match generator::observe_step(reservation, floor) {
-            Forward::Done => return id,
-            Forward::WaitPast(floor) => {
-                if let Err(ceiling) =
-                    reservation::wait_until_reserved(reservation, floor, &mut budget_ms, &mut clock)
-                {
-                    errors::observe_refused(
-                        FUNCTION,
-                        id,
-                        Refusal::NotReserved { time_part: floor, ceiling, policy },
-                    );
-                }
-            }
-        }
+    let step = || generator::observe_step(reservation, floor);
+    if let Err((time_part, ceiling)) =
+        reservation::forward_once_reserved(reservation, &mut budget_ms, &mut clock, step)
+    {
+        errors::observe_refused(FUNCTION, id, Refusal::NotReserved { time_part, ceiling, policy });
     }
+    id
 }
 
 extension_sql!(

@@ -15,7 +15,7 @@ use crate::postgres::fence::{self, shared as shared_fence};
 use crate::postgres::fmgr::{self, version_1_function_info};
 use crate::postgres::{fixed_layout, horizon, reservation, settings, shmem};
 use pgrx::prelude::*;
-use snowflake_core::generator::{self, Claim, Clock, Forward, NoKeeper, Refusal, Reservation, ShardSlot};
+use snowflake_core::generator::{self, Claim, Clock, NoKeeper, Refusal, Reservation, ShardSlot};
 use snowflake_core::horizon::Pending;
 use snowflake_core::layout::{Layout, LayoutError};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -110,7 +110,7 @@ fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
 /// the fence for every shard), else the fence's.
 #[cold]
 fn server_fence_refusal(function: &'static str, shard: u32) -> ! {
-    match shared_fence::lease_lost_since().or_else(shared_fence::lease_deadline_passed_since) {
+    match shared_fence::lease_refused_since() {
         Some(since) => errors::lease_lost(function, shard, since),
         None => errors::shard_fenced(function, shard, &shared_fence::text()),
     }
@@ -361,18 +361,13 @@ fn snowflake_advance(shard: Option<i32>, id: Option<i64>) -> i64 {
     // it then ran out (the shard stays moved forward, which issues nothing).
     let mut clock = WallClock::default();
     let mut budget_ms = ADVANCE_DURABLE_WITHIN_MS;
-    loop {
-        match generator::advance_step(slot, reservation, first_allowed, &layout) {
-            Forward::Done => return id,
-            Forward::WaitPast(time_part) => {
-                if let Err(ceiling) =
-                    reservation::wait_until_reserved(reservation, time_part, &mut budget_ms, &mut clock)
-                {
-                    errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy });
-                }
-            }
-        }
+    let step = || generator::advance_step(slot, reservation, first_allowed, &layout);
+    if let Err((time_part, ceiling)) =
+        reservation::forward_once_reserved(reservation, &mut budget_ms, &mut clock, step)
+    {
+        errors::refusal(FUNCTION, shard, Refusal::NotReserved { time_part, ceiling, policy });
     }
+    id
 }
 
 /// How long `snowflake_advance` waits for the reservation to pass the advanced ID: long

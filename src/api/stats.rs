@@ -101,7 +101,7 @@ fn snowflake_status() -> TableIterator<
         (!open).then(fence::shared::text),
         lease_on.then_some(lease_url),
         lease_on.then_some(lease_ms),
-        when(fence::shared::lease_lost_since().or_else(fence::shared::lease_deadline_passed_since)),
+        when(fence::shared::lease_refused_since()),
         when(fence::shared::lease_last_yes().filter(|_| lease_on)),
     ))
 }

@@ -147,7 +147,7 @@ pub fn lease_deadline_holds() -> bool {
 
 /// Since when (Unix ms) the lease's deadline has passed, before the worker has closed the fence
 /// for it (a worker paused or slow); `None` while it holds or is off. For the refusal's words.
-pub fn lease_deadline_passed_since() -> Option<u64> {
+fn lease_deadline_passed_since() -> Option<u64> {
     // SAFETY: as in `lease_lost_since`.
     let deadline = unsafe { LEASE_DEADLINE.as_ref() }?.load(Relaxed);
     let now = lease::boot_clock_ms();
@@ -157,6 +157,13 @@ pub fn lease_deadline_passed_since() -> Option<u64> {
     let wall_now = clock::wall_clock_unix_ms().max(0) as u64;
     // 0: no 200 yet for this URL, a moment before the worker closes the fence: since now.
     Some(if deadline == 0 { wall_now } else { wall_now.saturating_sub(now - deadline) })
+}
+
+/// Since when (Unix ms) the lease refuses calls: lost, the fence closed for it, or its deadline
+/// passed before the worker could close it; `None` while it holds or is off. For the refusal's
+/// words and `snowflake_status()`.
+pub fn lease_refused_since() -> Option<u64> {
+    lease_lost_since().or_else(lease_deadline_passed_since)
 }
 
 /// The worker's part (and its asking thread's): publishes the lease's deadline.

@@ -142,3 +142,24 @@ pub fn wait_until_reserved(
         _ => Ok(()),
     }
 }
+
+/// Takes `step` (`generator::advance_step`, `generator::observe_step`) until it is done,
+/// waiting for the reservation past each position it asks for (`wait_until_reserved`), all
+/// within `budget_ms`. `Err((time_part, ceiling))`: the ceiling had not passed `time_part`
+/// when the budget ran out.
+pub fn forward_once_reserved(
+    reservation: &Reservation,
+    budget_ms: &mut u64,
+    clock: &mut impl generator::Clock,
+    mut step: impl FnMut() -> generator::Forward,
+) -> Result<(), (u64, u64)> {
+    loop {
+        match step() {
+            generator::Forward::Done => return Ok(()),
+            generator::Forward::WaitPast(time_part) => {
+                wait_until_reserved(reservation, time_part, budget_ms, clock)
+                    .map_err(|ceiling| (time_part, ceiling))?;
+            }
+        }
+    }
+}
