@@ -248,40 +248,58 @@ pub struct StandbyReadings {
 const KEPT_READINGS: usize = 4;
 
 /// Clock readings' bounds, oldest first, each higher than every newer one (a newer, higher
-/// reading replaces the older ones it covers), with the WAL position received when taken.
+/// reading replaces the older ones it covers).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct KeptReadings {
-    readings: [(u64, i64); KEPT_READINGS],
+    readings: [Reading; KEPT_READINGS],
     len: usize,
+}
+
+/// One clock reading a standby keeps: the promotion's bound above it, how much WAL the standby
+/// had received, and its boot clock (which clock steps do not move) when it was taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Reading {
+    guard_unix_ms: i64,
+    received: u64,
+    boot_ms: u64,
 }
 
 impl KeptReadings {
     /// The highest bound kept: the oldest.
     fn highest(&self) -> Option<i64> {
-        (self.len > 0).then(|| self.readings[0].1)
+        (self.len > 0).then(|| self.readings[0].guard_unix_ms)
     }
 
-    fn add(&mut self, received: u64, guard_unix_ms: i64) {
-        while self.len > 0 && self.readings[self.len - 1].1 <= guard_unix_ms {
+    fn add(&mut self, reading: Reading) {
+        while self.len > 0 && self.readings[self.len - 1].guard_unix_ms <= reading.guard_unix_ms {
             self.len -= 1;
         }
         if self.len == KEPT_READINGS {
             // The newest kept is higher than this one: it stays, until this one could go too.
             let newest = &mut self.readings[self.len - 1];
-            newest.0 = newest.0.max(received);
+            newest.received = newest.received.max(reading.received);
+            newest.boot_ms = newest.boot_ms.max(reading.boot_ms);
             return;
         }
-        self.readings[self.len] = (received, guard_unix_ms);
+        self.readings[self.len] = reading;
         self.len += 1;
     }
 
-    /// A lowering whose record ends at `record_end`: the readings taken before it was
-    /// received go. A reading taken once it was received stays (finding F7).
-    fn drop_before(&mut self, record_end: u64) {
-        let gone =
-            self.readings[..self.len].iter().take_while(|(received, _)| *received < record_end).count();
-        self.readings.copy_within(gone..self.len, 0);
-        self.len -= gone;
+    /// A lowering: the readings surely taken before the primary wrote it go, those it had not
+    /// received yet (its record ends at `record_end`) taken more than `skew_ms` before
+    /// `written_boot_ms` on the boot clock. The others stay (finding F7).
+    fn drop_taken_before(&mut self, record_end: u64, written_boot_ms: u64, skew_ms: u64) {
+        let mut kept = 0;
+        for k in 0..self.len {
+            let reading = self.readings[k];
+            let before =
+                reading.received < record_end && reading.boot_ms.saturating_add(skew_ms) < written_boot_ms;
+            if !before {
+                self.readings[kept] = reading;
+                kept += 1;
+            }
+        }
+        self.len = kept;
     }
 }
 
@@ -302,6 +320,8 @@ pub struct ReplayFacts {
     /// standby replaying what it received before a restart (a reading then stays until a
     /// higher one replaces it).
     pub received: u64,
+    /// This server's boot clock (ms; Linux's CLOCK_BOOTTIME, which clock steps do not move).
+    pub boot_ms: u64,
 }
 
 /// What a replayed record does.
@@ -372,13 +392,19 @@ pub fn replay(
 /// breaks that; this server read the same fast clock as it replayed, and keeps the highest.
 ///
 /// Why not forever: a record lower than the one before says the primary lowered its ceiling
-/// after a jump came back, with nothing issued up there: the readings taken before that record
-/// was received go. Not those taken after (finding F7): a standby whose replay lags what it
-/// has received can read a clock run ahead again while it replays older records, and then
-/// replay a lowering the primary wrote before that second jump; the primary issued up there
-/// after it, under records that may never reach this server. The file's floor, which a new
-/// startup process starts from, was read when part of what it replays may already have been
-/// received (which part, the file does not say): kept until a higher reading replaces it.
+/// after a jump came back, with nothing issued up there: the readings taken before the primary
+/// wrote that record go. Not those taken after (finding F7): a standby whose replay lags what it
+/// has received, or a lowering still on its way, can have it read a clock run ahead again while
+/// it replays older records, then replay a lowering the primary wrote before that second jump;
+/// the primary issued up there after it, under records that may never reach this server. A
+/// reading taken once the lowering had arrived stays; so does one taken, by the boot clock,
+/// less than `max_clock_skew_ms` before the primary wrote it: `lower_ceiling` puts the lowered
+/// ceiling `reserve_ms` ahead of the primary's clock, which reads within the skew of this one
+/// (the primary's `reserve_ms` from the record; without it, this server's, no smaller by the
+/// docs' assumption, which dates the writing earlier: more readings stay). The file's floor,
+/// which a new startup process starts from, was read when part of what it replays may already
+/// have been received (which part, the file does not say): kept until a higher reading
+/// replaces it.
 fn standby_floor_unix_ms(
     facts: &ReplayFacts,
     readings: &mut StandbyReadings,
@@ -388,12 +414,22 @@ fn standby_floor_unix_ms(
     let guard_now = facts.now_unix_ms.saturating_add(settings.promotion_bound_ms(facts.lead) as i64);
     let previous = readings.last_replayed_unix_ms.replace(facts.ceiling_unix_ms);
     if previous.is_none() && readings.kept.highest().is_none() {
-        readings.kept.add(u64::MAX, layout.unix_ms(facts.recorded_at_start));
+        let file_floor = layout.unix_ms(facts.recorded_at_start);
+        readings.kept.add(Reading { guard_unix_ms: file_floor, received: u64::MAX, boot_ms: u64::MAX });
     }
     if previous.is_some_and(|previous| facts.ceiling_unix_ms < previous) {
-        readings.kept.drop_before(facts.record_end);
+        let reserve_ms = facts.lead.map_or(settings.reserve_ms, |lead| lead.reserve_ms);
+        let written_unix_ms = facts.ceiling_unix_ms.saturating_sub(reserve_ms as i64);
+        let age_ms = facts.now_unix_ms.saturating_sub(written_unix_ms).max(0) as u64;
+        let written_boot_ms = facts.boot_ms.saturating_sub(age_ms);
+        readings.kept.drop_taken_before(facts.record_end, written_boot_ms, settings.max_clock_skew_ms);
     }
-    readings.kept.add(facts.received.max(facts.record_end), guard_now);
+    let reading = Reading {
+        guard_unix_ms: guard_now,
+        received: facts.received.max(facts.record_end),
+        boot_ms: facts.boot_ms,
+    };
+    readings.kept.add(reading);
     let guard = readings.kept.highest().expect("a reading was just kept");
     facts.ceiling_unix_ms.max(guard)
 }
@@ -756,6 +792,7 @@ mod tests {
             now_unix_ms: NOW,
             record_end: 100,
             received: 100,
+            boot_ms: 0,
         };
         let mut readings = StandbyReadings::default();
         let plan = replay(&facts(NOW), &mut readings, SETTINGS, &LAYOUT);
@@ -767,11 +804,13 @@ mod tests {
         assert_eq!((write.ceiling_unix_ms, write.unconfirmed), (NOW + 400_000, false));
     }
 
-    /// Replays ceilings on a standby, one record each: `(ceiling, clock now, record's end,
-    /// WAL received)`, and the floors it writes.
+    /// Replays ceilings on a standby, one record each, a second apart by the boot clock:
+    /// `(ceiling, clock now, record's end, WAL received)`, and the floors it writes.
     fn standby_floors(records: &[(i64, i64, u64, u64)]) -> Vec<i64> {
         let mut readings = StandbyReadings::default();
-        let replay_one = |&(ceiling_unix_ms, now_unix_ms, record_end, received)| {
+        let mut boot_ms = 0;
+        let mut replay_one = |&(ceiling_unix_ms, now_unix_ms, record_end, received)| {
+            boot_ms += 1_000;
             let facts = ReplayFacts {
                 ceiling_unix_ms,
                 lead: None,
@@ -780,10 +819,11 @@ mod tests {
                 now_unix_ms,
                 record_end,
                 received,
+                boot_ms,
             };
             replay(&facts, &mut readings, SETTINGS, &LAYOUT).write.unwrap().ceiling_unix_ms
         };
-        records.iter().map(replay_one).collect()
+        records.iter().map(&mut replay_one).collect()
     }
 
     #[test]
@@ -793,7 +833,8 @@ mod tests {
             (NOW + 15_500, NOW + 15_000, 10, 10),
             // Set right: the reading stays.
             (NOW + 15_600, NOW, 20, 20),
-            // The primary lowers its ceiling: the readings taken before it arrived go.
+            // The primary lowers its ceiling (written as this replays: its ceiling reserve_ms
+            // ahead of the clock now): the readings taken before it go.
             (NOW + 250, NOW, 30, 30),
         ]);
         assert_eq!(floors, [NOW + 15_000 + 2_751, NOW + 15_000 + 2_751, NOW + 2_751]);
@@ -808,7 +849,7 @@ mod tests {
         let floors = standby_floors(&[
             (NOW + 15_500, NOW + 15_000, 10, 10),
             (NOW + 15_600, NOW + 20_000, 20, 50),
-            (NOW + 250, NOW, 30, 50),
+            (NOW + 250, NOW + 1_000, 30, 50),
         ]);
         assert_eq!(floors[2], NOW + 20_000 + 2_751);
         // A reading below an older one is kept apart: the older goes with the lowering, the
@@ -816,29 +857,54 @@ mod tests {
         let floors = standby_floors(&[
             (NOW + 15_500, NOW + 15_000, 10, 10),
             (NOW + 15_600, NOW + 5_000, 20, 40),
-            (NOW + 250, NOW, 30, 40),
+            (NOW + 250, NOW + 1_000, 30, 40),
         ]);
         assert_eq!(floors, [NOW + 15_000 + 2_751, NOW + 15_000 + 2_751, NOW + 5_000 + 2_751]);
     }
 
     #[test]
+    fn a_standby_keeps_a_reading_taken_after_the_primary_wrote_a_lowering_still_on_its_way() {
+        // F7's other half: the lowering (its ceiling reserve_ms ahead of the primary's clock
+        // when it wrote it) arrives 1.5 s after it was written, after this standby read a
+        // second jump, by the boot clock 0.5 s after the writing: the reading stays.
+        let floors = standby_floors(&[
+            (NOW + 15_500, NOW + 15_000, 10, 10),
+            (NOW + 15_600, NOW + 20_000, 20, 20),
+            (NOW + 250, NOW + 1_500, 30, 30),
+        ]);
+        assert_eq!(floors[2], NOW + 20_000 + 2_751);
+        // Written 0.2 s before it arrives, 0.8 s after the second reading (more than the skew):
+        // both readings were taken before it, and go.
+        let floors = standby_floors(&[
+            (NOW + 15_500, NOW + 15_000, 10, 10),
+            (NOW + 15_600, NOW + 20_000, 20, 20),
+            (NOW + 250, NOW + 200, 30, 30),
+        ]);
+        assert_eq!(floors[2], NOW + 200 + 2_751);
+    }
+
+    #[test]
     fn kept_readings_stay_a_fixed_size_and_merged_ones_stay_as_long_as_either() {
+        let reading = |received, guard_unix_ms, boot_ms| Reading { guard_unix_ms, received, boot_ms };
         let mut kept = KeptReadings::default();
         // A clock going back at every reading: each one kept apart, until the last two merge.
         for k in 0..10 {
-            kept.add(10 * (k + 1), 1_000 - k as i64);
+            kept.add(reading(10 * (k + 1), 1_000 - k as i64, 100 * (k + 1)));
         }
         assert_eq!(kept.len, KEPT_READINGS);
         // The merged one is the higher of the newest two, kept until the newest could go.
-        assert_eq!(kept.readings[KEPT_READINGS - 1], (100, 1_000 - (KEPT_READINGS as i64 - 1)));
-        kept.drop_before(95);
+        assert_eq!(kept.readings[KEPT_READINGS - 1], reading(100, 1_000 - (KEPT_READINGS as i64 - 1), 1_000));
+        kept.drop_taken_before(95, 10_000, 0);
         assert_eq!(kept.highest(), Some(1_000 - (KEPT_READINGS as i64 - 1)));
-        kept.drop_before(101);
+        // Taken before the lowering arrived, but not long enough before it was written: stays.
+        kept.drop_taken_before(101, 1_000, 0);
+        assert_eq!(kept.highest(), Some(1_000 - (KEPT_READINGS as i64 - 1)));
+        kept.drop_taken_before(101, 1_001, 0);
         assert_eq!(kept.highest(), None);
         // A higher reading replaces every lower one.
-        kept.add(5, 10);
-        kept.add(6, 5);
-        kept.add(7, 20);
+        kept.add(reading(5, 10, 1));
+        kept.add(reading(6, 5, 2));
+        kept.add(reading(7, 20, 3));
         assert_eq!((kept.len, kept.highest()), (1, Some(20)));
     }
 
@@ -855,6 +921,7 @@ mod tests {
             now_unix_ms: NOW,
             record_end: 10,
             received: u64::MAX,
+            boot_ms: 0,
         };
         let plan = replay(&facts, &mut readings, SETTINGS, &LAYOUT);
         assert_eq!(plan.bounds, tp(NOW + 17_751));
@@ -872,6 +939,7 @@ mod tests {
             now_unix_ms: NOW,
             record_end: 10,
             received: 10,
+            boot_ms: 0,
         };
         let plan = replay(&facts, &mut readings, SETTINGS, &LAYOUT);
         assert_eq!(

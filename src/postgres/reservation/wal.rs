@@ -8,7 +8,7 @@ use crate::postgres::{clock, compat, durable_file, fixed_layout, settings, shmem
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
-use snowflake_core::{resume, utc};
+use snowflake_core::{lease, resume, utc};
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::Ordering::{Relaxed, Release};
 
@@ -261,6 +261,7 @@ fn replay_ceiling(replayed: Replayed, record_end: pg_sys::XLogRecPtr) {
         now_unix_ms: clock::wall_clock_unix_ms(),
         record_end,
         received: received_wal(record_end),
+        boot_ms: lease::boot_clock_ms(),
     };
     let plan = STANDBY_READINGS.with_borrow_mut(|readings| {
         resume::replay(&facts, readings, resume_settings(), &fixed_layout::get())

@@ -107,13 +107,23 @@ fn a_standby_promoted_after_the_clock_ran_fast_and_was_set_back_resumes_above_wh
 /// issued and comes back; the primary lowers its ceiling (clock_glitch.rs), which says that
 /// nothing was issued up there, and the standby drops its reading of the jump with it: a
 /// promotion then issues at once, not 2 minutes later.
+///
+/// Only readings taken more than `max_clock_skew_ms` before the primary wrote the lowering go
+/// (F7: one taken later may be of a second jump the primary issued under): the standby's last
+/// reading of the jump comes moments before the set-back. The two servers read one clock
+/// here, so the skew is 0; with the default 250 ms the reading stays, and a promotion waits
+/// for the clock to pass the jump.
 #[test]
 fn a_standby_drops_its_reading_of_a_clock_jump_when_the_primary_lowers_its_ceiling() {
     // Replication's own timeouts read the wall clock: a jump longer than them ends the
     // standby's connection, and its reconnection then waits for the clock to come back past
     // the jump. Off here, so that the standby stays connected through the jump.
     let (Pair { mut primary, standby }, clock) = Pair::builder("jump")
-        .settings(&["wal_receiver_timeout = 0", "wal_sender_timeout = 0"])
+        .settings(&[
+            "wal_receiver_timeout = 0",
+            "wal_sender_timeout = 0",
+            "snowflake_id.max_clock_skew_ms = 0",
+        ])
         .start_on_one_clock();
 
     clock.set("+120");

@@ -98,14 +98,6 @@ impl Disk {
     }
 }
 
-/// A clock reading of a standby's replay (`Server::readings_taken`).
-#[derive(Clone, Copy)]
-struct Reading {
-    guard_unix_ms: i64,
-    received: usize,
-    written_by_primary: usize,
-}
-
 /// A recording whose fdatasync has not returned yet.
 #[derive(Clone, Copy)]
 struct InFlight {
@@ -183,14 +175,6 @@ pub struct Server {
     partitioned_until: i64,
     /// Until then its replay falls behind what it receives (`Kind::SlowReplay`).
     slow_replay_until: i64,
-    /// Its replay's latest clock readings (as a standby): the promotion's bound above each,
-    /// how much WAL it had received, and how much its primary had written by then.
-    readings_taken: Vec<Reading>,
-    /// Its replay dropped, at a lowering, a clock reading taken after its primary had written
-    /// that lowering but before the lowering reached it (F7's in-flight half, open: a standby
-    /// cannot tell such a lowering from one written after its reading); a failover onto it is
-    /// skipped, counted, until it is cloned again.
-    dropped_in_flight_reading: bool,
     restart_at: Option<i64>,
     needs_reclone: bool,
     /// After pg_upgrade without the old record: the first real start must refuse.
@@ -335,8 +319,6 @@ impl World {
                 wal_full_until: 0,
                 partitioned_until: 0,
                 slow_replay_until: 0,
-                readings_taken: Vec::new(),
-                dropped_in_flight_reading: false,
                 restart_at: Some(START_UNIX_MS),
                 needs_reclone: false,
                 expect_unconfirmed: false,

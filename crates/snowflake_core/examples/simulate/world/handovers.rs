@@ -112,11 +112,6 @@ impl World {
         if !self.replay_to(s, received) || !self.up(s) {
             return false;
         }
-        if self.servers[s].dropped_in_flight_reading {
-            self.stats.failovers_excluded += 1;
-            trace!(self, "failover excluded: the standby dropped a clock reading at a lowering in flight (F7's half, open)");
-            return false;
-        }
         if ends_clean && ran_again && !self.servers[p].disk.signal {
             self.stats.failovers_excluded += 1;
             trace!(

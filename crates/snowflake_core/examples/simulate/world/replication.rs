@@ -31,13 +31,11 @@ impl World {
             record_end: end as u64,
             // All it has received is on its disk (`receive` flushes at once).
             received: if mem.streamed { received } else { u64::MAX },
+            // Virtual time: no clock step moves it.
+            boot_ms: self.t as u64,
         };
-        let lowering = mem.readings.last_replayed_unix_ms.is_some_and(|last| unix_ms < last);
         let plan = resume::replay(&facts, &mut mem.readings, settings, &self.layout);
         mem.res.replay(plan.bounds);
-        if recovery == Recovery::Archive {
-            self.note_reading(i, &facts, settings, lowering, plan.bounds);
-        }
         trace!(
             self,
             "server {i} replays ceiling {unix_ms} ({recovery:?}, end {end}) at clock {now_unix_ms}: {plan:?}"
@@ -55,41 +53,6 @@ impl World {
             }
         }
         true
-    }
-
-    /// Keeps a standby's clock reading, and notes when a lowering dropped one taken after its
-    /// primary had written that lowering (`Server::dropped_in_flight_reading`).
-    fn note_reading(
-        &mut self,
-        i: usize,
-        facts: &ReplayFacts,
-        settings: Settings,
-        lowering: bool,
-        bounds: u64,
-    ) {
-        let end = facts.record_end as usize;
-        let floor_unix_ms = self.layout.unix_ms(bounds);
-        let server = &self.servers[i];
-        if lowering
-            && server.readings_taken.iter().any(|reading| {
-                reading.received < end
-                    && reading.written_by_primary >= end
-                    && reading.guard_unix_ms > floor_unix_ms
-            })
-        {
-            trace!(self, "server {i} dropped a clock reading taken after the lowering it replays was written (F7's in-flight half)");
-            self.servers[i].dropped_in_flight_reading = true;
-        }
-        let reading = Reading {
-            guard_unix_ms: facts.now_unix_ms.saturating_add(settings.promotion_bound_ms(facts.lead) as i64),
-            received: facts.received.max(facts.record_end).min(usize::MAX as u64) as usize,
-            written_by_primary: self.servers[self.primary].disk.wal.len(),
-        };
-        let taken = &mut self.servers[i].readings_taken;
-        if taken.len() == 64 {
-            taken.remove(0);
-        }
-        taken.push(reading);
     }
 
     /// Replays a standby's received WAL up to `to`.

@@ -106,8 +106,6 @@ impl World {
         server.settings.max_lead_ms = server.settings.max_lead_ms.max(lead_ms);
         server.needs_reclone = false;
         server.slow_replay_until = 0;
-        server.readings_taken.clear();
-        server.dropped_in_flight_reading = false;
         server.horizon_given = None;
         trace!(self, "server {i} re-cloned from {p}, streaming from {upstream}");
         true
