@@ -235,8 +235,7 @@ pub enum Recovery {
 pub struct StandbyReadings {
     /// The last ceiling replayed (Unix ms).
     pub last_replayed_unix_ms: Option<i64>,
-    /// The promotion's bound above the clock readings a lowering has not dropped, each with the
-    /// WAL received when it was taken.
+    /// The clock readings a lowering has not dropped (`Reading`).
     kept: KeptReadings,
 }
 
@@ -401,7 +400,10 @@ pub fn replay(
 /// less than `max_clock_skew_ms` before the primary wrote it: `lower_ceiling` puts the lowered
 /// ceiling `reserve_ms` ahead of the primary's clock, which reads within the skew of this one
 /// (the primary's `reserve_ms` from the record; without it, this server's, no smaller by the
-/// docs' assumption, which dates the writing earlier: more readings stay). The file's floor,
+/// docs' assumption, which dates the writing earlier: more readings stay). A lowering held at
+/// the primary's floor (`lower_ceiling` never goes below it) dates itself later than it was
+/// written; one dated ahead of this clock by more than the skew is taken as undated, and drops
+/// nothing not yet received. The file's floor,
 /// which a new startup process starts from, was read when part of what it replays may already
 /// have been received (which part, the file does not say): kept until a higher reading
 /// replaces it.
@@ -420,9 +422,17 @@ fn standby_floor_unix_ms(
     if previous.is_some_and(|previous| facts.ceiling_unix_ms < previous) {
         let reserve_ms = facts.lead.map_or(settings.reserve_ms, |lead| lead.reserve_ms);
         let written_unix_ms = facts.ceiling_unix_ms.saturating_sub(reserve_ms as i64);
-        let age_ms = facts.now_unix_ms.saturating_sub(written_unix_ms).max(0) as u64;
-        let written_boot_ms = facts.boot_ms.saturating_sub(age_ms);
-        readings.kept.drop_taken_before(facts.record_end, written_boot_ms, settings.max_clock_skew_ms);
+        let skew_ms = settings.max_clock_skew_ms;
+        // Dated in the future of this clock by more than the skew: not a date (a lowering held
+        // at the primary's floor, after it restarted at a ceiling ahead of its clock). Nothing
+        // not yet received goes.
+        let written_boot_ms = if written_unix_ms > facts.now_unix_ms.saturating_add(skew_ms as i64) {
+            0
+        } else {
+            let age_ms = facts.now_unix_ms.saturating_sub(written_unix_ms).max(0) as u64;
+            facts.boot_ms.saturating_sub(age_ms)
+        };
+        readings.kept.drop_taken_before(facts.record_end, written_boot_ms, skew_ms);
     }
     let reading = Reading {
         guard_unix_ms: guard_now,
@@ -881,6 +891,14 @@ mod tests {
             (NOW + 250, NOW + 200, 30, 30),
         ]);
         assert_eq!(floors[2], NOW + 200 + 2_751);
+    }
+
+    #[test]
+    fn a_lowering_dated_ahead_of_the_clock_drops_nothing_not_yet_received() {
+        // Held at the primary's floor, 10 s ahead of this clock: not a date.
+        let floors =
+            standby_floors(&[(NOW + 15_500, NOW + 15_000, 10, 10), (NOW + 11_000, NOW + 1_000, 30, 30)]);
+        assert_eq!(floors[1], NOW + 15_000 + 2_751);
     }
 
     #[test]
