@@ -882,17 +882,28 @@ fn a_commit_waiting_to_become_visible_holds_the_horizon() {
     let mut admin = cluster.connect();
     let mut writer = cluster.connect();
     let pid: i32 = writer.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-    let id = open_transaction_with_an_id(&mut writer, 1);
     admin.batch_execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'").unwrap();
     admin.batch_execute("SELECT pg_reload_conf()").unwrap();
     wait_until("the writer's session reads the new setting", || {
         let names: String = writer.query_one("SHOW synchronous_standby_names", &[]).unwrap().get(0);
         names == "nobody"
     });
-    let commit = std::thread::spawn(move || writer.batch_execute("COMMIT").map(|()| writer));
     let waiting =
         format!("SELECT count(*) FROM pg_stat_activity WHERE pid = {pid} AND wait_event = 'SyncRep'");
-    wait_until("the COMMIT waits for the synchronous standby", || count(&mut admin, &waiting) == 1);
+    // A COMMIT waits only once the checkpointer has applied the setting too (to the shared
+    // flag commits look at), which can come after the sessions read it on a loaded machine:
+    // one that ended at once is followed by another transaction, until one waits.
+    let (id, commit) = loop {
+        let id = open_transaction_with_an_id(&mut writer, 1);
+        let commit = std::thread::spawn(move || writer.batch_execute("COMMIT").map(|()| writer));
+        wait_until("the COMMIT waits for the synchronous standby, or ends", || {
+            commit.is_finished() || count(&mut admin, &waiting) == 1
+        });
+        if !commit.is_finished() {
+            break (id, commit);
+        }
+        writer = commit.join().unwrap().expect("a COMMIT before the setting applied");
+    };
 
     let mut reader = cluster.connect();
     let visible = format!("SELECT count(*) FROM t WHERE id = {id}");
