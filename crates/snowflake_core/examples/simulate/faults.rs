@@ -88,7 +88,8 @@ pub enum Kind {
         ticks: u32,
     },
     /// A standby's replay falls behind what it receives for a while (a slow disk, a query that
-    /// conflicts with replay, `recovery_min_apply_delay`): a record now and then. It still
+    /// conflicts with replay, `recovery_min_apply_delay`): a record now and then. Its WAL
+    /// receiver, writing to the same slow disk, receives a record or two a tick. It still
     /// replays, and reads its clock as it does: a clock set back meanwhile is within the docs'
     /// assumption. A promotion replays everything received, as PostgreSQL's does.
     SlowReplay {
@@ -462,6 +463,7 @@ fn cut_off_then_failover(rng: &mut Rng, standby: u8, (min, spread): (u32, u64), 
 /// clock as it replays a record older than the lowering); the standby is cut off at once and
 /// the primary lost: the promotion replays the lowering, and must not drop that reading. Half
 /// the time the standby restarts before the failover (the reading then in its file's floor).
+/// Half the composites are the other half's instead (`lowering_in_flight`).
 fn lagging_readings_failover(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) {
     let standby = rng.below(2) as u8;
     let burst = Kind::Burst { claims: 10 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(100) as u32 };
@@ -474,11 +476,41 @@ fn lagging_readings_failover(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>
         out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
     };
     out.push(Event { gap_ticks, kind: Kind::SlowReplay { standby, ticks: 200 } });
+    if rng.chance(50) {
+        lowering_in_flight(rng, standby, burst, out);
+        return;
+    }
     jump(out, rng, 0);
     // The primary's worker lowers its ceiling at its next ticks; the standby receives it.
     let gap_ticks = 2 + rng.below(6) as u32;
     jump(out, rng, gap_ticks);
     cut_off_then_failover(rng, standby, (1, 10), out);
+}
+
+/// F7's other half (`standby-readings-in-flight`): as `lagging_readings_failover`, but the
+/// second jump comes right after the primary lowered its ceiling and issues only bare IDs (no
+/// commit flushes the lowering), and its set-back reads the standby's clock while the lowering
+/// is still on its way to it: its slow WAL receiver gets it a tick or more later, perhaps
+/// without the jump's records after it, before it is cut off. The promotion comes once the
+/// reading is more than `max_clock_skew_ms` old, and replays the lowering.
+fn lowering_in_flight(rng: &mut Rng, standby: u8, burst: Kind, out: &mut Vec<Event>) {
+    let ahead = rng.range(3_000, 15_000);
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: ahead } });
+    for _ in 0..1 + rng.below(4) {
+        out.push(Event { gap_ticks: rng.below(4) as u32, kind: burst });
+    }
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    // The worker lowers at one of its next ticks (it may be recording).
+    let ahead = rng.range(3_000, 15_000);
+    out.push(Event { gap_ticks: 2 + rng.below(5) as u32, kind: Kind::ClockStep { delta_ms: ahead } });
+    let bare = Kind::BareIds { claims: 1 + rng.below(20) as u32 };
+    out.push(Event { gap_ticks: rng.below(2) as u32, kind: bare });
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    out.push(Event { gap_ticks: 1 + rng.below(8) as u32, kind: Kind::Partition { standby, ticks: 100 } });
+    out.push(Event {
+        gap_ticks: 6 + rng.below(10) as u32,
+        kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
+    });
 }
 
 /// The promotion's bound at its edge (`promotion-bound-off-by-one`, `promotion-primary-lead`):
