@@ -5,7 +5,8 @@
 //! - `process`: commands and folders as the servers' owner, `pg_ctl`, `kill -9`;
 //! - `cluster`: a throwaway server (`Cluster`), started, stopped and removed, its log printed
 //!   when a test fails; its data directory on a disk that can lose power (`power_loss`);
-//! - `pair`: a primary and its streaming standby (`Pair`), replayed, cut off, promoted;
+//! - `pair`: a primary and its streaming standby (`Pair`), replayed, cut off, promoted (again
+//!   when it stopped during it), its standby replaced; the tests' pairs and the campaign's;
 //! - `faults`: a faked clock (libfaketime) and slow or failing fsyncs (strace);
 //! - `workload`: writers loading a server;
 //! - `engine`: the workload engine of the tests that play an application (writers running

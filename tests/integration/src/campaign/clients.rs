@@ -231,7 +231,7 @@ impl Workload for Writing {
 /// The server's WAL position now (`pg_current_wal_lsn()`), as a number.
 fn wal_position(client: &mut Client) -> Option<u64> {
     let text: String = client.query_one("SELECT pg_current_wal_lsn()::text", &[]).ok()?.get(0);
-    super::shared::parse_lsn(&text)
+    crate::pair::parse_lsn(&text)
 }
 
 /// `INSERT … RETURNING id` of `rows` rows of `shard`, IDs from the DEFAULT.

@@ -213,7 +213,7 @@ fn lock(system: &Mutex<System>) -> std::sync::MutexGuard<'_, System> {
 /// The standby's startup process (its replay), if one runs now.
 fn startup_pid(system: &Mutex<System>) -> Option<u32> {
     let system = lock(system);
-    let cluster = &system.standby.cluster;
+    let cluster = &system.pair.standby.cluster;
     catch_unwind(AssertUnwindSafe(|| cluster.startup_process_pid())).ok().flatten()
 }
 

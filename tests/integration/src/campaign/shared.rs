@@ -86,12 +86,6 @@ pub struct Shared {
     pub skipped_steps: AtomicUsize,
 }
 
-/// A WAL position as PostgreSQL prints it ("16/B374D848"), as a number.
-pub fn parse_lsn(text: &str) -> Option<u64> {
-    let (high, low) = text.trim().split_once('/')?;
-    Some((u64::from_str_radix(high, 16).ok()? << 32) | u64::from_str_radix(low, 16).ok()?)
-}
-
 /// A shard moved from one group to the other.
 pub struct Move {
     pub shard: i32,
@@ -300,18 +294,4 @@ pub fn pair_clock_held() -> std::sync::MutexGuard<'static, ()> {
 /// The offset as libfaketime reads it: seconds, with a sign and a fraction.
 fn write_offset(file: &std::path::Path, ms: i64) {
     crate::faults::write_offset_file(file, &format!("{:+.3}", ms as f64 / 1000.0));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_lsn;
-
-    #[test]
-    fn wal_positions_compare_as_numbers() {
-        assert_eq!(parse_lsn("0/16E3FA0"), Some(0x16E3FA0));
-        assert_eq!(parse_lsn("16/B374D848\n"), Some((0x16 << 32) | 0xB374D848));
-        // Compared as text, "9/0" would come after "10/0".
-        assert!(parse_lsn("9/FFFFFFFF").unwrap() < parse_lsn("A/0").unwrap());
-        assert_eq!(parse_lsn("16B374D848"), None);
-    }
 }

@@ -6,12 +6,13 @@
 use super::clients::APP_ROLE;
 use super::schedule::{BadStart, BeforePromotion, Group, Schedule, LARGER_LEAD_MS, POWER_LOSS_CLOCK_HOLD};
 use super::shared::{Endpoint, Shared, MOVABLE_SHARDS, PAIR_SHARDS, SECOND_SHARDS};
-use crate::cluster::{apply_settings, pg_upgrade, Cluster, Disk, PromotionFailed};
+use crate::cluster::{apply_settings, pg_upgrade, Cluster, Disk};
 use crate::faults::FakeClock;
 use crate::ha::{Answer, HaStandIn};
 use crate::install::major_of;
+use crate::pair::{Member, Pair, ReplayWatch};
 use crate::process::wait_until;
-use postgres::{Client, NoTls};
+use postgres::Client;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,18 +62,28 @@ pub struct Server {
     pub ha: Option<HaStandIn>,
 }
 
-impl Server {
-    fn endpoint(&self) -> Endpoint {
-        Endpoint { name: self.name.clone(), config: self.cluster.config() }
+impl Member for Server {
+    fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    fn cluster_mut(&mut self) -> &mut Cluster {
+        &mut self.cluster
     }
 
     /// Starts it (stopped) on its clock, and waits until it accepts connections.
-    pub fn start(&mut self) {
+    fn start(&mut self) {
         {
             let _steady = super::shared::clocks_steady();
             self.clock.start(&mut self.cluster);
         }
         self.cluster.wait_until_accepting();
+    }
+}
+
+impl Server {
+    fn endpoint(&self) -> Endpoint {
+        Endpoint { name: self.name.clone(), config: self.cluster.config() }
     }
 
     /// Starts it (stopped) on its clock; on a refusal, the server log.
@@ -87,8 +98,8 @@ pub struct System {
     synchronous: bool,
     larger_lead_on_standby: bool,
     second_without_wal_records: bool,
-    pub primary: Server,
-    pub standby: Server,
+    /// The pair: its primary issues the pair's shards.
+    pub pair: Pair<Server>,
     pub second: Server,
     /// Servers of the pair made so far, for their names.
     built: u32,
@@ -98,10 +109,8 @@ pub struct System {
     pub old_logs: Vec<(String, String)>,
     /// The `bin` folder of the next major, for the pg_upgrade of the second server.
     upgrade_bin: Option<PathBuf>,
-    /// The standby's replay position when last seen to move, and since when.
-    replay_seen: Option<(u64, Instant)>,
-    /// When `rebuild_standby_if_stuck` last looked (it connects to both servers of the pair).
-    replay_checked: Instant,
+    /// Whether the pair's standby still replays (`rebuild_standby_if_stuck`).
+    replay_watch: ReplayWatch,
 }
 
 /// `snowflake_id.shards` for a list of shards.
@@ -148,19 +157,17 @@ impl System {
             synchronous: schedule.synchronous,
             larger_lead_on_standby: schedule.larger_lead_on_standby,
             second_without_wal_records: schedule.second_without_wal_records,
-            standby: new_standby(&shared, &primary, "pair-2"),
-            primary,
+            pair: Pair { standby: new_standby(&shared, &primary, "pair-2"), primary },
             second,
             built: 2,
             shards,
             old_logs: Vec::new(),
             upgrade_bin,
-            replay_seen: None,
-            replay_checked: Instant::now(),
+            replay_watch: ReplayWatch::new(STUCK_REPLAY),
         };
         system.configure_standby();
         let mut directory = shared.directory.write().unwrap();
-        directory.primary = [Some(system.primary.endpoint()), Some(system.second.endpoint())];
+        directory.primary = [Some(system.pair.primary.endpoint()), Some(system.second.endpoint())];
         for group in Group::ALL {
             for &shard in &system.shards[group.index()] {
                 directory.home.insert(shard, group);
@@ -173,7 +180,7 @@ impl System {
     /// The server that accepts writes for `group`.
     pub fn server(&mut self, group: Group) -> &mut Server {
         match group {
-            Group::Pair => &mut self.primary,
+            Group::Pair => &mut self.pair.primary,
             Group::Second => &mut self.second,
         }
     }
@@ -181,14 +188,14 @@ impl System {
     /// The settings the standby differs in, and synchronous replication to it.
     fn configure_standby(&mut self) {
         if self.larger_lead_on_standby {
-            let mut client = self.standby.cluster.wait_until_accepting();
+            let mut client = self.pair.standby.cluster.wait_until_accepting();
             apply_settings(
                 &mut client,
                 &[("snowflake_id.max_lead_ms", &format!("{}s", LARGER_LEAD_MS / 1000))],
             );
         }
         if self.synchronous {
-            let mut client = self.primary.cluster.connect();
+            let mut client = self.pair.primary.cluster.connect();
             apply_settings(&mut client, &[("synchronous_standby_names", "*")]);
         }
     }
@@ -196,7 +203,7 @@ impl System {
     /// Marks `group` unavailable to the clients (before stopping its primary) or available.
     fn publish(&self, group: Group, available: bool) {
         let endpoint = available.then(|| match group {
-            Group::Pair => self.primary.endpoint(),
+            Group::Pair => self.pair.primary.endpoint(),
             Group::Second => self.second.endpoint(),
         });
         self.shared.directory.write().unwrap().primary[group.index()] = endpoint;
@@ -223,82 +230,27 @@ impl System {
     /// may hold the system then (the 18 long run, seed 7475: a failover promoted a standby
     /// stopped 6 s before).
     fn revive_standby(&mut self) {
-        if self.standby.cluster.stopped_by_itself() {
-            self.standby.start();
-        }
+        self.pair.start_standby_if_stopped();
     }
 
-    /// The standby's promotion, as an HA manager does it: a standby that stops during its
-    /// promotion is started again and promoted again (the 15 long run with seed 3550, 372 s: a
-    /// failing fsync of the standby's replay, drawn as the failover began, PANICked the startup
-    /// process right after the promotion request, and the server shut down). Returns where its
+    /// The standby's promotion, as an HA manager does it (`Pair::promote_until_promoted`: a
+    /// standby that stops during its promotion is started again and promoted again; the 15 long
+    /// run with seed 3550, 372 s: a failing fsync of the standby's replay, drawn as the failover
+    /// began, PANICked the startup process right after the promotion request). Each repeat is
+    /// said in the summary, so that a run whose failovers needed it is seen. Returns where its
     /// WAL switched from the old primary's.
     fn promote_standby(&mut self) -> u64 {
-        let received = self.received_lsn();
-        let mut attempts = 0;
-        loop {
-            match self.standby.cluster.try_promote() {
-                Ok(()) => return switchpoint(&mut self.standby.cluster.wait_until_accepting()),
-                Err(PromotionFailed::Stopped(log)) => {
-                    attempts += 1;
-                    assert!(attempts < 5, "the standby stopped during each of 5 promotions\n{log}");
-                    // Said in the summary: a run whose failovers needed it is seen.
-                    let why = log
-                        .lines()
-                        .rev()
-                        .find(|line| line.contains("PANIC:") || line.contains("FATAL:"))
-                        .unwrap_or("no PANIC or FATAL in its log");
-                    let said = format!(
-                        "{:.1} s: {} stopped during its promotion and was promoted again: {}",
-                        self.shared.now_ms() as f64 / 1000.0,
-                        self.standby.name,
-                        why.trim()
-                    );
-                    println!("campaign: promotion repeated: {said}");
-                    self.shared.repeated_promotions.lock().unwrap().push(said);
-                }
-                Err(failed) => panic!("the standby was not promoted: {failed:?}"),
-            }
-            let signal_left = self.standby.cluster.data_dir().join("standby.signal").exists();
-            self.standby.start();
-            if !signal_left {
-                // Stopped after PostgreSQL removed standby.signal: back as a primary on the old
-                // timeline (F4's moment, its guard owed on disk), switched where what it had
-                // received ended, as in `promote_losing_power_at_its_end`.
-                return received;
-            }
+        let promoted = self.pair.promote_until_promoted();
+        for why in promoted.stopped {
+            let said = format!(
+                "{:.1} s: {} stopped during its promotion and was promoted again: {why}",
+                self.shared.now_ms() as f64 / 1000.0,
+                self.pair.standby.name,
+            );
+            println!("campaign: promotion repeated: {said}");
+            self.shared.repeated_promotions.lock().unwrap().push(said);
         }
-    }
-
-    /// The end of the WAL the standby has received (or replayed, when more), as an LSN.
-    fn received_lsn(&mut self) -> u64 {
-        let received: String = self
-            .standby
-            .cluster
-            .wait_until_accepting()
-            .query_one(
-                "SELECT greatest(coalesce(pg_last_wal_receive_lsn(), '0/0'), coalesce(pg_last_wal_replay_lsn(), '0/0'))::text",
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        super::shared::parse_lsn(&received).unwrap_or_else(|| panic!("not an LSN: {received:?}"))
-    }
-
-    /// The standby's promotion, its machine losing power right after PostgreSQL removed
-    /// `standby.signal` (LazyFS kills itself at that unlink): before the end-of-recovery
-    /// record, before the worker could start. Started again, it runs crash recovery as a
-    /// primary on the old timeline, and must still record the promotion guard before it issues
-    /// (docs/reliability.md, F4). Returns where its WAL switched from the old primary's: the
-    /// end of what it had received (no history file marks it, since the new timeline never
-    /// began), read while it is cut off and nothing more can arrive.
-    fn promote_losing_power_at_its_end(&mut self) -> u64 {
-        let received = self.received_lsn();
-        let postmaster = self.standby.cluster.lose_power_right_after("unlink", r"standby\.signal");
-        self.standby.cluster.request_promotion();
-        self.standby.cluster.restore_power(postmaster);
-        self.standby.start();
-        received
+        promoted.switched_at
     }
 
     /// A power loss of the group's primary: killed, its unsynced writes lost, started again,
@@ -359,8 +311,8 @@ impl System {
 
     pub fn restart_standby(&mut self) {
         self.revive_standby();
-        self.standby.cluster.stop("fast");
-        self.standby.start();
+        self.pair.standby.cluster.stop("fast");
+        self.pair.standby.start();
     }
 
     /// Kills the pair's primary, promotes the standby (after doing `before` to it), and
@@ -377,7 +329,12 @@ impl System {
             BeforePromotion::ManagerDied => {
                 // Nothing answers for the primary any more; it runs on, its clients with it,
                 // and must stop issuing within the lease, before the promotion below.
-                self.primary.ha.as_ref().expect("the pair's servers have a stand-in").answer(Answer::Gone);
+                self.pair
+                    .primary
+                    .ha
+                    .as_ref()
+                    .expect("the pair's servers have a stand-in")
+                    .answer(Answer::Gone);
                 std::thread::sleep(MANAGER_TTL);
             }
             BeforePromotion::RestartStandby => {
@@ -385,19 +342,19 @@ impl System {
                 // asynchronous, committing) for a moment, then the primary dies, and the
                 // standby comes back with only what it had: its restartpoint, its record.
                 _pair_clock_held = Some(super::shared::pair_clock_held());
-                self.standby.cluster.stop("fast");
+                self.pair.standby.cluster.stop("fast");
                 std::thread::sleep(Duration::from_secs(2));
                 self.kill_primary();
-                self.standby.start();
+                self.pair.standby.start();
             }
             BeforePromotion::StandbyLostPower => {
                 // Its disk keeps only what it fsynced: the WAL it received and had flushed (what
                 // it told the primary), the files of its last restartpoint.
                 _pair_clock_held = Some(super::shared::pair_clock_held());
-                lose_power(&mut self.standby.cluster);
+                lose_power(&mut self.pair.standby.cluster);
                 std::thread::sleep(Duration::from_secs(2));
                 self.kill_primary();
-                self.standby.start();
+                self.pair.standby.start();
             }
             BeforePromotion::AheadThenStandbyRestarted { ms, hold } => {
                 // The primary issues ahead while the standby replays its ceilings, reading
@@ -411,10 +368,10 @@ impl System {
                     set_back_after_promotion = true;
                 }
                 _pair_clock_held = Some(super::shared::pair_clock_held());
-                self.standby.cluster.stop("fast");
+                self.pair.standby.cluster.stop("fast");
                 std::thread::sleep(Duration::from_secs(2));
                 self.kill_primary();
-                self.standby.start();
+                self.pair.standby.start();
             }
             BeforePromotion::AheadThenSetBack { ms, hold } => {
                 // The primary issues ahead, the standby replaying its ceilings; the clock set
@@ -431,17 +388,15 @@ impl System {
             BeforePromotion::StandbyCutOff { hold, .. } => {
                 // The standby keeps running and serving, its WAL receiver gone: it replays
                 // nothing the primary writes meanwhile. The primary dies at the end of it.
-                let mut client = self.standby.cluster.wait_until_accepting();
                 _pair_clock_held = Some(super::shared::pair_clock_held());
-                apply_settings(&mut client, &[("primary_conninfo", "")]);
-                drop(client);
+                self.pair.cut_off();
                 std::thread::sleep(hold);
                 self.kill_primary();
             }
             BeforePromotion::KillStandbyBackend => {
-                let mut client = self.standby.cluster.wait_until_accepting();
+                let mut client = self.pair.standby.cluster.wait_until_accepting();
                 let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-                self.standby.cluster.kill_backend(pid as u32);
+                self.pair.standby.cluster.kill_backend(pid as u32);
                 self.kill_primary();
             }
         }
@@ -452,11 +407,11 @@ impl System {
         // it has and is promoted, as an HA manager would do it.
         self.revive_standby();
         let switched_at = if let BeforePromotion::StandbyCutOff { power_lost_at_its_end: true, .. } = before {
-            self.promote_losing_power_at_its_end()
+            self.pair.promote_losing_power_at_its_end()
         } else {
             self.promote_standby()
         };
-        let mut client = self.standby.cluster.wait_until_accepting();
+        let mut client = self.pair.standby.cluster.wait_until_accepting();
         let ended = self.shared.directory.read().unwrap().epoch[Group::Pair.index()];
         self.shared.switchpoints.lock().unwrap().insert(ended, switched_at);
         // Its copied settings name itself as a synchronous standby: none until it has one.
@@ -468,7 +423,7 @@ impl System {
             client.batch_execute("SELECT pg_reload_conf()").unwrap();
         }
         drop(client);
-        std::mem::swap(&mut self.primary, &mut self.standby);
+        self.pair.swap_roles();
         // The old primary's prepared transactions came over without their hold on the
         // horizon (its snowflake_id.prepared is its own): finished before anyone reads here,
         // as docs/reading-in-order.md says. Their clients lost their connections with the old
@@ -483,10 +438,10 @@ impl System {
             // The split brain: both primaries run, half of the writers on the old one, until
             // the old one is killed (as Patroni does once it is back and finds another leader).
             let epoch = self.shared.directory.read().unwrap().epoch[Group::Pair.index()] - 1;
-            self.shared.directory.write().unwrap().split = Some((self.standby.endpoint(), epoch));
+            self.shared.directory.write().unwrap().split = Some((self.pair.standby.endpoint(), epoch));
             std::thread::sleep(SPLIT_BRAIN);
             self.shared.directory.write().unwrap().split = None;
-            self.standby.cluster.kill_postmaster();
+            self.pair.standby.cluster.kill_postmaster();
         }
         self.replace_standby();
         drop(_pair_clock_held);
@@ -503,11 +458,7 @@ impl System {
     /// a set back before its promotion would repeat IDs by design. Not caught up, the clock
     /// stays ahead through the promotion, which then covers it.
     fn standby_replayed_the_primary(&self) -> bool {
-        let position = self.primary.cluster.config().connect(NoTls).and_then(|mut client| {
-            client.query_one("SELECT pg_current_wal_lsn()::text", &[]).map(|row| row.get::<_, String>(0))
-        });
-        let Ok(position) = position else { return false };
-        self.standby.cluster.replayed_within(&position, Duration::from_secs(30))
+        self.pair.replays_within(Duration::from_secs(30))
     }
 
     /// Rebuilds the pair's standby from a new base backup when its replay has stood still for
@@ -519,46 +470,19 @@ impl System {
     /// the extension's nor one the campaign can tell from the disk's); the summary counts it.
     /// A standby down or not answering is left to the faults that stopped it.
     pub fn rebuild_standby_if_stuck(&mut self) {
-        if self.replay_checked.elapsed() < Duration::from_secs(10) {
-            return;
-        }
-        self.replay_checked = Instant::now();
-        let position = |cluster: &Cluster, query: &str| {
-            let mut client = cluster.config().connect(NoTls).ok()?;
-            let row = client.query_one(query, &[]).ok()?;
-            super::shared::parse_lsn(&row.get::<_, Option<String>>(0)?)
-        };
-        let Some(replayed) = position(&self.standby.cluster, "SELECT pg_last_wal_replay_lsn()::text") else {
-            self.replay_seen = None;
-            return;
-        };
-        let Some(written) = position(&self.primary.cluster, "SELECT pg_current_wal_flush_lsn()::text") else {
-            return;
-        };
-        match self.replay_seen {
-            Some((seen, since)) if seen == replayed => {
-                if written <= replayed || since.elapsed() < STUCK_REPLAY {
-                    return;
-                }
-            }
-            _ => {
-                self.replay_seen = Some((replayed, Instant::now()));
-                return;
-            }
-        }
+        let Some(stuck) = self.replay_watch.stuck(&self.pair) else { return };
         let said = format!(
             "{:.1} s: {} replayed nothing for {} s, at {:X}/{:X} while its primary had written to {:X}/{:X}",
             self.shared.now_ms() as f64 / 1000.0,
-            self.standby.name,
+            self.pair.standby.name,
             STUCK_REPLAY.as_secs(),
-            replayed >> 32,
-            replayed & 0xFFFF_FFFF,
-            written >> 32,
-            written & 0xFFFF_FFFF
+            stuck.replayed >> 32,
+            stuck.replayed & 0xFFFF_FFFF,
+            stuck.written >> 32,
+            stuck.written & 0xFFFF_FFFF
         );
         println!("campaign: standby rebuilt: {said}");
         self.shared.rebuilt_standbys.lock().unwrap().push(said);
-        self.replay_seen = None;
         self.replace_standby();
     }
 
@@ -567,7 +491,7 @@ impl System {
     fn replace_standby(&mut self) {
         self.built += 1;
         let name = format!("pair-{}", self.built);
-        let old = std::mem::replace(&mut self.standby, new_standby(&self.shared, &self.primary, &name));
+        let old = self.pair.replace_standby(new_standby(&self.shared, &self.pair.primary, &name));
         self.retire(Group::Pair, old);
         self.configure_standby();
     }
@@ -575,7 +499,7 @@ impl System {
     /// The pair's primary killed, its clients told there is none until a promotion.
     fn kill_primary(&mut self) {
         self.publish(Group::Pair, false);
-        self.primary.cluster.kill_postmaster();
+        self.pair.primary.cluster.kill_postmaster();
     }
 
     /// Keeps a replaced server's log and stops it.
@@ -670,8 +594,8 @@ impl System {
             let deadline = Instant::now() + Duration::from_secs(300);
             loop {
                 self.revive_standby();
-                self.standby.cluster.wait_until_accepting();
-                if self.standby.cluster.replayed_within(&lsn, Duration::from_secs(5)) {
+                self.pair.standby.cluster.wait_until_accepting();
+                if self.pair.standby.cluster.replayed_within(&lsn, Duration::from_secs(5)) {
                     break;
                 }
                 assert!(
@@ -696,7 +620,7 @@ impl System {
     fn apply_fence(&mut self, group: Group) {
         let value = fence(&self.shards[group.index()]);
         if group == Group::Pair {
-            let mut client = self.standby.cluster.wait_until_accepting();
+            let mut client = self.pair.standby.cluster.wait_until_accepting();
             apply_settings(&mut client, &[("snowflake_id.shards", &value)]);
         }
         let cluster = &self.server(group).cluster;
@@ -843,7 +767,7 @@ impl System {
     /// The log of every server, those replaced included, and stops them all.
     pub fn shutdown(mut self) -> Vec<(String, String)> {
         let mut logs = std::mem::take(&mut self.old_logs);
-        for server in [&self.primary, &self.standby, &self.second] {
+        for server in [&self.pair.primary, &self.pair.standby, &self.second] {
             logs.push((server.name.clone(), server.cluster.log()));
         }
         logs
@@ -863,24 +787,6 @@ fn lose_power(cluster: &mut Cluster) {
         });
         cluster.kill_postmaster();
     }
-}
-
-/// Where a just promoted server left its old timeline: the end of the WAL it had, from the
-/// newest timeline history file (its last line: parent timeline, switch point, reason).
-fn switchpoint(client: &mut Client) -> u64 {
-    let history: String = client
-        .query_one(
-            "SELECT pg_read_file('pg_wal/' || name) FROM pg_ls_waldir()
-             WHERE name LIKE '%.history' ORDER BY name DESC LIMIT 1",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    let last = history.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
-    last.split('\t')
-        .nth(1)
-        .and_then(super::shared::parse_lsn)
-        .unwrap_or_else(|| panic!("no switch point in {history:?}"))
 }
 
 /// A copy of a reservation record with one digit of its ceiling changed.
