@@ -64,6 +64,13 @@ pub struct PairBuilder<'a> {
 }
 
 impl Pair {
+    /// `primary`, running, with a standby made of it now by base backup and started (named
+    /// `{name}-standby`): for a test that sets its primary up (or crashes it) first.
+    pub fn of(primary: Cluster, name: &str) -> Pair {
+        let standby = Cluster::builder(&format!("{name}-standby")).standby_of(&primary).start();
+        Pair { primary, standby }
+    }
+
     /// A pair to start: `Pair::builder(name)`, then what differs from the defaults, then `start`.
     /// The defaults: no settings of their own, the primary with the extension and `TABLE_T`,
     /// the standby on the plain disk. The servers are named `{name}-primary` and

@@ -20,7 +20,7 @@ use snowflake_id_integration::engine::{
     self, Op, Paging, Reads, Route, Source, Transaction, Workload, Writer,
 };
 use snowflake_id_integration::{
-    connection_lost, count, db_error, major_of, pg_bin_dir, wait_until, Cluster, FakeClock, Pick,
+    connection_lost, count, db_error, major_of, pg_bin_dir, wait_until, Cluster, FakeClock, Pair, Pick,
 };
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -973,8 +973,8 @@ fn the_horizon_refuses_what_it_cannot_answer_for() {
         "{of_shard} vs {of_server}"
     );
 
-    let standby = Cluster::builder("horizon-standby").standby_of(&primary).start();
-    let mut on_standby = standby.connect();
+    let pair = Pair::of(primary, "horizon-refusals");
+    let mut on_standby = pair.standby.connect();
     for (call, function) in [
         ("SELECT snowflake_horizon()", "snowflake_horizon"),
         ("SELECT snowflake_horizon(2)", "snowflake_horizon"),

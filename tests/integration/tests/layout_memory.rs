@@ -3,7 +3,7 @@
 //! (or its record is deliberately removed). Records written before seq_bits existed are read
 //! with the split of their time.
 
-use snowflake_id_integration::Cluster;
+use snowflake_id_integration::{Cluster, Pair};
 
 /// Restarts with `setting` added; returns the log of the refused start.
 fn refused_restart(cluster: &mut Cluster, setting: &str) -> String {
@@ -115,9 +115,9 @@ fn the_record_survives_a_crash_and_reaches_a_standby_by_base_backup() {
     primary.kill_postmaster();
     primary.start_with(&[]);
     primary.wait_until_accepting();
-    let standby = Cluster::builder("layout-standby").standby_of(&primary).start();
-    let copied = std::fs::read_to_string(standby.data_dir().join("snowflake_id.layout")).unwrap();
+    let pair = Pair::of(primary, "layout-crash");
+    let copied = std::fs::read_to_string(pair.standby.data_dir().join("snowflake_id.layout")).unwrap();
     assert!(copied.ends_with("shard_bits=13 seq_bits=12\n"), "{copied}");
     // The standby knows the layout before it ever issues an ID (on promotion).
-    assert_eq!(copied, std::fs::read_to_string(primary.data_dir().join("snowflake_id.layout")).unwrap());
+    assert_eq!(copied, std::fs::read_to_string(pair.primary.data_dir().join("snowflake_id.layout")).unwrap());
 }
