@@ -388,6 +388,7 @@ impl System {
             BeforePromotion::StandbyCutOff { hold, .. } => {
                 // The standby keeps running and serving, its WAL receiver gone: it replays
                 // nothing the primary writes meanwhile. The primary dies at the end of it.
+                self.pair.standby.cluster.wait_until_accepting();
                 _pair_clock_held = Some(super::shared::pair_clock_held());
                 self.pair.cut_off();
                 std::thread::sleep(hold);
