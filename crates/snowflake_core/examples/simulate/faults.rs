@@ -89,7 +89,7 @@ pub enum Kind {
     },
     /// A standby's replay falls behind what it receives for a while (a slow disk, a query that
     /// conflicts with replay, `recovery_min_apply_delay`): a record now and then. Its WAL
-    /// receiver, writing to the same slow disk, receives a record or two a tick. It still
+    /// receiver, writing to the same slow disk, receives at most two records a tick. It still
     /// replays, and reads its clock as it does: a clock set back meanwhile is within the docs'
     /// assumption. A promotion replays everything received, as PostgreSQL's does.
     SlowReplay {

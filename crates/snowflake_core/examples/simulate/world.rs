@@ -536,7 +536,7 @@ impl World {
         order.sort_by_key(|&i| self.servers[i].upstream != self.primary);
         for i in order {
             let limit = if self.t < self.servers[i].slow_replay_until {
-                // Its slow disk holds up its WAL receiver's writes too: a record or two a tick,
+                // Its slow disk holds up its WAL receiver's writes too: at most two a tick,
                 // so that a record may stay on its way while it replays older ones.
                 self.rng.below(3) as usize
             } else if Some(i) == self.sync_standby() || self.rng.chance(50) {
