@@ -483,7 +483,8 @@ pub fn next_ceiling(
 /// publishes the lower ceiling, then reads every shard's counter (see the ordering notes at
 /// the top). Returns the lower ceiling, for the worker to record; `None` when the ceiling is
 /// where normal work puts it, or a counter lies at or above the lower one (then IDs really
-/// were issued at the jump, and the ceiling stays).
+/// were issued at the jump, and the ceiling stays), or the floor still lies more than
+/// `reserve_ms` ahead of the clock (then it waits for the clock, see below).
 pub fn lower_ceiling(
     now: u64,
     reservation: &Reservation,
@@ -499,7 +500,17 @@ pub fn lower_ceiling(
         return None;
     }
     // Never below the floor: what the server issued before its start is unknown up to there.
-    let lower = (now + reserve_ms).max(reservation.floor.load(Relaxed));
+    // And not while the floor lies more than `reserve_ms` ahead of the clock (a restart or a
+    // promotion resumed there): a standby dates a lowering by its ceiling, `reserve_ms` ahead
+    // of the primary's clock when it was written (`resume`'s standby floor), and one held at
+    // the floor would date itself later than that; replayed late, it would drop a reading the
+    // standby took after it was written (finding F13). Once the clock is within `reserve_ms` of
+    // the floor, the lowering is dated right; until then a restart resumes at the higher ceiling.
+    let floor = reservation.floor.load(Relaxed);
+    if floor > now + reserve_ms {
+        return None;
+    }
+    let lower = now + reserve_ms;
     if lower >= ceiling || reservation.ceiling.compare_exchange(ceiling, lower, SeqCst, Relaxed).is_err() {
         return None;
     }
@@ -1000,10 +1011,16 @@ mod tests {
         assert_eq!(lower_ceiling(now, &reservation, &shards, &LAYOUT, 500, 2000), None);
         assert_eq!(reservation.ceiling.load(Relaxed), high);
 
-        // Never below the floor: what ran before the start is unknown up to there.
+        // Never below the floor (what ran before the start is unknown up to there), and not
+        // while the floor lies further ahead of the clock than `reserve_ms`: held there, the
+        // lowering would date its writing too late for the standbys (F13). Lowered once the
+        // clock comes within `reserve_ms` of it.
         shards[1].last_issued.store(0, Relaxed);
         reservation.floor.store(now + 100_000, Relaxed);
-        assert_eq!(lower_ceiling(now, &reservation, &shards, &LAYOUT, 500, 2000), Some(now + 100_000));
+        assert_eq!(lower_ceiling(now, &reservation, &shards, &LAYOUT, 500, 2000), None);
+        assert_eq!(reservation.ceiling.load(Relaxed), high);
+        let later = now + 100_000 - 500;
+        assert_eq!(lower_ceiling(later, &reservation, &shards, &LAYOUT, 500, 2000), Some(now + 100_000));
     }
 
     #[test]

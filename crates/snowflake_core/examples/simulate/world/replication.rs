@@ -64,7 +64,7 @@ impl World {
                 return true;
             }
             match self.servers[i].disk.wal[index] {
-                Rec::Ceiling { unix_ms, lead } => {
+                Rec::Ceiling { unix_ms, lead, .. } => {
                     if !self.replay_ceiling(i, unix_ms, lead, index + 1, Recovery::Archive) {
                         return false;
                     }

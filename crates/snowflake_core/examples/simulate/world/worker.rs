@@ -29,7 +29,7 @@ impl World {
             match step {
                 Step::LogWal => {
                     let lead = self.lead_in_force(p);
-                    self.servers[p].disk.wal.push(Rec::Ceiling { unix_ms, lead: Some(lead) });
+                    self.log_ceiling(p, unix_ms, lead, std::ptr::eq(steps, RECORDING));
                     trace!(
                         self,
                         "server {p} logs ceiling {unix_ms} at {} (clock {})",
@@ -155,7 +155,7 @@ impl World {
                     match step {
                         Step::LogWal => {
                             let lead = self.lead_in_force(p);
-                            self.servers[p].disk.wal.push(Rec::Ceiling { unix_ms, lead: Some(lead) });
+                            self.log_ceiling(p, unix_ms, lead, false);
                             if self.promo_crash(p, PromoStep::LoggedWal) {
                                 return;
                             }
@@ -270,9 +270,7 @@ impl World {
                 trace!(self, "server {p} lowers its ceiling to {lower}");
                 for &step in RECORDING_LOWERED {
                     match step {
-                        Step::LogWal => {
-                            self.servers[p].disk.wal.push(Rec::Ceiling { unix_ms, lead: Some(lead) })
-                        }
+                        Step::LogWal => self.log_ceiling(p, unix_ms, lead, false),
                         Step::WriteFile => {
                             let record = self.record_of(p, unix_ms, lead);
                             if self.write_record(p, record).is_err() {
