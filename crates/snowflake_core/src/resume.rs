@@ -401,9 +401,9 @@ pub fn replay(
 /// ceiling `reserve_ms` ahead of the primary's clock, which reads within the skew of this one
 /// (the primary's `reserve_ms` from the record; without it, this server's, no smaller by the
 /// docs' assumption, which dates the writing earlier: more readings stay). A lowering held at
-/// the primary's floor (`lower_ceiling` never goes below it) dates itself later than it was
-/// written; one dated ahead of this clock by more than the skew is taken as undated, and drops
-/// nothing not yet received. The file's floor,
+/// the primary's floor would date itself later than it was written: `lower_ceiling` no longer
+/// writes one (finding F13), and one from an older version dated ahead of this clock by more
+/// than the skew is taken as undated, and drops nothing not yet received. The file's floor,
 /// which a new startup process starts from, was read when part of what it replays may already
 /// have been received (which part, the file does not say): kept until a higher reading
 /// replaces it.
