@@ -485,8 +485,10 @@ impl World {
         let now = self.clock(p);
         let skew_ms = self.servers[p].settings.max_clock_skew_ms as i64;
         let disk = &mut self.servers[p].disk;
-        // Looked up again from the start when WAL was cut (a power loss), else from where
-        // the last lookup ended (records received as a standby included).
+        // Looked up from where the last lookup ended (records received as a standby included),
+        // or from the start when WAL is now shorter than that (a power loss cut it). A cut WAL
+        // that grew back past it keeps the lost records' ceilings: more renewals marked, more
+        // failovers excluded, never fewer.
         let (from, known) = match disk.highest_logged {
             (n, highest) if n <= disk.wal.len() => (n, highest),
             _ => (0, i64::MIN),
