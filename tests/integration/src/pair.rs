@@ -67,7 +67,8 @@ impl Pair {
     /// `primary`, running, with a standby made of it now by base backup and started (named
     /// `{name}-standby`): for a test that sets its primary up (or crashes it) first.
     pub fn of(primary: Cluster, name: &str) -> Pair {
-        let standby = Cluster::builder(&format!("{name}-standby")).standby_of(&primary).start();
+        let mut standby = Pair::builder(name).standby_of(&primary);
+        standby.start_with(&[]);
         Pair { primary, standby }
     }
 

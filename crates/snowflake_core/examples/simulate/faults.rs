@@ -467,24 +467,27 @@ fn cut_off_then_failover(rng: &mut Rng, standby: u8, (min, spread): (u32, u64), 
 fn lagging_readings_failover(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) {
     let standby = rng.below(2) as u8;
     let burst = Kind::Burst { claims: 10 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(100) as u32 };
-    let jump = |out: &mut Vec<Event>, rng: &mut Rng, gap_ticks: u32| {
-        let ahead = rng.range(3_000, 15_000);
-        out.push(Event { gap_ticks, kind: Kind::ClockStep { delta_ms: ahead } });
-        for _ in 0..1 + rng.below(4) {
-            out.push(Event { gap_ticks: rng.below(4) as u32, kind: burst });
-        }
-        out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
-    };
     out.push(Event { gap_ticks, kind: Kind::SlowReplay { standby, ticks: 200 } });
     if rng.chance(50) {
         lowering_in_flight(rng, standby, burst, out);
         return;
     }
-    jump(out, rng, 0);
+    jump_and_back(rng, 0, burst, out);
     // The primary's worker lowers its ceiling at its next ticks; the standby receives it.
     let gap_ticks = 2 + rng.below(6) as u32;
-    jump(out, rng, gap_ticks);
+    jump_and_back(rng, gap_ticks, burst, out);
     cut_off_then_failover(rng, standby, (1, 10), out);
+}
+
+/// A clock jump of 3 to 15 s ahead, one to four `burst`s while it lasts, and the clock set
+/// back: F7's composites' jumps.
+fn jump_and_back(rng: &mut Rng, gap_ticks: u32, burst: Kind, out: &mut Vec<Event>) {
+    let ahead = rng.range(3_000, 15_000);
+    out.push(Event { gap_ticks, kind: Kind::ClockStep { delta_ms: ahead } });
+    for _ in 0..1 + rng.below(4) {
+        out.push(Event { gap_ticks: rng.below(4) as u32, kind: burst });
+    }
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
 }
 
 /// F7's other half (`standby-readings-in-flight`): as `lagging_readings_failover`, but the
@@ -494,12 +497,7 @@ fn lagging_readings_failover(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>
 /// without the jump's records after it, before it is cut off. The promotion comes once the
 /// reading is more than `max_clock_skew_ms` old, and replays the lowering.
 fn lowering_in_flight(rng: &mut Rng, standby: u8, burst: Kind, out: &mut Vec<Event>) {
-    let ahead = rng.range(3_000, 15_000);
-    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: ahead } });
-    for _ in 0..1 + rng.below(4) {
-        out.push(Event { gap_ticks: rng.below(4) as u32, kind: burst });
-    }
-    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    jump_and_back(rng, 0, burst, out);
     // The worker lowers at one of its next ticks (it may be recording).
     let ahead = rng.range(3_000, 15_000);
     out.push(Event { gap_ticks: 2 + rng.below(5) as u32, kind: Kind::ClockStep { delta_ms: ahead } });

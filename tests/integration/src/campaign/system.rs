@@ -388,6 +388,8 @@ impl System {
             BeforePromotion::StandbyCutOff { hold, .. } => {
                 // The standby keeps running and serving, its WAL receiver gone: it replays
                 // nothing the primary writes meanwhile. The primary dies at the end of it.
+                // Up first (a fault may have it restarting), so that the clock is held from
+                // the moment it is cut off, not while it starts.
                 self.pair.standby.cluster.wait_until_accepting();
                 _pair_clock_held = Some(super::shared::pair_clock_held());
                 self.pair.cut_off();

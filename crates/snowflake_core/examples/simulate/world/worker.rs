@@ -29,6 +29,7 @@ impl World {
             match step {
                 Step::LogWal => {
                     let lead = self.lead_in_force(p);
+                    // A renewal's record (`RECORDING`), not a start's, may be misdated (F13).
                     self.log_ceiling(p, unix_ms, lead, std::ptr::eq(steps, RECORDING));
                     trace!(
                         self,
