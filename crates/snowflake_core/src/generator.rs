@@ -587,6 +587,7 @@ mod tests {
         wanted: AtomicU64::new(0),
         worker: crate::sync::AtomicUsize::new(0),
         inherited_max_lead_ms: AtomicU64::new(0),
+        last_logged: AtomicU64::new(0),
     };
 
     fn one(slot: &ShardSlot, clock: &mut FakeClock) -> Result<Parts, Refusal> {

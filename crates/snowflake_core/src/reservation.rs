@@ -32,6 +32,12 @@ pub struct Reservation {
     /// far a claim may borrow, never what is reserved; a claim that reads a stale value waits
     /// (or is refused) as under the setting, or issues below a ceiling already recorded.
     pub inherited_max_lead_ms: AtomicU64,
+    /// The ceiling of the last record the worker logged in WAL since shared memory was created
+    /// (0: none yet), published or not: a ceiling logged whose file write failed is never
+    /// published, and a standby reads the next record below it as a lowering
+    /// (`resume::renewal`, finding F13). A primary's worker logs one at its start (once the
+    /// server has issued), so it is known before any renewal. The worker's alone (one thread writes and reads it): Relaxed.
+    pub last_logged: AtomicU64,
 }
 
 impl Reservation {

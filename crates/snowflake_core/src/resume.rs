@@ -28,6 +28,7 @@
 
 use crate::generator::{self, LeadSettings, Reservation, ShardSlot};
 use crate::layout::Layout;
+use crate::sync::Ordering::Relaxed;
 
 /// This server's settings that decide where it resumes (`snowflake_id.max_lead_ms`,
 /// `reserve_ms`, `max_clock_skew_ms` as configured, without a lead it keeps for a while).
@@ -662,7 +663,25 @@ pub fn renewal(
         return Some(Renewal::Lowered(lower));
     }
     generator::next_ceiling(now, reservation, layout, lead.reserve_ms, lead.max_lead_ms, recording_ms)
+        .and_then(|target| dated_right(now, reservation, lead.reserve_ms, target))
         .map(Renewal::Raised)
+}
+
+/// A renewal's ceiling, held to `reserve_ms` ahead of the clock when it lies below the last
+/// ceiling logged (finding F13, second form). A ceiling logged whose file write failed (a full
+/// disk) is never published, and the next renewal may lie below it (the clock had jumped ahead
+/// and came back). A standby reads that record as a lowering, and dates it `reserve_ms` before
+/// its ceiling (`standby_floor_unix_ms`); with a renewal's headroom (wider when recordings are
+/// slow, or a call wants IDs ahead) the date would lie after the writing, and the lowering
+/// would drop a reading the standby took in between. Held to `reserve_ms` ahead, it is dated
+/// right. `None` while the published ceiling still lies that far ahead: the worker waits for
+/// the clock (at most the lead bound), as calls then still have `reserve_ms` to issue in.
+fn dated_right(now: u64, reservation: &Reservation, reserve_ms: u64, target: u64) -> Option<u64> {
+    if target >= reservation.last_logged.load(Relaxed) {
+        return Some(target);
+    }
+    let held = target.min(now.saturating_add(reserve_ms));
+    (held > reservation.ceiling.load(Relaxed)).then_some(held)
 }
 
 /// One step of recording a ceiling.
@@ -899,6 +918,29 @@ mod tests {
         let floors =
             standby_floors(&[(NOW + 15_500, NOW + 15_000, 10, 10), (NOW + 11_000, NOW + 1_000, 30, 30)]);
         assert_eq!(floors[1], NOW + 15_000 + 2_751);
+    }
+
+    #[test]
+    fn a_renewal_below_a_ceiling_logged_but_never_published_is_held_to_reserve_ms_ahead() {
+        // F13's second form: a ceiling logged 10 s ahead (the clock had jumped) whose file write
+        // failed; the clock is back, and a slow disk widened the headroom to the lead bound.
+        let lead = LeadSettings { max_lead_ms: 2_000, reserve_ms: 250 };
+        let now = tp(NOW);
+        let renew = |published: u64, wanted: u64, last_logged: u64| {
+            let reservation = Reservation::default();
+            reservation.ceiling.store(published, Relaxed);
+            reservation.wanted.store(wanted, Relaxed);
+            reservation.last_logged.store(last_logged, Relaxed);
+            renewal(now, &reservation, &[], &LAYOUT, lead, 1_000)
+        };
+        // Above the last ceiling logged, the headroom as `next_ceiling` gives it.
+        assert_eq!(renew(now + 50, 0, now + 50), Some(Renewal::Raised(now + 2_250)));
+        // Below it, a standby dates the record `reserve_ms` before its ceiling: held there.
+        assert_eq!(renew(now + 50, 0, now + 10_000), Some(Renewal::Raised(now + 250)));
+        // While the published ceiling still lies `reserve_ms` ahead (a call wants more), the
+        // worker waits for the clock rather than record a lowering dated after its writing.
+        assert_eq!(renew(now + 300, now + 1_500, now + 10_000), None);
+        assert_eq!(renew(now + 300, now + 1_500, now + 300), Some(Renewal::Raised(now + 2_251)));
     }
 
     #[test]

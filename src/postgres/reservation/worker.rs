@@ -89,7 +89,11 @@ fn record(reservation: &Reservation, ceiling: u64, steps: &[resume::Step]) -> st
     let lead = lead_settings_in_force(reservation);
     for step in steps {
         match step {
-            resume::Step::LogWal => wal::log_ceiling(ceiling_unix_ms, lead),
+            resume::Step::LogWal => {
+                wal::log_ceiling(ceiling_unix_ms, lead);
+                // Published or not: `resume::renewal` holds a renewal below it (F13).
+                reservation.last_logged.store(ceiling, Relaxed);
+            }
             resume::Step::WriteFile => write_durably(ceiling_unix_ms, Some(lead))?,
             resume::Step::Publish => reservation.publish_ceiling(ceiling),
             resume::Step::ResumeAt => reservation.resume_at(ceiling),

@@ -44,11 +44,6 @@ pub enum Rec {
     Ceiling {
         unix_ms: i64,
         lead: Option<LeadSettings>,
-        /// The model's bookkeeping, not in the real record: a ceiling below one logged before it,
-        /// which a standby dates (its ceiling less `reserve_ms`) later than the primary's clock
-        /// read when it was logged, by more than `max_clock_skew_ms`. F13's second form, open:
-        /// failovers onto a standby that received one are excluded (`handovers`).
-        misdated: bool,
     },
     Commit,
     /// A shard move's copy of the rows, committed on the pair (`moves`).
@@ -72,8 +67,6 @@ pub struct Disk {
     /// `standby.signal`.
     signal: bool,
     wal: Vec<Rec>,
-    /// The highest ceiling in `wal[..n]` (`log_ceiling`), for `(n, highest)`.
-    highest_logged: (usize, i64),
     /// WAL up to here is flushed (a power loss keeps only this much).
     flushed: usize,
     /// Recovery starts here: the last checkpoint's redo point (a restartpoint on a standby).
@@ -478,33 +471,13 @@ impl World {
         RecordRead { ceiling_unix_ms: unix_ms, lead, unconfirmed: false }
     }
 
-    /// Appends a ceiling's record to the primary's WAL, marking a renewal's (`renewal`) when
-    /// it is misdated (see `Rec::Ceiling`). A lowering's is dated right (F13's first form,
-    /// fixed: `lower_ceiling` waits for the clock to come within `reserve_ms` of the floor).
-    pub(super) fn log_ceiling(&mut self, p: usize, unix_ms: i64, lead: LeadSettings, renewal: bool) {
-        let now = self.clock(p);
-        let skew_ms = self.servers[p].settings.max_clock_skew_ms as i64;
-        let disk = &mut self.servers[p].disk;
-        // Looked up from where the last lookup ended (records received as a standby included),
-        // or from the start when WAL is now shorter than that (a power loss cut it). A cut WAL
-        // that grew back past it keeps the lost records' ceilings: more renewals marked, more
-        // failovers excluded, never fewer.
-        let (from, known) = match disk.highest_logged {
-            (n, highest) if n <= disk.wal.len() => (n, highest),
-            _ => (0, i64::MIN),
-        };
-        let highest = disk.wal[from..]
-            .iter()
-            .filter_map(|rec| match rec {
-                Rec::Ceiling { unix_ms, .. } => Some(*unix_ms),
-                _ => None,
-            })
-            .fold(known, i64::max);
-        // Dated later by no more than the skew, it drops no reading taken after it: a reading
-        // goes only when it came more than the skew before the date.
-        let misdated = renewal && unix_ms < highest && unix_ms - lead.reserve_ms as i64 > now + skew_ms;
-        disk.wal.push(Rec::Ceiling { unix_ms, lead: Some(lead), misdated });
-        disk.highest_logged = (disk.wal.len(), highest.max(unix_ms));
+    /// Appends a ceiling's record to the primary's WAL; its worker notes it as the last logged
+    /// (`Reservation::last_logged`, read by `resume::renewal`).
+    pub(super) fn log_ceiling(&mut self, p: usize, ceiling: u64, lead: LeadSettings) {
+        let unix_ms = self.layout.unix_ms(ceiling);
+        let server = &mut self.servers[p];
+        server.disk.wal.push(Rec::Ceiling { unix_ms, lead: Some(lead) });
+        server.mem.as_ref().expect("up").res.last_logged.store(ceiling, Relaxed);
     }
 
     fn flush(&mut self, i: usize) {

@@ -112,15 +112,6 @@ impl World {
         if !self.replay_to(s, received) || !self.up(s) {
             return false;
         }
-        // Excluded as an open finding (F13's second form, docs/reliability.md): a misdated
-        // renewal received may drop a clock reading taken after it was written.
-        let misdated =
-            self.servers[s].disk.wal.iter().any(|rec| matches!(rec, Rec::Ceiling { misdated: true, .. }));
-        if misdated {
-            self.stats.failovers_excluded += 1;
-            trace!(self, "failover excluded: the standby received a misdated renewal (F13)");
-            return false;
-        }
         if ends_clean && ran_again && !self.servers[p].disk.signal {
             self.stats.failovers_excluded += 1;
             trace!(

@@ -98,7 +98,6 @@ impl World {
             pending: false,
             signal: true,
             wal,
-            highest_logged: (0, i64::MIN),
             flushed: len,
             redo: len,
         };

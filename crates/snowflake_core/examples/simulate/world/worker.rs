@@ -29,8 +29,7 @@ impl World {
             match step {
                 Step::LogWal => {
                     let lead = self.lead_in_force(p);
-                    // A renewal's record (`RECORDING`), not a start's, may be misdated (F13).
-                    self.log_ceiling(p, unix_ms, lead, std::ptr::eq(steps, RECORDING));
+                    self.log_ceiling(p, ceiling, lead);
                     trace!(
                         self,
                         "server {p} logs ceiling {unix_ms} at {} (clock {})",
@@ -156,7 +155,7 @@ impl World {
                     match step {
                         Step::LogWal => {
                             let lead = self.lead_in_force(p);
-                            self.log_ceiling(p, unix_ms, lead, false);
+                            self.log_ceiling(p, ceiling, lead);
                             if self.promo_crash(p, PromoStep::LoggedWal) {
                                 return;
                             }
@@ -271,7 +270,7 @@ impl World {
                 trace!(self, "server {p} lowers its ceiling to {lower}");
                 for &step in RECORDING_LOWERED {
                     match step {
-                        Step::LogWal => self.log_ceiling(p, unix_ms, lead, false),
+                        Step::LogWal => self.log_ceiling(p, lower, lead),
                         Step::WriteFile => {
                             let record = self.record_of(p, unix_ms, lead);
                             if self.write_record(p, record).is_err() {
