@@ -462,6 +462,11 @@ pub struct PromotionFacts {
     pub ended_on_shutdown_checkpoint: bool,
     /// The `max_lead_ms` in force now (`generator::lead_in_force`).
     pub max_lead_in_force_ms: u64,
+    /// A guard this server logged for this promotion already (`Reservation::last_logged`; 0:
+    /// none), whose file write failed: the worker exited and runs the promotion again. The
+    /// guard never goes below it (finding F13): a standby of this server reads a lower record
+    /// as a lowering, and dates it `reserve_ms` before its ceiling, later than it was written.
+    pub guard_logged: u64,
 }
 
 /// A ceiling's record as replayed: the ceiling, and the lead settings it carried (0.8.0 on).
@@ -501,8 +506,9 @@ pub enum PromotionPlan {
     /// it issued); the ceiling the replay recorded stays. Nothing to record.
     CleanStop { floor: u64, stopped_at_unix_ms: i64, keep_lead: Option<KeepLead> },
     /// Both bounds at `ceiling`, recorded first (`RECORDING_GUARD`), with `keep_lead` kept before
-    /// the record is written so that it carries it. `above_replayed`: the replayed floor was
-    /// higher than the bound ahead of the clock (`bound_ms`).
+    /// the record is written so that it carries it. `above_replayed`: the replayed floor (or a
+    /// guard logged before, `PromotionFacts::guard_logged`) was higher than the bound ahead of
+    /// the clock (`bound_ms`).
     Guard { ceiling: u64, bound_ms: u64, above_replayed: bool, keep_lead: Option<KeepLead> },
 }
 
@@ -536,7 +542,7 @@ pub fn promotion(facts: &PromotionFacts, settings: Settings, layout: &Layout) ->
     }
     let bound_ms = settings.promotion_bound_ms(primary_lead);
     let guard = time_part_of_ceiling(layout, facts.now_unix_ms.saturating_add(bound_ms as i64));
-    let ceiling = guard.max(facts.replayed_floor);
+    let ceiling = guard.max(facts.replayed_floor).max(facts.guard_logged);
     let keep_lead =
         primary_lead.and_then(|primary| lead_to_keep(primary.max_lead_ms, ceiling, facts, settings, layout));
     PromotionPlan::Guard { ceiling, bound_ms, above_replayed: ceiling != guard, keep_lead }
@@ -1016,7 +1022,20 @@ mod tests {
             lead_recorded_at_start: None,
             ended_on_shutdown_checkpoint: false,
             max_lead_in_force_ms: SETTINGS.max_lead_ms,
+            guard_logged: 0,
         }
+    }
+
+    #[test]
+    fn a_promotion_run_again_never_logs_a_guard_below_the_one_it_logged_before() {
+        // The first attempt logged its guard 5 s further ahead (the clock was set back since),
+        // and its file write failed: the guard stays there, not a lower record a standby of
+        // this server would date later than it was written (F13).
+        let facts = PromotionFacts { guard_logged: tp(NOW + 7_751), ..promotion_facts() };
+        let plan = promotion(&facts, SETTINGS, &LAYOUT);
+        assert!(
+            matches!(plan, PromotionPlan::Guard { ceiling, above_replayed: true, .. } if ceiling == tp(NOW + 7_751))
+        );
     }
 
     #[test]

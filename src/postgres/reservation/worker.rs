@@ -41,6 +41,7 @@ fn record_promotion_guard(reservation: &Reservation) {
         lead_recorded_at_start: restore::recorded_lead_at_start(),
         ended_on_shutdown_checkpoint: replay_ended_on_clean_stop(),
         max_lead_in_force_ms: generator::lead_in_force(settings::clock_policy().max_lead_ms, reservation),
+        guard_logged: reservation.last_logged.load(Relaxed),
     };
     const ORIGIN: &str = "the old primary ran with snowflake_id.max_lead_ms =";
     match resume::promotion(&facts, resume_settings(), &fixed_layout::get()) {
@@ -66,7 +67,7 @@ fn record_promotion_guard(reservation: &Reservation) {
             if above_replayed {
                 pgrx::log!(
                     "snowflake_id: recovery ended; shards resume at {}, the reservation replayed from the old \
-                     primary's WAL (further ahead than {bound_ms} ms)",
+                     primary's WAL or a guard logged by an earlier attempt (further ahead than {bound_ms} ms)",
                     utc::format_utc_ms(ceiling_unix_ms)
                 );
             } else {

@@ -208,6 +208,7 @@ impl World {
             ended_on_shutdown_checkpoint: ends_on_shutdown
                 && mem.last_ceiling.is_some_and(|(_, _, end)| end < replay_end),
             max_lead_in_force_ms: generator::lead_in_force(server.settings.max_lead_ms, &mem.res),
+            guard_logged: mem.res.last_logged.load(Relaxed),
         }
     }
 
