@@ -729,6 +729,15 @@ pub const RECORDING_LOWERED: &[Step] = &[Step::LogWal, Step::WriteFile];
 /// record just written carries; left in the file, the larger one would come back at the next
 /// restart, unknown to a standby that replayed this record (finding F10).
 pub const RECORDING_AT_START: &[Step] = &[Step::LogWal, Step::WriteFile];
+
+/// The ceiling a primary's worker records at its start (`RECORDING_AT_START`; 0: none, the
+/// server never issued): the one the server resumed at, or a higher one an earlier worker
+/// logged (a renewal whose file write failed, never published; the worker was restarted while
+/// shared memory stayed). A record below that one would read as a lowering on a standby, dated
+/// later than it was written (finding F13).
+pub fn ceiling_at_start(reservation: &Reservation) -> u64 {
+    reservation.ceiling.load(Relaxed).max(reservation.last_logged.load(Relaxed))
+}
 /// A promotion guard's recording: as `RECORDING`, then both bounds there.
 pub const RECORDING_GUARD: &[Step] = &[Step::LogWal, Step::WriteFile, Step::ResumeAt];
 
@@ -1024,6 +1033,18 @@ mod tests {
             max_lead_in_force_ms: SETTINGS.max_lead_ms,
             guard_logged: 0,
         }
+    }
+
+    #[test]
+    fn a_worker_restarted_after_a_failed_write_records_what_it_logged() {
+        let reservation = Reservation::default();
+        assert_eq!(ceiling_at_start(&reservation), 0);
+        reservation.ceiling.store(500, Relaxed);
+        reservation.last_logged.store(500, Relaxed);
+        assert_eq!(ceiling_at_start(&reservation), 500);
+        // A renewal logged 10 s further ahead, its file write failed: never published.
+        reservation.last_logged.store(10_500, Relaxed);
+        assert_eq!(ceiling_at_start(&reservation), 10_500);
     }
 
     #[test]

@@ -244,10 +244,11 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
         // The ceiling resumed at, into WAL again: a power loss may have taken its record while
         // the file kept it (F5); then into the file with the lead now in force, which may be
         // smaller than the file's (F10; `resume::RECORDING_AT_START`). Never lower than a record
-        // before it (the file is written after each), so no standby reads it as a lowering; none
-        // on a server that never issued. A failed write leaves the file as it was, which the
+        // before it (the file is written after each, and a worker restarted after a failed write
+        // records what it logged, `resume::ceiling_at_start`), so no standby reads it as a
+        // lowering; none on a server that never issued. A failed write leaves the file as it was, which the
         // next renewal's write replaces before it publishes anything.
-        let ceiling = reservation.ceiling.load(Relaxed);
+        let ceiling = resume::ceiling_at_start(reservation);
         if ceiling > 0 {
             if let Err(error) = record(reservation, ceiling, resume::RECORDING_AT_START) {
                 pgrx::warning!(

@@ -121,7 +121,7 @@ impl World {
             mem.worker_up = true;
             // F5 and F10: the ceiling resumed at, into WAL and the file again, with the lead in
             // force (none on a server that never issued).
-            let ceiling = mem.res.ceiling.load(Relaxed);
+            let ceiling = resume::ceiling_at_start(&mem.res);
             self.servers[p].ran_since_clean_stop = true;
             if ceiling > 0 {
                 self.record_steps(p, RECORDING_AT_START, ceiling, 0);
