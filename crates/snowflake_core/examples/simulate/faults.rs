@@ -495,10 +495,20 @@ fn jump_and_back(rng: &mut Rng, gap_ticks: u32, burst: Kind, out: &mut Vec<Event
 /// commit flushes the lowering), and its set-back reads the standby's clock while the lowering
 /// is still on its way to it: its slow WAL receiver gets it a tick or more later, perhaps
 /// without the jump's records after it, before it is cut off. The promotion comes once the
-/// reading is more than `max_clock_skew_ms` old, and replays the lowering.
+/// reading is more than `max_clock_skew_ms` old, and replays the lowering. Half the time the
+/// primary's record file is full while the first jump lasts (F13's second form,
+/// `renewal-below-logged-held`): the jump's ceilings are logged and never published, and the
+/// "lowering" is the first renewal after the set-back, below them, with the headroom the
+/// jump's waiting calls asked for.
 fn lowering_in_flight(rng: &mut Rng, standby: u8, burst: Kind, out: &mut Vec<Event>) {
-    jump_and_back(rng, 0, burst, out);
-    // The worker lowers at one of its next ticks (it may be recording).
+    let mut first = Vec::new();
+    jump_and_back(rng, 0, burst, &mut first);
+    if rng.chance(50) {
+        let ticks = first.iter().map(|event| event.gap_ticks).sum::<u32>() + 1 + rng.below(3) as u32;
+        out.push(Event { gap_ticks: 0, kind: Kind::Enospc { target: Target::Primary, ticks } });
+    }
+    out.extend(first);
+    // The worker lowers (or renews) at one of its next ticks (it may be recording).
     let ahead = rng.range(3_000, 15_000);
     out.push(Event { gap_ticks: 2 + rng.below(5) as u32, kind: Kind::ClockStep { delta_ms: ahead } });
     let bare = Kind::BareIds { claims: 1 + rng.below(20) as u32 };
