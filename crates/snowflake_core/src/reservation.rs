@@ -36,7 +36,9 @@ pub struct Reservation {
     /// (0: none yet), published or not: a ceiling logged whose file write failed is never
     /// published, and a standby reads the next record below it as a lowering
     /// (`resume::renewal`, finding F13). A primary's worker logs one at its start (once the
-    /// server has issued), so it is known before any renewal. The worker's alone (one thread writes and reads it): Relaxed.
+    /// server has issued), so it is known before any renewal. Only the worker writes and reads
+    /// it, one process at a time (a restarted worker starts after the one before it exited):
+    /// Relaxed.
     pub last_logged: AtomicU64,
 }
 

@@ -401,10 +401,13 @@ pub fn replay(
 /// less than `max_clock_skew_ms` before the primary wrote it: `lower_ceiling` puts the lowered
 /// ceiling `reserve_ms` ahead of the primary's clock, which reads within the skew of this one
 /// (the primary's `reserve_ms` from the record; without it, this server's, no smaller by the
-/// docs' assumption, which dates the writing earlier: more readings stay). A lowering held at
-/// the primary's floor would date itself later than it was written: `lower_ceiling` no longer
-/// writes one (finding F13), and one from an older version dated ahead of this clock by more
-/// than the skew is taken as undated, and drops nothing not yet received. The file's floor,
+/// docs' assumption, which dates the writing earlier: more readings stay). Any record below the
+/// one before is read so, and one further ahead of the primary's clock would date itself later
+/// than it was written (finding F13): `lower_ceiling` no longer holds a lowering at a floor
+/// ahead, a renewal below the last ceiling logged is held to `reserve_ms` ahead (`renewal`),
+/// and a guard or a start record never goes below one logged before (`promotion`,
+/// `ceiling_at_start`). One from an older version dated ahead of this clock by more than the
+/// skew is taken as undated, and drops nothing not yet received. The file's floor,
 /// which a new startup process starts from, was read when part of what it replays may already
 /// have been received (which part, the file does not say): kept until a higher reading
 /// replaces it.
@@ -738,6 +741,7 @@ pub const RECORDING_AT_START: &[Step] = &[Step::LogWal, Step::WriteFile];
 pub fn ceiling_at_start(reservation: &Reservation) -> u64 {
     reservation.ceiling.load(Relaxed).max(reservation.last_logged.load(Relaxed))
 }
+
 /// A promotion guard's recording: as `RECORDING`, then both bounds there.
 pub const RECORDING_GUARD: &[Step] = &[Step::LogWal, Step::WriteFile, Step::ResumeAt];
 

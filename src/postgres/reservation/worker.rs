@@ -246,8 +246,8 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
         // smaller than the file's (F10; `resume::RECORDING_AT_START`). Never lower than a record
         // before it (the file is written after each, and a worker restarted after a failed write
         // records what it logged, `resume::ceiling_at_start`), so no standby reads it as a
-        // lowering; none on a server that never issued. A failed write leaves the file as it was, which the
-        // next renewal's write replaces before it publishes anything.
+        // lowering; none on a server that never issued. A failed write leaves the file as it
+        // was, which the next renewal's write replaces before it publishes anything.
         let ceiling = resume::ceiling_at_start(reservation);
         if ceiling > 0 {
             if let Err(error) = record(reservation, ceiling, resume::RECORDING_AT_START) {
