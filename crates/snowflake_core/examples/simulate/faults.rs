@@ -126,6 +126,11 @@ pub enum Kind {
         standby: u8,
         new_ms: u64,
     },
+    /// The reservation worker alone exits (terminated by `pg_terminate_backend`, or an ERROR)
+    /// and the postmaster starts it again a second later, without a crash: shared memory stays.
+    WorkerExit {
+        target: Target,
+    },
     /// Writes of the record file (and the debt's file) fail with ENOSPC for a while.
     Enospc {
         target: Target,
@@ -249,8 +254,8 @@ impl Config {
 }
 
 /// The faults a schedule draws from, by weight (`schedule`'s match arms, in order).
-const WEIGHTS: [u64; 29] =
-    [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2, 2, 3, 3, 3, 2, 4, 3, 2];
+const WEIGHTS: [u64; 30] =
+    [18, 5, 5, 4, 3, 8, 5, 3, 3, 5, 8, 5, 1, 3, 2, 4, 5, 3, 3, 2, 2, 2, 3, 3, 3, 2, 4, 3, 2, 2];
 
 /// The schedule: `events` events drawn by weight, so that a run of a couple of hundred covers
 /// failovers, switchovers and crashes at every step many times.
@@ -379,6 +384,7 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
                 continue;
             }
             28 => Kind::SlowReplay { standby: rng.below(2) as u8, ticks: 1 + rng.below(200) as u32 },
+            29 => Kind::WorkerExit { target: target(&mut rng) },
             21 => {
                 // F5 (`worker-start-wal-record`): IDs issued under a ceiling whose WAL record a
                 // power loss then takes (the file keeps it), the primary restarted, and a clean
@@ -499,18 +505,32 @@ fn jump_and_back(rng: &mut Rng, gap_ticks: u32, burst: Kind, out: &mut Vec<Event
 /// primary's record file is full while the first jump lasts (F13's second form,
 /// `renewal-below-logged-held`): the jump's ceilings are logged and never published, and the
 /// "lowering" is the first renewal after the set-back, below them, with the headroom the
-/// jump's waiting calls asked for.
+/// jump's waiting calls asked for. Half of those, calls borrow to the lead bound before the
+/// jump, and the worker exits as the clock is set back (`worker-start-logged`): the record
+/// below is the restarted worker's start record, at the ceiling published before the jump, and
+/// the second jump comes after it.
 fn lowering_in_flight(rng: &mut Rng, standby: u8, burst: Kind, out: &mut Vec<Event>) {
+    let full = rng.chance(50);
+    let exits = full && rng.chance(50);
+    if exits {
+        out.extend(borrow_to_the_lead_bound(rng, 0));
+    }
     let mut first = Vec::new();
     jump_and_back(rng, 0, burst, &mut first);
-    if rng.chance(50) {
+    if full {
         let ticks = first.iter().map(|event| event.gap_ticks).sum::<u32>() + 1 + rng.below(3) as u32;
         out.push(Event { gap_ticks: 0, kind: Kind::Enospc { target: Target::Primary, ticks } });
     }
     out.extend(first);
+    let mut gap_ticks = 2 + rng.below(5) as u32;
+    if exits {
+        out.push(Event { gap_ticks: 0, kind: Kind::WorkerExit { target: Target::Primary } });
+        // Started again a second later (20 ticks), it records at its start.
+        gap_ticks += 20;
+    }
     // The worker lowers (or renews) at one of its next ticks (it may be recording).
     let ahead = rng.range(3_000, 15_000);
-    out.push(Event { gap_ticks: 2 + rng.below(5) as u32, kind: Kind::ClockStep { delta_ms: ahead } });
+    out.push(Event { gap_ticks, kind: Kind::ClockStep { delta_ms: ahead } });
     let bare = Kind::BareIds { claims: 1 + rng.below(20) as u32 };
     out.push(Event { gap_ticks: rng.below(2) as u32, kind: bare });
     out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });

@@ -712,6 +712,21 @@ impl World {
                 let settings = &mut self.servers[i].settings;
                 settings.max_lead_ms = settings.max_lead_ms.max(new_ms);
             }
+            Kind::WorkerExit { target } => {
+                let i = self.resolve(target);
+                if let Some(mem) = self.servers[i].mem.as_mut().filter(|mem| mem.worker_up) {
+                    // The process's own memory goes: a recording whose fdatasync had not
+                    // returned stops there (its write stays in the page cache), the last
+                    // recording's time, the lease as it knew it.
+                    mem.worker_up = false;
+                    mem.recording = None;
+                    mem.last_recording_ms = 0;
+                    mem.lease = LeaseKeeper::default();
+                    mem.worker_start_at = self.t + RETRY_MS;
+                    self.stats.worker_exits += 1;
+                    trace!(self, "server {i}: its reservation worker exits; started again in a second");
+                }
+            }
             Kind::Enospc { target, ticks } => {
                 let i = self.resolve(target);
                 self.servers[i].enospc_until = self.t + ticks as i64 * TICK_MS;

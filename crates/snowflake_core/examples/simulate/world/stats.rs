@@ -21,6 +21,7 @@ pub struct Stats {
     pub lowered_ceilings: u64,
     pub leads_kept: u64,
     pub enospc_failures: u64,
+    pub worker_exits: u64,
     pub torn_restores: u64,
     pub claims: u64,
     pub refusals: u64,
@@ -60,6 +61,7 @@ impl Stats {
             lowered_ceilings,
             leads_kept,
             enospc_failures,
+            worker_exits,
             torn_restores,
             claims,
             refusals,
@@ -83,7 +85,7 @@ impl Stats {
             "promotions {} (guards {}, clean stops {}), switchovers {}, upgrades {} (unconfirmed refused {}), power \
              losses {}, kills {}, crashes at a recording step {}, crashes inside a promotion {}, debts found at \
              start {}, clock set back {} (excluded {}), failovers excluded {}, switchovers before the worker's start skipped {}, lowered ceilings {}, leads kept \
-             {}, ENOSPC failures {}, torn records restored {}, claims {} (refused {}), IDs {}, commits acknowledged {}, \
+             {}, ENOSPC failures {}, workers exited alone {}, torn records restored {}, claims {} (refused {}), IDs {}, commits acknowledged {}, \
              shard moves {} (copies made again after a failover {}), HA managers dead alone {}, machines paused {}, \
              promotions with the old primary left running {} (not drawn into a failover, the lease off or another on its way: {}), calls refused \
              for the lease {}, PANICs at a full WAL disk {}, \
@@ -106,6 +108,7 @@ impl Stats {
             self.lowered_ceilings,
             self.leads_kept,
             self.enospc_failures,
+            self.worker_exits,
             self.torn_restores,
             self.claims,
             self.refusals,
