@@ -163,10 +163,11 @@ impl LeaseJudge {
         self.last_yes_sent_ms
     }
 
-    /// The verdict at `now_ms` for a lease of `lease_ms`.
+    /// The verdict at `now_ms` for a lease of `lease_ms`: by the same deadline every call
+    /// checks (`deadline_ms`), so that the worker's fence and the calls go by one rule.
     pub fn verdict(&self, now_ms: u64, lease_ms: u64) -> Verdict {
-        match self.last_yes_sent_ms {
-            Some(yes) if now_ms.saturating_sub(yes) < lease_ms => Verdict::Held,
+        match self.deadline_ms(lease_ms) {
+            Some(deadline) if deadline_holds(deadline, now_ms) => Verdict::Held,
             _ => Verdict::Lost,
         }
     }
