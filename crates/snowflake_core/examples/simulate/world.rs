@@ -44,6 +44,9 @@ pub enum Rec {
     Ceiling {
         unix_ms: i64,
         lead: Option<LeadSettings>,
+        /// The model's bookkeeping, not in the real record: when it was logged (virtual time),
+        /// to tell when a standby dates it later than that (F14, `replication`).
+        logged_at: i64,
     },
     Commit,
     /// A shard move's copy of the rows, committed on the pair (`moves`).
@@ -62,6 +65,10 @@ pub struct Disk {
     record_unsynced: Option<RecordRead>,
     /// Torn by a power loss during a write: its checksum fails.
     torn: bool,
+    /// The model's bookkeeping: this standby replayed a lowering whose date, by its own clock
+    /// set back since the lowering was written, lay later than the writing by more than
+    /// `max_clock_skew_ms` (F14, open): failovers onto it are excluded (`handovers`).
+    misdated_lowering: bool,
     /// `snowflake_id.promotion_pending`, made durable by write, rename, folder fsync.
     pending: bool,
     /// `standby.signal`.
@@ -476,7 +483,7 @@ impl World {
     pub(super) fn log_ceiling(&mut self, p: usize, ceiling: u64, lead: LeadSettings) {
         let unix_ms = self.layout.unix_ms(ceiling);
         let server = &mut self.servers[p];
-        server.disk.wal.push(Rec::Ceiling { unix_ms, lead: Some(lead) });
+        server.disk.wal.push(Rec::Ceiling { unix_ms, lead: Some(lead), logged_at: self.t });
         server.mem.as_ref().expect("up").res.last_logged.store(ceiling, Relaxed);
     }
 

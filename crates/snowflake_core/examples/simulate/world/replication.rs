@@ -11,11 +11,15 @@ impl World {
         i: usize,
         unix_ms: i64,
         lead: Option<LeadSettings>,
+        logged_at: i64,
         end: usize,
         recovery: Recovery,
     ) -> bool {
         let now_unix_ms = self.clock(i);
         let settings = self.servers[i].settings;
+        if recovery == Recovery::Archive {
+            self.note_misdated_lowering(i, unix_ms, lead, logged_at);
+        }
         let received = self.servers[i].disk.wal.len() as u64;
         let mem = self.servers[i].mem.as_mut().expect("up");
         match recovery {
@@ -55,6 +59,30 @@ impl World {
         true
     }
 
+    /// F14 (open, docs/reliability.md): a standby dates a lowering by its own wall clock (its
+    /// ceiling less `reserve_ms`, aged by the clock now), and a clock set back between the
+    /// lowering's writing and its replay makes it look younger than it is: readings taken after
+    /// it was written may go. Marked when the date lies later than the writing, by the virtual
+    /// time that passed, by more than the skew.
+    fn note_misdated_lowering(&mut self, i: usize, unix_ms: i64, lead: Option<LeadSettings>, logged_at: i64) {
+        let settings = self.servers[i].settings;
+        let Some(mem) = self.servers[i].mem.as_ref() else { return };
+        if !mem.readings.last_replayed_unix_ms.is_some_and(|previous| unix_ms < previous) {
+            return;
+        }
+        let now_unix_ms = self.clock(i);
+        let skew_ms = settings.max_clock_skew_ms as i64;
+        let dated = unix_ms - lead.map_or(settings.reserve_ms, |lead| lead.reserve_ms) as i64;
+        // Dated ahead of the clock by more than the skew: undated, nothing not yet received goes.
+        if dated > now_unix_ms + skew_ms {
+            return;
+        }
+        let aged_by_clock = (now_unix_ms - dated).max(0);
+        if self.t - logged_at - aged_by_clock > skew_ms {
+            self.servers[i].disk.misdated_lowering = true;
+        }
+    }
+
     /// Replays a standby's received WAL up to `to`.
     pub(super) fn replay_to(&mut self, i: usize, to: usize) -> bool {
         loop {
@@ -64,8 +92,8 @@ impl World {
                 return true;
             }
             match self.servers[i].disk.wal[index] {
-                Rec::Ceiling { unix_ms, lead, .. } => {
-                    if !self.replay_ceiling(i, unix_ms, lead, index + 1, Recovery::Archive) {
+                Rec::Ceiling { unix_ms, lead, logged_at } => {
+                    if !self.replay_ceiling(i, unix_ms, lead, logged_at, index + 1, Recovery::Archive) {
                         return false;
                     }
                 }
