@@ -723,8 +723,9 @@ impl World {
                 let i = self.resolve(target);
                 if let Some(mem) = self.servers[i].mem.as_mut().filter(|mem| mem.worker_up) {
                     // The process's own memory goes: a recording whose fdatasync had not
-                    // returned stops there (its write stays in the page cache), the last
-                    // recording's time, the lease as it knew it.
+                    // returned stops there (its write stays in the page cache; harsher than a
+                    // SIGTERM, after which the real worker finishes its recording first), the
+                    // last recording's time, the lease as it knew it.
                     mem.worker_up = false;
                     mem.recording = None;
                     mem.last_recording_ms = 0;
