@@ -63,7 +63,9 @@ impl World {
     /// ceiling less `reserve_ms`, aged by the clock now), and a clock set back between the
     /// lowering's writing and its replay makes it look younger than it is: readings taken after
     /// it was written may go. Marked when the date lies later than the writing, by the virtual
-    /// time that passed, by more than the skew.
+    /// time that passed, by more than the skew. The date is worked out here again, not by
+    /// `resume`'s code: a checker that called the code it checks would move with a mutation of
+    /// that code (`standby-readings-undated`), and its exclusion would hide the mutant.
     fn note_misdated_lowering(&mut self, i: usize, unix_ms: i64, lead: Option<LeadSettings>, logged_at: i64) {
         let settings = self.servers[i].settings;
         let Some(mem) = self.servers[i].mem.as_ref() else { return };
