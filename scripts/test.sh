@@ -6,7 +6,9 @@
 #   1. format and lints      cargo fmt --check, cargo clippy -D warnings (the pure rules and the
 #                            integration tests here; the extension for each major in its turn);
 #                            every shell script through shellcheck (scripts/lint-shell.sh);
-#                            every SQL function pinning search_path (scripts/lint-sql.sh)
+#                            every SQL function pinning search_path (scripts/lint-sql.sh);
+#                            the releases of sql/release-commits tagged in this clone, each
+#                            at its commit (scripts/tag-releases.sh)
 #   2. the pure rules        cargo test -p snowflake_core: layout, clock policy with a fake
 #                            clock, reservation rules, UTC; no PostgreSQL, seconds; the
 #                            simulation of where a server resumes, seeds drawn for 90 s
@@ -145,6 +147,7 @@ CARGO_TARGET_DIR=tests/integration/target \
 ./scripts/lint-shell.sh
 ./scripts/lint-sql.sh
 ./scripts/mutations.sh --check
+./scripts/tag-releases.sh
 
 step "the pure rules (cargo test -p snowflake_core; no PostgreSQL)"
 cargo test -p snowflake_core
