@@ -29,7 +29,7 @@ if [ "$(git rev-parse --is-shallow-repository)" = true ]; then
   exit 0
 fi
 
-current=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+current=$(awk -F'"' '/^version = /{ print $2; exit }' Cargo.toml)
 [ -n "$current" ] || fail "no version in Cargo.toml"
 
 declare -A listed=()
