@@ -16,6 +16,8 @@ pub mod horizon;
 pub mod layout;
 /// The lease's rules: which URLs and answers count, when it is lost, on a clock that counts suspend.
 pub mod lease;
+/// The registry's rules (docs/registry.md): who may take a shard's claim, its mark, its outage.
+pub mod registry;
 /// The durable reservation's shared words, and whoever keeps it (`ReservationKeeper`).
 pub mod reservation;
 /// Where a server resumes: every decision of the reservation's protocol, facts in, a plan out.
