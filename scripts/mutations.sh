@@ -52,7 +52,8 @@ done
 
 if [ "${check_only:-}" = yes ]; then
   bad=0
-  for patch in tests/mutations/*.patch; do
+  # The registry's patches too (tests/mutations/registry/, measured by simulate.sh --registry).
+  for patch in tests/mutations/*.patch tests/mutations/registry/*.patch; do
     name=$(basename "$patch" .patch)
     if ! git apply --check "$patch" 2> /dev/null; then
       echo "mutations: $name no longer applies to this checkout: rewrite it where its guard moved" >&2
