@@ -12,7 +12,8 @@
 #   2. the pure rules        cargo test -p snowflake_core: layout, clock policy with a fake
 #                            clock, reservation rules, UTC; no PostgreSQL, seconds; the
 #                            simulation of where a server resumes, seeds drawn for 90 s
-#                            (scripts/simulate.sh); then the
+#                            (scripts/simulate.sh), and the registry's, for 20 s
+#                            (scripts/simulate.sh --registry); then the
 #                            lock-free protocol model-checked with loom (claims racing raises,
 #                            lowerings, a promotion, advance; every interleaving and weak-memory
 #                            outcome within LOOM_MAX_PREEMPTIONS = 3; about a minute)
@@ -154,6 +155,8 @@ cargo test -p snowflake_core
 # Where a server resumes, under fault schedules drawn at random for 90 s (the seeds' base is
 # printed; a failure prints its seed and its shrunk schedule, and fails the step).
 ./scripts/simulate.sh --seconds 90
+# The registry's rules (docs/registry.md) under clones, promotions and outages, 20 s.
+./scripts/simulate.sh --registry --seconds 20
 # Built with loom's atomics in a target folder of its own, so the normal builds stay valid.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
   cargo test -p snowflake_core --release --test loom

@@ -27,7 +27,6 @@
 mod rng;
 mod world;
 
-use std::io::Read;
 use std::process::ExitCode;
 use std::time::Instant;
 use world::World;
@@ -81,16 +80,6 @@ fn run(seed: u64, verbose: bool) -> Result<world::Stats, String> {
     })
 }
 
-fn random_base() -> u64 {
-    let mut bytes = [0u8; 8];
-    if std::fs::File::open("/dev/urandom").and_then(|mut file| file.read_exact(&mut bytes)).is_ok() {
-        return u64::from_le_bytes(bytes) >> 1;
-    }
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    (nanos as u64) >> 1
-}
-
 fn main() -> ExitCode {
     let args = match parse() {
         Ok(args) => args,
@@ -112,7 +101,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    let base = random_base();
+    let base = rng::random_base();
     println!("registry: seeds drawn from {base}");
     let started = Instant::now();
     let mut total = world::Stats::default();

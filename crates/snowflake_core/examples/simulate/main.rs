@@ -19,7 +19,6 @@ mod world;
 
 use check::Violation;
 use faults::Event;
-use std::io::Read;
 use std::process::ExitCode;
 use std::time::Instant;
 use world::{Stats, Unfix, World, TICK_MS};
@@ -100,17 +99,6 @@ fn run(seed: u64, events: &[Event], verbose: bool, unfix: Unfix) -> (Result<(), 
     })
 }
 
-/// A random base for the seeds: the kernel's, else the time (the driver only).
-fn random_base() -> u64 {
-    let mut bytes = [0u8; 8];
-    if std::fs::File::open("/dev/urandom").and_then(|mut file| file.read_exact(&mut bytes)).is_ok() {
-        return u64::from_le_bytes(bytes) >> 1;
-    }
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    (nanos as u64) >> 1
-}
-
 /// Prints a failure and its shrunk schedule.
 fn report(seed: u64, events: &[Event], violation: &Violation, shrink_and_trace: bool, unfix: Unfix) {
     println!(
@@ -161,7 +149,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    let base = random_base();
+    let base = rng::random_base();
     println!("simulate: seeds drawn from {base}");
     let started = Instant::now();
     let (mut runs, mut events_run, mut failed) = (0u64, 0u64, 0u64);

@@ -10,6 +10,18 @@ pub fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A random base for the seeds: the kernel's, else the time (the drivers only, never a run).
+pub fn random_base() -> u64 {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    if std::fs::File::open("/dev/urandom").and_then(|mut file| file.read_exact(&mut bytes)).is_ok() {
+        return u64::from_le_bytes(bytes) >> 1;
+    }
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    (nanos as u64) >> 1
+}
+
 /// xoshiro256**.
 #[derive(Clone)]
 pub struct Rng {
