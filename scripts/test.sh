@@ -13,7 +13,8 @@
 #                            clock, reservation rules, UTC; no PostgreSQL, seconds; the
 #                            simulation of where a server resumes, seeds drawn for 90 s
 #                            (scripts/simulate.sh), and the registry's, for 20 s
-#                            (scripts/simulate.sh --registry); then the
+#                            (scripts/simulate.sh --registry); the registry's etcd client
+#                            against a real etcd (cargo test -p snowflake_registry); then the
 #                            lock-free protocol model-checked with loom (claims racing raises,
 #                            lowerings, a promotion, advance; every interleaving and weak-memory
 #                            outcome within LOOM_MAX_PREEMPTIONS = 3; about a minute)
@@ -142,7 +143,7 @@ skipped() { echo "skipped on PostgreSQL $PG_MAJOR: $*"; }
 step "format and lints"
 cargo fmt --all --check
 cargo fmt --check --manifest-path tests/integration/Cargo.toml
-cargo clippy -p snowflake_core --all-targets -- -D warnings
+cargo clippy -p snowflake_core -p snowflake_registry --all-targets -- -D warnings
 CARGO_TARGET_DIR=tests/integration/target \
   cargo clippy --all-targets --manifest-path tests/integration/Cargo.toml -- -D warnings
 ./scripts/lint-shell.sh
@@ -152,6 +153,8 @@ CARGO_TARGET_DIR=tests/integration/target \
 
 step "the pure rules (cargo test -p snowflake_core; no PostgreSQL)"
 cargo test -p snowflake_core
+# The registry's etcd client against a real etcd each test starts on loopback (seconds).
+cargo test -p snowflake_registry
 # Where a server resumes, under fault schedules drawn at random for 90 s (the seeds' base is
 # printed; a failure prints its seed and its shrunk schedule, and fails the step).
 ./scripts/simulate.sh --seconds 90
