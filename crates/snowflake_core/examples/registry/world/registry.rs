@@ -1,0 +1,118 @@
+//! The registry: per shard, a claim bound to a lease and a mark beside it; each request applied
+//! at once (etcd's transactions are linearizable), its answer perhaps lost.
+
+use super::*;
+
+/// A claim as the registry stores it: the holder, the revision its write got (what every later
+/// write of the holder compares), and when its lease runs out.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Stored {
+    pub(super) claim: Claim,
+    pub(super) revision: u64,
+    pub(super) expires_at: i64,
+}
+
+/// The registry: per shard, the live claim and the mark beside it (a mark outlives claims).
+pub(super) struct Registry {
+    pub(super) claims: [Option<Stored>; SHARDS],
+    pub(super) marks: [u64; SHARDS],
+    pub(super) revision: u64,
+    pub(super) down_until: i64,
+    /// Down, and not yet back: no lease runs out meanwhile.
+    pub(super) in_outage: bool,
+    pub(super) lossy_until: i64,
+}
+
+pub(super) enum Request {
+    Read,
+    /// Take the claim if its revision is still `expected` (0: none).
+    Take {
+        expected: u64,
+    },
+    /// Keep the claim's lease and raise the mark, if the claim is still the one of `revision`.
+    Renew {
+        revision: u64,
+        mark: u64,
+    },
+    Release {
+        revision: u64,
+    },
+}
+
+#[derive(Debug)]
+pub(super) enum Answer {
+    Current { live: Option<Claim>, revision: u64 },
+    Taken { revision: u64, mark: u64 },
+    Renewed { mark: u64 },
+    Lost { live: Option<Claim> },
+    Released,
+}
+
+impl World {
+    /// A request to the registry; `None` when no answer comes (the registry down, the request or
+    /// its answer lost: a lost answer's request may have been applied).
+    pub(super) fn ask(&mut self, i: usize, shard: usize, request: Request) -> Option<Answer> {
+        if self.t < self.registry.down_until {
+            return None;
+        }
+        let lossy = self.t < self.registry.lossy_until;
+        if lossy && self.rng.chance(self.lossy_percent / 2) {
+            return None;
+        }
+        let me = self.servers[i].me;
+        let mut stolen = None;
+        let registry = &mut self.registry;
+        let current = registry.claims[shard];
+        let answer = match request {
+            Request::Read => Answer::Current {
+                live: current.map(|stored| stored.claim),
+                revision: current.map_or(0, |stored| stored.revision),
+            },
+            Request::Take { expected } if current.map_or(0, |stored| stored.revision) == expected => {
+                // What the registry is for: a live claim goes only to its own holder again, or
+                // to a promoted standby of it (a later timeline of the same data directory);
+                // never to a copy of its holder, nor to another server.
+                if let Some(stored) = current {
+                    let held = stored.claim.holder;
+                    let own = held == me;
+                    let promoted =
+                        held.system_identifier == me.system_identifier && held.timeline < me.timeline;
+                    if !own && !promoted {
+                        stolen = Some(held);
+                    }
+                }
+                registry.revision += 1;
+                let claim = Claim { holder: me, since_unix_ms: START_UNIX_MS + self.t };
+                registry.claims[shard] =
+                    Some(Stored { claim, revision: registry.revision, expires_at: self.t + self.ttl_ms });
+                Answer::Taken { revision: registry.revision, mark: registry.marks[shard] }
+            }
+            Request::Renew { revision, mark }
+                if current.is_some_and(|stored| stored.revision == revision) =>
+            {
+                let stored = registry.claims[shard].as_mut().expect("compared");
+                stored.expires_at = self.t + self.ttl_ms;
+                // A put, as etcd's transaction makes it: the rules keep a mark from going down.
+                registry.marks[shard] = mark;
+                Answer::Renewed { mark }
+            }
+            Request::Release { revision } if current.is_some_and(|stored| stored.revision == revision) => {
+                registry.claims[shard] = None;
+                Answer::Released
+            }
+            Request::Take { .. } | Request::Renew { .. } | Request::Release { .. } => {
+                Answer::Lost { live: current.map(|stored| stored.claim) }
+            }
+        };
+        if let Some(held) = stolen {
+            self.violation = Some(format!(
+                "t={}: server {i} ({me:?}) took shard {shard}'s live claim from {held:?}",
+                self.t
+            ));
+        }
+        if lossy && self.rng.chance(self.lossy_percent / 2) {
+            return None;
+        }
+        Some(answer)
+    }
+}
