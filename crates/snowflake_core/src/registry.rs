@@ -50,9 +50,10 @@ pub enum Verdict {
     /// standby. Take it over at once, without waiting for the lease, and resume above the mark;
     /// the old primary loses it at its next renewal.
     TakeOver,
-    /// A later timeline of this data directory holds it: this server was replaced by a
-    /// promotion. Fence the shard at its current ceiling (55000), for good.
-    Replaced { by: Claim },
+    /// A later timeline of this data directory holds it, or wrote the mark last: this server
+    /// was replaced by a promotion. Fence the shard at its current ceiling (55000), for good:
+    /// also once that later timeline has stopped, since this server's data has diverged from it.
+    Replaced { by: Holder },
     /// The same data directory and timeline, another postmaster: this server restarted after a
     /// crash (its old claim runs out within the lease), or it is a copy started beside the
     /// original (whose claim never runs out while the original renews). Fence the shard (55000)
@@ -63,16 +64,28 @@ pub enum Verdict {
     HeldElsewhere { held: Claim },
 }
 
-/// Who may take a claim (docs/registry.md, "Who may take a claim").
-pub fn verdict(me: Holder, live: Option<Claim>) -> Verdict {
-    let Some(claim) = live else { return Verdict::Take };
+/// Who may take a claim (docs/registry.md, "Who may take a claim"), given the live claim and
+/// who wrote the mark last (`marked_by`, which outlives the claim).
+pub fn verdict(me: Holder, live: Option<Claim>, marked_by: Option<Holder>) -> Verdict {
+    let Some(claim) = live else {
+        // A free shard whose mark a later timeline of this data directory wrote: its holder
+        // stopped (cleanly, or its claim ran out), and this server is the primary it replaced.
+        return match marked_by {
+            Some(writer)
+                if writer.system_identifier == me.system_identifier && writer.timeline > me.timeline =>
+            {
+                Verdict::Replaced { by: writer }
+            }
+            _ => Verdict::Take,
+        };
+    };
     let holder = claim.holder;
     if holder.system_identifier != me.system_identifier {
         return Verdict::HeldElsewhere { held: claim };
     }
     match holder.timeline.cmp(&me.timeline) {
         std::cmp::Ordering::Less => Verdict::TakeOver,
-        std::cmp::Ordering::Greater => Verdict::Replaced { by: claim },
+        std::cmp::Ordering::Greater => Verdict::Replaced { by: holder },
         std::cmp::Ordering::Equal if holder.incarnation == me.incarnation => Verdict::Renew,
         std::cmp::Ordering::Equal => Verdict::WaitForExpiry { held: claim },
     }
@@ -138,19 +151,30 @@ mod tests {
 
     #[test]
     fn every_row_of_who_may_take_a_claim() {
-        assert_eq!(verdict(ME, None), Verdict::Take);
-        assert_eq!(verdict(ME, Some(claim(7301, 3, 41))), Verdict::Renew);
+        assert_eq!(verdict(ME, None, None), Verdict::Take);
+        assert_eq!(verdict(ME, Some(claim(7301, 3, 41)), None), Verdict::Renew);
         // A promoted standby of the holder: same data directory, later timeline.
-        assert_eq!(verdict(ME, Some(claim(7301, 2, 9))), Verdict::TakeOver);
+        assert_eq!(verdict(ME, Some(claim(7301, 2, 9)), None), Verdict::TakeOver);
         // The old primary, once its standby was promoted and took the claim.
         let by = claim(7301, 4, 9);
-        assert_eq!(verdict(ME, Some(by)), Verdict::Replaced { by });
+        assert_eq!(verdict(ME, Some(by), None), Verdict::Replaced { by: by.holder });
         // A copy started beside its original, or this server after a crash restart.
         let held = claim(7301, 3, 42);
-        assert_eq!(verdict(ME, Some(held)), Verdict::WaitForExpiry { held });
+        assert_eq!(verdict(ME, Some(held), None), Verdict::WaitForExpiry { held });
         // Two servers configured with one shard.
         let held = claim(9999, 3, 41);
-        assert_eq!(verdict(ME, Some(held)), Verdict::HeldElsewhere { held });
+        assert_eq!(verdict(ME, Some(held), None), Verdict::HeldElsewhere { held });
+    }
+
+    #[test]
+    fn an_old_primary_never_takes_back_a_shard_its_successor_released() {
+        let successor = Holder { timeline: 4, incarnation: 9, ..ME };
+        // Its successor stopped (released the claim, or its lease ran out): the mark says who.
+        assert_eq!(verdict(ME, None, Some(successor)), Verdict::Replaced { by: successor });
+        // A mark last written by this server, an earlier timeline, or another server: free.
+        assert_eq!(verdict(ME, None, Some(ME)), Verdict::Take);
+        assert_eq!(verdict(ME, None, Some(Holder { timeline: 2, ..ME })), Verdict::Take);
+        assert_eq!(verdict(ME, None, Some(Holder { system_identifier: 9999, ..successor })), Verdict::Take);
     }
 
     #[test]
@@ -159,8 +183,8 @@ mod tests {
         let clone = Holder { incarnation: 2, ..ME };
         let held = Claim { holder: original, since_unix_ms: 0 };
         // Whatever the clone asks, while the original renews, it waits and never renews.
-        assert_eq!(verdict(clone, Some(held)), Verdict::WaitForExpiry { held });
-        assert_eq!(verdict(original, Some(held)), Verdict::Renew);
+        assert_eq!(verdict(clone, Some(held), Some(original)), Verdict::WaitForExpiry { held });
+        assert_eq!(verdict(original, Some(held), Some(original)), Verdict::Renew);
     }
 
     #[test]

@@ -65,15 +65,24 @@ pub struct HeldClaim {
 pub struct Current {
     /// The live claim (etcd deletes one whose lease ran out).
     pub claim: Option<HeldClaim>,
-    /// The mark (Unix ms), `None` before any holder wrote one.
-    pub mark_unix_ms: Option<u64>,
+    /// The mark, `None` before any holder wrote one.
+    pub mark: Option<Mark>,
+}
+
+/// A shard's high-water mark, and who wrote it last: it outlives the claim, and tells an old
+/// primary that a later timeline of its data directory held the shard after it
+/// (`snowflake_core::registry::verdict`'s `marked_by`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    pub unix_ms: u64,
+    pub by: Holder,
 }
 
 /// What a take or a renewal came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Written: the claim's new revision, and the mark as it stands after the write.
-    Written { revision: i64, mark_unix_ms: Option<u64> },
+    Written { revision: i64, mark: Option<Mark> },
     /// The claim was not what the compare expected: as it is now (`None`: gone).
     Lost { now: Option<HeldClaim> },
 }
@@ -137,7 +146,7 @@ impl Etcd {
             &json!({ "success": [range(&self.claim_key(shard)), range(&self.mark_key(shard))] }),
         )?;
         let responses = responses(&answer)?;
-        Ok(Current { claim: claim_of(responses.first())?, mark_unix_ms: mark_of(responses.get(1))? })
+        Ok(Current { claim: claim_of(responses.first())?, mark: mark_of(responses.get(1))? })
     }
 
     /// Takes the claim if it is still what a read found (`expected`: its revision; `None`:
@@ -165,10 +174,12 @@ impl Etcd {
         lease: i64,
         mark_unix_ms: u64,
     ) -> Result<Outcome, Error> {
+        let mut mark = holder_json(&holder.holder);
+        mark["unix_ms"] = json!(mark_unix_ms.to_string());
         let puts = vec![
             self.put_claim(shard, holder, node, lease),
             json!({ "request_put": { "key": base64(self.mark_key(shard).as_bytes()),
-                                     "value": base64(mark_unix_ms.to_string().as_bytes()) } }),
+                                     "value": base64(mark.to_string().as_bytes()) } }),
             range(&self.mark_key(shard)),
         ];
         self.write(shard, compare(&self.claim_key(shard), Some(revision)), puts)
@@ -182,13 +193,9 @@ impl Etcd {
     }
 
     fn put_claim(&self, shard: u32, holder: &Claim, node: &str, lease: i64) -> Value {
-        let value = json!({
-            "system_identifier": holder.holder.system_identifier.to_string(),
-            "timeline": holder.holder.timeline,
-            "incarnation": holder.holder.incarnation.to_string(),
-            "node": node,
-            "since_unix_ms": holder.since_unix_ms,
-        });
+        let mut value = holder_json(&holder.holder);
+        value["node"] = json!(node);
+        value["since_unix_ms"] = json!(holder.since_unix_ms);
         json!({ "request_put": { "key": base64(self.claim_key(shard).as_bytes()),
                                  "value": base64(value.to_string().as_bytes()),
                                  "lease": lease.to_string() } })
@@ -210,11 +217,11 @@ impl Etcd {
             .ok_or_else(|| Error::Answer("a transaction's answer without a header".into()))?;
         let revision = int_field(header, "revision")?;
         let mark = responses.iter().rev().find_map(|response| response.get("response_range"));
-        let mark_unix_ms = match mark {
+        let mark = match mark {
             Some(_) => mark_of(responses.last())?,
             None => None,
         };
-        Ok(Outcome::Written { revision, mark_unix_ms })
+        Ok(Outcome::Written { revision, mark })
     }
 
     /// One POST, all of it within the deadline: the answer's JSON body, from a 200.
@@ -334,37 +341,56 @@ fn only_kv(response: Option<&Value>) -> Result<Option<(Vec<u8>, i64)>, Error> {
     Ok(Some((value, int_field(kv, "mod_revision")?)))
 }
 
-fn claim_of(response: Option<&Value>) -> Result<Option<HeldClaim>, Error> {
-    let Some((value, revision)) = only_kv(response)? else { return Ok(None) };
-    let foreign = || {
-        Error::Foreign(format!(
-            "a claim's value not written by snowflake_id: {}",
-            String::from_utf8_lossy(&value)
-        ))
-    };
-    let record: Value = serde_json::from_slice(&value).map_err(|_| foreign())?;
-    let number = |name: &str| -> Option<u64> {
-        match record.get(name)? {
-            Value::String(text) => text.parse().ok(),
-            other => other.as_u64(),
-        }
-    };
-    let holder = Holder {
-        system_identifier: number("system_identifier").ok_or_else(foreign)?,
-        timeline: number("timeline").and_then(|t| u32::try_from(t).ok()).ok_or_else(foreign)?,
-        incarnation: number("incarnation").ok_or_else(foreign)?,
-    };
-    let since_unix_ms = record.get("since_unix_ms").and_then(Value::as_i64).ok_or_else(foreign)?;
-    let node = record.get("node").and_then(Value::as_str).unwrap_or_default().to_owned();
-    Ok(Some(HeldClaim { claim: Claim { holder, since_unix_ms }, node, revision }))
+/// A holder as a record carries it (the 64-bit numbers as strings, as etcd writes its own).
+fn holder_json(holder: &Holder) -> Value {
+    json!({
+        "system_identifier": holder.system_identifier.to_string(),
+        "timeline": holder.timeline,
+        "incarnation": holder.incarnation.to_string(),
+    })
 }
 
-fn mark_of(response: Option<&Value>) -> Result<Option<u64>, Error> {
+/// A record's JSON, if it parses.
+fn record_of(value: &[u8]) -> Option<Value> {
+    serde_json::from_slice(value).ok()
+}
+
+/// A number of a record: a string (as `holder_json` writes them) or a JSON number.
+fn number(record: &Value, name: &str) -> Option<u64> {
+    match record.get(name)? {
+        Value::String(text) => text.parse().ok(),
+        other => other.as_u64(),
+    }
+}
+
+fn holder_of(record: &Value) -> Option<Holder> {
+    Some(Holder {
+        system_identifier: number(record, "system_identifier")?,
+        timeline: u32::try_from(number(record, "timeline")?).ok()?,
+        incarnation: number(record, "incarnation")?,
+    })
+}
+
+fn foreign(what: &str, value: &[u8]) -> Error {
+    Error::Foreign(format!("{what} not written by snowflake_id: {}", String::from_utf8_lossy(value)))
+}
+
+fn claim_of(response: Option<&Value>) -> Result<Option<HeldClaim>, Error> {
+    let Some((value, revision)) = only_kv(response)? else { return Ok(None) };
+    let parsed = record_of(&value).and_then(|record| {
+        let claim =
+            Claim { holder: holder_of(&record)?, since_unix_ms: record.get("since_unix_ms")?.as_i64()? };
+        let node = record.get("node").and_then(Value::as_str).unwrap_or_default().to_owned();
+        Some(HeldClaim { claim, node, revision })
+    });
+    parsed.map(Some).ok_or_else(|| foreign("a claim", &value))
+}
+
+fn mark_of(response: Option<&Value>) -> Result<Option<Mark>, Error> {
     let Some((value, _)) = only_kv(response)? else { return Ok(None) };
-    let text = String::from_utf8_lossy(&value);
-    text.parse()
-        .map(Some)
-        .map_err(|_| Error::Foreign(format!("a mark that is not a number of milliseconds: {text}")))
+    let parsed = record_of(&value)
+        .and_then(|record| Some(Mark { unix_ms: number(&record, "unix_ms")?, by: holder_of(&record)? }));
+    parsed.map(Some).ok_or_else(|| foreign("a mark", &value))
 }
 
 /// An int64 of etcd's JSON: proto3 writes them as strings.

@@ -5,7 +5,7 @@
 //! compare makes the claim one holder's.
 
 use snowflake_core::registry::{verdict, Claim, Holder, Verdict};
-use snowflake_registry::{Current, Error, Etcd, HeldClaim, Outcome};
+use snowflake_registry::{Current, Error, Etcd, HeldClaim, Mark, Outcome};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -101,7 +101,8 @@ fn holder(system_identifier: u64, timeline: u32, incarnation: u64) -> Claim {
 /// Reads the shard and decides as the worker will.
 fn ask(etcd: &Etcd, me: &Claim) -> (Current, Verdict) {
     let current = etcd.read(SHARD).expect("a read");
-    let decided = verdict(me.holder, current.claim.as_ref().map(|held| held.claim));
+    let marked_by = current.mark.map(|mark| mark.by);
+    let decided = verdict(me.holder, current.claim.as_ref().map(|held| held.claim), marked_by);
     (current, decided)
 }
 
@@ -117,9 +118,10 @@ fn take(etcd: &Etcd, me: &Claim, node: &str, ttl_ms: u64) -> Outcome {
     etcd.take(SHARD, current.claim.map(|held| held.revision), me, node, lease).expect("a take")
 }
 
+/// The claim's new revision, and the mark's milliseconds as they stand after the write.
 fn written(outcome: Outcome) -> (i64, Option<u64>) {
     match outcome {
-        Outcome::Written { revision, mark_unix_ms } => (revision, mark_unix_ms),
+        Outcome::Written { revision, mark } => (revision, mark.map(|mark| mark.unix_ms)),
         Outcome::Lost { now } => panic!("expected the write to go through; the claim is {now:?}"),
     }
 }
@@ -188,15 +190,32 @@ fn a_promoted_standby_takes_over_at_once_and_its_old_primary_loses_the_next_rene
     // The old primary, left running: its next renewal finds the claim gone to a later timeline.
     match renew(&etcd, &old_primary, "node1", revision, 10_000, 1_700_000_050_000) {
         Outcome::Lost { now: Some(held) } => {
-            assert_eq!(verdict(old_primary.holder, Some(held.claim)), Verdict::Replaced { by: promoted })
+            assert_eq!(
+                verdict(old_primary.holder, Some(held.claim), None),
+                Verdict::Replaced { by: promoted.holder }
+            )
         }
         other => panic!("the old primary's renewal went through after the promotion: {other:?}"),
     }
+    let mark = etcd.read(SHARD).expect("a read").mark;
     assert_eq!(
-        etcd.read(SHARD).expect("a read").mark_unix_ms,
-        Some(1_700_000_040_000),
+        mark,
+        Some(Mark { unix_ms: 1_700_000_040_000, by: old_primary.holder }),
         "its mark was not raised"
     );
+    // The promoted server renews (the mark now its own), then stops cleanly: the old primary,
+    // still running, finds the shard free and the mark its successor's, and does not take it.
+    let (revision, _) = written(take_again(&etcd, &promoted));
+    let (revision, _) = written(renew(&etcd, &promoted, "node2", revision, 10_000, 1_700_000_060_000));
+    written(etcd.release(SHARD, revision).expect("a release"));
+    assert_eq!(ask(&etcd, &old_primary).1, Verdict::Replaced { by: promoted.holder });
+}
+
+/// This holder's live claim written again under a fresh lease (as after a read found it its own).
+fn take_again(etcd: &Etcd, me: &Claim) -> Outcome {
+    let current = etcd.read(SHARD).expect("a read");
+    let lease = etcd.grant(10_000).expect("a lease");
+    etcd.take(SHARD, current.claim.map(|held| held.revision), me, "node2", lease).expect("a take")
 }
 
 #[test]
@@ -208,7 +227,10 @@ fn a_clean_stop_frees_the_claim_at_once_and_the_mark_stays() {
     let (revision, _) = written(renew(&etcd, &first, "node1", revision, 60_000, 1_700_000_060_000));
     written(etcd.release(SHARD, revision).expect("a release"));
     let current = etcd.read(SHARD).expect("a read");
-    assert_eq!(current, Current { claim: None, mark_unix_ms: Some(1_700_000_060_000) });
+    assert_eq!(
+        current,
+        Current { claim: None, mark: Some(Mark { unix_ms: 1_700_000_060_000, by: first.holder }) }
+    );
     // A move: the next server takes the shard without waiting, above the mark.
     assert_eq!(written(take(&etcd, &next, "node2", 60_000)).1, Some(1_700_000_060_000));
 }
@@ -228,7 +250,7 @@ fn the_registry_killed_and_started_again_keeps_claims_and_marks() {
     server.run();
     // The mark was durable; the claim's lease was renewed by the new leader.
     let current = etcd.read(SHARD).expect("a read");
-    assert_eq!(current.mark_unix_ms, Some(1_700_000_070_000));
+    assert_eq!(current.mark.map(|mark| mark.unix_ms), Some(1_700_000_070_000));
     assert_eq!(current.claim.map(|held| held.revision), Some(revision));
     written(renew(&etcd, &me, "node1", revision, 10_000, 1_700_000_080_000));
 }

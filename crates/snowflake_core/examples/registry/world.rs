@@ -126,6 +126,7 @@ impl World {
             registry: Registry {
                 claims: [None; SHARDS],
                 marks: [0; SHARDS],
+                marked_by: [None; SHARDS],
                 revision: 0,
                 down_until: 0,
                 in_outage: false,
@@ -299,9 +300,17 @@ impl World {
         let limit = self.ttl_ms + 3_000;
         while self.t - start <= limit {
             self.tick()?;
+            // A shard is owed by the live servers configured with it that a promotion did not
+            // replace (those refuse it for good, as documented, until they are made again).
             let served = (0..SHARDS).all(|shard| {
+                let live = self.registry.claims[shard].map(|stored| stored.claim);
+                let marked_by = self.registry.marked_by[shard];
                 self.issued[shard].len() > counts[shard]
-                    || !self.servers.iter().any(|server| !server.retired && server.shards.contains(&shard))
+                    || !self.servers.iter().any(|server| {
+                        let replaced =
+                            matches!(rules::verdict(server.me, live, marked_by), Verdict::Replaced { .. });
+                        !server.retired && server.shards.contains(&shard) && !replaced
+                    })
             });
             if served {
                 return Ok(());

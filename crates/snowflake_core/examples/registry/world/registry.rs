@@ -16,6 +16,8 @@ pub(super) struct Stored {
 pub(super) struct Registry {
     pub(super) claims: [Option<Stored>; SHARDS],
     pub(super) marks: [u64; SHARDS],
+    /// Who wrote each mark last: it outlives the claim, and tells an old primary it was replaced.
+    pub(super) marked_by: [Option<Holder>; SHARDS],
     pub(super) revision: u64,
     pub(super) down_until: i64,
     /// Down, and not yet back: no lease runs out meanwhile.
@@ -41,7 +43,7 @@ pub(super) enum Request {
 
 #[derive(Debug)]
 pub(super) enum Answer {
-    Current { live: Option<Claim>, revision: u64 },
+    Current { live: Option<Claim>, revision: u64, marked_by: Option<Holder> },
     Taken { revision: u64, mark: u64 },
     Renewed { mark: u64 },
     Lost { live: Option<Claim> },
@@ -67,6 +69,7 @@ impl World {
             Request::Read => Answer::Current {
                 live: current.map(|stored| stored.claim),
                 revision: current.map_or(0, |stored| stored.revision),
+                marked_by: registry.marked_by[shard],
             },
             Request::Take { expected } if current.map_or(0, |stored| stored.revision) == expected => {
                 // What the registry is for: a live claim goes only to its own holder again, or
@@ -94,6 +97,7 @@ impl World {
                 stored.expires_at = self.t + self.ttl_ms;
                 // A put, as etcd's transaction makes it: the rules keep a mark from going down.
                 registry.marks[shard] = mark;
+                registry.marked_by[shard] = Some(me);
                 Answer::Renewed { mark }
             }
             Request::Release { revision } if current.is_some_and(|stored| stored.revision == revision) => {

@@ -33,7 +33,7 @@ impl World {
                 }
                 Some(Answer::Lost { live }) => {
                     self.stats.lost += 1;
-                    let verdict = rules::verdict(me, live);
+                    let verdict = rules::verdict(me, live, None);
                     trace!(self, "server {i} shard {shard}: claim lost ({verdict:?}); fenced at its ceiling");
                     self.servers[i].state[shard] =
                         ShardState { floor: state.floor, last_id: state.last_id, ..Default::default() };
@@ -93,8 +93,10 @@ impl World {
             }
             return;
         }
-        let Some(Answer::Current { live, revision }) = self.ask(i, shard, Request::Read) else { return };
-        match rules::verdict(me, live) {
+        let Some(Answer::Current { live, revision, marked_by }) = self.ask(i, shard, Request::Read) else {
+            return;
+        };
+        match rules::verdict(me, live, marked_by) {
             Verdict::Take | Verdict::Renew => self.servers[i].state[shard].to_take = Some(revision),
             Verdict::TakeOver => {
                 self.stats.take_overs += 1;
