@@ -81,7 +81,14 @@ impl World {
                     let promoted =
                         held.system_identifier == me.system_identifier && held.timeline < me.timeline;
                     if !own && !promoted {
-                        stolen = Some(held);
+                        stolen = Some(format!("took shard {shard}'s live claim from {held:?}"));
+                    }
+                }
+                // Nor, once free, to an old primary whose successor (a later timeline of its
+                // data directory) held it and wrote the mark last: its data has diverged.
+                if let Some(writer) = registry.marked_by[shard].filter(|_| current.is_none()) {
+                    if writer.system_identifier == me.system_identifier && writer.timeline > me.timeline {
+                        stolen = Some(format!("took shard {shard} back from its successor {writer:?}"));
                     }
                 }
                 registry.revision += 1;
@@ -108,11 +115,8 @@ impl World {
                 Answer::Lost { live: current.map(|stored| stored.claim) }
             }
         };
-        if let Some(held) = stolen {
-            self.violation = Some(format!(
-                "t={}: server {i} ({me:?}) took shard {shard}'s live claim from {held:?}",
-                self.t
-            ));
+        if let Some(what) = stolen {
+            self.violation = Some(format!("t={}: server {i} ({me:?}) {what}", self.t));
         }
         if lossy && self.rng.chance(self.lossy_percent / 2) {
             return None;
