@@ -41,8 +41,9 @@ pub struct Claim {
 /// What a server does about one shard, given the live claim the registry holds for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// No live claim: take it (a write that succeeds only while the key is still absent), and
-    /// resume above the mark.
+    /// No live claim: take it, and resume above the mark. The take succeeds only while the
+    /// claim and the mark are still as the read found them: a read goes stale while a server
+    /// is paused, and a successor may have held the shard and marked it meanwhile.
     Take,
     /// This postmaster's own claim (a backend crash or a worker restart in between): renew it.
     Renew,

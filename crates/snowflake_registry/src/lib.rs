@@ -76,6 +76,10 @@ pub struct Current {
 pub struct Mark {
     pub unix_ms: u64,
     pub by: Holder,
+    /// The mark key's `mod_revision`: what a take compares, so that a take decided on a read
+    /// that went stale (the server paused; a successor held the shard and wrote the mark
+    /// meanwhile) does not go through.
+    pub revision: i64,
 }
 
 /// What a take or a renewal came to.
@@ -149,18 +153,22 @@ impl Etcd {
         Ok(Current { claim: claim_of(responses.first())?, mark: mark_of(responses.get(1))? })
     }
 
-    /// Takes the claim if it is still what a read found (`expected`: its revision; `None`:
+    /// Takes the claim if it and the mark are still what `read` found (each's revision, or
     /// absent), bound to `lease`; the mark comes back with it.
     pub fn take(
         &self,
         shard: u32,
-        expected: Option<i64>,
+        read: &Current,
         holder: &Claim,
         node: &str,
         lease: i64,
     ) -> Result<Outcome, Error> {
+        let compares = vec![
+            compare(&self.claim_key(shard), read.claim.as_ref().map(|held| held.revision)),
+            compare(&self.mark_key(shard), read.mark.map(|mark| mark.revision)),
+        ];
         let put = self.put_claim(shard, holder, node, lease);
-        self.write(shard, compare(&self.claim_key(shard), expected), vec![put, range(&self.mark_key(shard))])
+        self.write(shard, compares, vec![put, range(&self.mark_key(shard))])
     }
 
     /// Renews the claim of revision `revision` under `lease` (granted for this renewal) and
@@ -182,14 +190,14 @@ impl Etcd {
                                      "value": base64(mark.to_string().as_bytes()) } }),
             range(&self.mark_key(shard)),
         ];
-        self.write(shard, compare(&self.claim_key(shard), Some(revision)), puts)
+        self.write(shard, vec![compare(&self.claim_key(shard), Some(revision))], puts)
     }
 
     /// Deletes the claim of revision `revision` (a clean stop: its last ceiling is in the mark
     /// already), so the next holder need not wait for its lease. The mark stays.
     pub fn release(&self, shard: u32, revision: i64) -> Result<Outcome, Error> {
         let delete = json!({ "request_delete_range": { "key": base64(self.claim_key(shard).as_bytes()) } });
-        self.write(shard, compare(&self.claim_key(shard), Some(revision)), vec![delete])
+        self.write(shard, vec![compare(&self.claim_key(shard), Some(revision))], vec![delete])
     }
 
     fn put_claim(&self, shard: u32, holder: &Claim, node: &str, lease: i64) -> Value {
@@ -201,11 +209,11 @@ impl Etcd {
                                  "lease": lease.to_string() } })
     }
 
-    /// A transaction: `success` if the claim compares, else the claim read back.
-    fn write(&self, shard: u32, compare: Value, success: Vec<Value>) -> Result<Outcome, Error> {
+    /// A transaction: `success` if every compare holds, else the claim read back.
+    fn write(&self, shard: u32, compares: Vec<Value>, success: Vec<Value>) -> Result<Outcome, Error> {
         let answer = self.post(
             "/v3/kv/txn",
-            &json!({ "compare": [compare], "success": success, "failure": [range(&self.claim_key(shard))] }),
+            &json!({ "compare": compares, "success": success, "failure": [range(&self.claim_key(shard))] }),
         )?;
         let responses = responses(&answer)?;
         // proto3's JSON leaves out a false `succeeded`.
@@ -306,8 +314,8 @@ fn parse_answer(answer: &[u8]) -> Result<Value, Error> {
     serde_json::from_slice(body).map_err(|e| Error::Answer(format!("a body that is not JSON: {e}")))
 }
 
-/// A compare of the claim key: its `mod_revision` is `expected`, or, for `None`, it is absent
-/// (created at revision 0).
+/// A compare of a key: its `mod_revision` is `expected`, or, for `None`, it is absent (created
+/// at revision 0).
 fn compare(key: &str, expected: Option<i64>) -> Value {
     match expected {
         Some(revision) => json!({ "key": base64(key.as_bytes()), "result": "EQUAL", "target": "MOD",
@@ -387,9 +395,10 @@ fn claim_of(response: Option<&Value>) -> Result<Option<HeldClaim>, Error> {
 }
 
 fn mark_of(response: Option<&Value>) -> Result<Option<Mark>, Error> {
-    let Some((value, _)) = only_kv(response)? else { return Ok(None) };
-    let parsed = record_of(&value)
-        .and_then(|record| Some(Mark { unix_ms: number(&record, "unix_ms")?, by: holder_of(&record)? }));
+    let Some((value, revision)) = only_kv(response)? else { return Ok(None) };
+    let parsed = record_of(&value).and_then(|record| {
+        Some(Mark { unix_ms: number(&record, "unix_ms")?, by: holder_of(&record)?, revision })
+    });
     parsed.map(Some).ok_or_else(|| foreign("a mark", &value))
 }
 

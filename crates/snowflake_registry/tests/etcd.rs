@@ -5,7 +5,7 @@
 //! compare makes the claim one holder's.
 
 use snowflake_core::registry::{verdict, Claim, Holder, Verdict};
-use snowflake_registry::{Current, Error, Etcd, HeldClaim, Mark, Outcome};
+use snowflake_registry::{Current, Error, Etcd, HeldClaim, Outcome};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 const ETCD: &str = "/usr/bin/etcd";
 const PREFIX: &str = "/snowflake_id/test/";
 const SHARD: u32 = 3;
+/// A read that found the shard free and never marked.
+const FREE: Current = Current { claim: None, mark: None };
 
 /// One etcd member on loopback; stopped and its folder removed when dropped.
 struct EtcdServer {
@@ -115,7 +117,7 @@ fn take(etcd: &Etcd, me: &Claim, node: &str, ttl_ms: u64) -> Outcome {
         "{node} may not take shard {SHARD}: {decided:?}"
     );
     let lease = etcd.grant(ttl_ms).expect("a lease");
-    etcd.take(SHARD, current.claim.map(|held| held.revision), me, node, lease).expect("a take")
+    etcd.take(SHARD, &current, me, node, lease).expect("a take")
 }
 
 /// The claim's new revision, and the mark's milliseconds as they stand after the write.
@@ -143,7 +145,7 @@ fn a_second_server_configured_with_the_shard_is_refused_it() {
     assert_eq!(current.claim.map(|held| (held.node, held.revision)), Some(("node1".into(), revision)));
     // Even a take that skips the rules (expecting the shard free) does not go through.
     let lease = etcd.grant(10_000).expect("a lease");
-    match etcd.take(SHARD, None, &second, "node2", lease).expect("a take") {
+    match etcd.take(SHARD, &FREE, &second, "node2", lease).expect("a take") {
         Outcome::Lost { now: Some(HeldClaim { claim, .. }) } => assert_eq!(claim, first),
         other => panic!("the second server's take went through: {other:?}"),
     }
@@ -198,11 +200,8 @@ fn a_promoted_standby_takes_over_at_once_and_its_old_primary_loses_the_next_rene
         other => panic!("the old primary's renewal went through after the promotion: {other:?}"),
     }
     let mark = etcd.read(SHARD).expect("a read").mark;
-    assert_eq!(
-        mark,
-        Some(Mark { unix_ms: 1_700_000_040_000, by: old_primary.holder }),
-        "its mark was not raised"
-    );
+    let mark = mark.map(|mark| (mark.unix_ms, mark.by));
+    assert_eq!(mark, Some((1_700_000_040_000, old_primary.holder)), "its mark was not raised");
     // The promoted server renews (the mark now its own), then stops cleanly: the old primary,
     // still running, finds the shard free and the mark its successor's, and does not take it.
     let (revision, _) = written(take_again(&etcd, &promoted));
@@ -215,7 +214,7 @@ fn a_promoted_standby_takes_over_at_once_and_its_old_primary_loses_the_next_rene
 fn take_again(etcd: &Etcd, me: &Claim) -> Outcome {
     let current = etcd.read(SHARD).expect("a read");
     let lease = etcd.grant(10_000).expect("a lease");
-    etcd.take(SHARD, current.claim.map(|held| held.revision), me, "node2", lease).expect("a take")
+    etcd.take(SHARD, &current, me, "node2", lease).expect("a take")
 }
 
 #[test]
@@ -227,10 +226,8 @@ fn a_clean_stop_frees_the_claim_at_once_and_the_mark_stays() {
     let (revision, _) = written(renew(&etcd, &first, "node1", revision, 60_000, 1_700_000_060_000));
     written(etcd.release(SHARD, revision).expect("a release"));
     let current = etcd.read(SHARD).expect("a read");
-    assert_eq!(
-        current,
-        Current { claim: None, mark: Some(Mark { unix_ms: 1_700_000_060_000, by: first.holder }) }
-    );
+    assert!(current.claim.is_none(), "the claim is still there: {current:?}");
+    assert_eq!(current.mark.map(|mark| (mark.unix_ms, mark.by)), Some((1_700_000_060_000, first.holder)));
     // A move: the next server takes the shard without waiting, above the mark.
     assert_eq!(written(take(&etcd, &next, "node2", 60_000)).1, Some(1_700_000_060_000));
 }
@@ -275,14 +272,46 @@ fn answers_from_another_listener_on_the_address_are_refused() {
     let url = format!("http://127.0.0.1:{port}");
     let fooled = Etcd::new(&url, PREFIX, Duration::from_millis(2_000)).expect("a client");
     assert!(
-        matches!(fooled.take(SHARD, None, &holder(1, 1, 1), "n", 1), Ok(Outcome::Written { .. })),
+        matches!(fooled.take(SHARD, &FREE, &holder(1, 1, 1), "n", 1), Ok(Outcome::Written { .. })),
         "without the cluster's id, the impostor's answer passes (which is why the id is kept)"
     );
     let pinned =
         Etcd::new(&url, PREFIX, Duration::from_millis(2_000)).expect("a client").with_cluster_id(cluster_id);
-    match pinned.take(SHARD, None, &holder(1, 1, 1), "n", 1) {
+    match pinned.take(SHARD, &FREE, &holder(1, 1, 1), "n", 1) {
         Err(Error::Answer(why)) => assert!(why.contains("not"), "{why}"),
         other => panic!("the impostor's answer was believed: {other:?}"),
     }
     answering.join().expect("the impostor");
+}
+
+#[test]
+fn a_take_decided_on_a_stale_read_does_not_go_through() {
+    let server = EtcdServer::start("stale-read");
+    let etcd = server.client();
+    let (old_primary, successor) = (holder(7301, 1, 11), holder(7301, 2, 33));
+    let (revision, _) = written(take(&etcd, &old_primary, "node1", 2_000));
+    written(renew(&etcd, &old_primary, "node1", revision, 2_000, 1_700_000_090_000));
+    // The old primary stops renewing (paused); its claim runs out, and it reads the shard free,
+    // marked by itself: a take would be allowed.
+    let started = Instant::now();
+    let stale = loop {
+        let (current, decided) = ask(&etcd, &old_primary);
+        if current.claim.is_none() {
+            assert_eq!(decided, Verdict::Take);
+            break current;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the claim did not run out");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Meanwhile its successor takes the shard, marks it, and stops cleanly.
+    let (revision, _) = written(take(&etcd, &successor, "node2", 2_000));
+    let (revision, _) = written(renew(&etcd, &successor, "node2", revision, 2_000, 1_700_000_095_000));
+    written(etcd.release(SHARD, revision).expect("a release"));
+    // The old primary wakes and takes on its stale read: the mark moved, so it does not.
+    let lease = etcd.grant(2_000).expect("a lease");
+    match etcd.take(SHARD, &stale, &old_primary, "node1", lease).expect("a take") {
+        Outcome::Lost { now: None } => {}
+        other => panic!("a take on a stale read went through: {other:?}"),
+    }
+    assert_eq!(ask(&etcd, &old_primary).1, Verdict::Replaced { by: successor.holder });
 }

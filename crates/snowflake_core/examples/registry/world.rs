@@ -45,7 +45,7 @@ struct Held {
 struct ShardState {
     held: Option<Held>,
     /// A read found the claim free (or this server's to take over): its revision, taken next tick.
-    to_take: Option<u64>,
+    to_take: Option<(u64, u64)>,
     /// Fenced while the registry does not answer (`WhenDown::Stop`).
     fenced: bool,
     /// The ceiling published: IDs lie below it.
@@ -127,6 +127,7 @@ impl World {
                 claims: [None; SHARDS],
                 marks: [0; SHARDS],
                 marked_by: [None; SHARDS],
+                mark_revisions: [0; SHARDS],
                 revision: 0,
                 down_until: 0,
                 in_outage: false,

@@ -18,6 +18,8 @@ pub(super) struct Registry {
     pub(super) marks: [u64; SHARDS],
     /// Who wrote each mark last: it outlives the claim, and tells an old primary it was replaced.
     pub(super) marked_by: [Option<Holder>; SHARDS],
+    /// The revision of each mark's last write (0: never written).
+    pub(super) mark_revisions: [u64; SHARDS],
     pub(super) revision: u64,
     pub(super) down_until: i64,
     /// Down, and not yet back: no lease runs out meanwhile.
@@ -27,9 +29,12 @@ pub(super) struct Registry {
 
 pub(super) enum Request {
     Read,
-    /// Take the claim if its revision is still `expected` (0: none).
+    /// Take the claim if it and the mark are still as a read found them: the claim's revision
+    /// `expected` (0: none), the mark's `expected_mark` (0: none). A read goes stale while a
+    /// server is paused: a successor may have held the shard and written the mark meanwhile.
     Take {
         expected: u64,
+        expected_mark: u64,
     },
     /// Keep the claim's lease and raise the mark, if the claim is still the one of `revision`.
     Renew {
@@ -43,7 +48,7 @@ pub(super) enum Request {
 
 #[derive(Debug)]
 pub(super) enum Answer {
-    Current { live: Option<Claim>, revision: u64, marked_by: Option<Holder> },
+    Current { live: Option<Claim>, revision: u64, marked_by: Option<Holder>, mark_revision: u64 },
     Taken { revision: u64, mark: u64 },
     Renewed { mark: u64 },
     Lost { live: Option<Claim> },
@@ -70,8 +75,12 @@ impl World {
                 live: current.map(|stored| stored.claim),
                 revision: current.map_or(0, |stored| stored.revision),
                 marked_by: registry.marked_by[shard],
+                mark_revision: registry.mark_revisions[shard],
             },
-            Request::Take { expected } if current.map_or(0, |stored| stored.revision) == expected => {
+            Request::Take { expected, expected_mark }
+                if current.map_or(0, |stored| stored.revision) == expected
+                    && registry.mark_revisions[shard] == expected_mark =>
+            {
                 // What the registry is for: a live claim goes only to its own holder again, or
                 // to a promoted standby of it (a later timeline of the same data directory);
                 // never to a copy of its holder, nor to another server.
@@ -105,6 +114,8 @@ impl World {
                 // A put, as etcd's transaction makes it: the rules keep a mark from going down.
                 registry.marks[shard] = mark;
                 registry.marked_by[shard] = Some(me);
+                registry.revision += 1;
+                registry.mark_revisions[shard] = registry.revision;
                 Answer::Renewed { mark }
             }
             Request::Release { revision } if current.is_some_and(|stored| stored.revision == revision) => {

@@ -63,11 +63,11 @@ impl World {
     }
 
     /// A shard not held: take the claim a read of the last tick found free, or read it.
-    pub(super) fn ask_for(&mut self, i: usize, shard: usize, to_take: Option<u64>) {
+    pub(super) fn ask_for(&mut self, i: usize, shard: usize, to_take: Option<(u64, u64)>) {
         let me = self.servers[i].me;
-        if let Some(expected) = to_take {
+        if let Some((expected, expected_mark)) = to_take {
             self.servers[i].state[shard].to_take = None;
-            match self.ask(i, shard, Request::Take { expected }) {
+            match self.ask(i, shard, Request::Take { expected, expected_mark }) {
                 Some(Answer::Taken { revision, mark }) => {
                     let own = self.servers[i].recorded[shard];
                     let floor = rules::resume_floor(own, Some(mark));
@@ -93,14 +93,18 @@ impl World {
             }
             return;
         }
-        let Some(Answer::Current { live, revision, marked_by }) = self.ask(i, shard, Request::Read) else {
+        let Some(Answer::Current { live, revision, marked_by, mark_revision }) =
+            self.ask(i, shard, Request::Read)
+        else {
             return;
         };
         match rules::verdict(me, live, marked_by) {
-            Verdict::Take | Verdict::Renew => self.servers[i].state[shard].to_take = Some(revision),
+            Verdict::Take | Verdict::Renew => {
+                self.servers[i].state[shard].to_take = Some((revision, mark_revision))
+            }
             Verdict::TakeOver => {
                 self.stats.take_overs += 1;
-                self.servers[i].state[shard].to_take = Some(revision);
+                self.servers[i].state[shard].to_take = Some((revision, mark_revision));
             }
             Verdict::Replaced { .. } => self.stats.replaced += 1,
             Verdict::WaitForExpiry { .. } => self.stats.waits += 1,
