@@ -108,6 +108,19 @@ fn ask(etcd: &Etcd, me: &Claim) -> (Current, Verdict) {
     (current, decided)
 }
 
+/// Reads the shard until its claim has run out (its holder renews no more), as `me` decides on it.
+fn read_once_run_out(etcd: &Etcd, me: &Claim) -> (Current, Verdict) {
+    let started = Instant::now();
+    loop {
+        let (current, decided) = ask(etcd, me);
+        if current.claim.is_none() {
+            return (current, decided);
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the claim did not run out within 10 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Takes the claim as the verdict allows: a free one (expected absent), or one to take over
 /// (expected its revision).
 fn take(etcd: &Etcd, me: &Claim, node: &str, ttl_ms: u64) -> Outcome {
@@ -169,11 +182,7 @@ fn a_copy_of_the_data_directory_waits_until_its_original_stops_renewing() {
     }
     let last_mark = mark - 500;
     // The original stops (killed: it renews no more). Its claim runs out; its mark stays.
-    let started = Instant::now();
-    while ask(&etcd, &copy).0.claim.is_some() {
-        assert!(started.elapsed() < Duration::from_secs(10), "the dead original's claim did not run out");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    read_once_run_out(&etcd, &copy);
     let (_, mark_seen) = written(take(&etcd, &copy, "node1-copy", ttl_ms));
     assert_eq!(mark_seen, Some(last_mark), "the copy resumes above the original's last mark");
 }
@@ -204,17 +213,10 @@ fn a_promoted_standby_takes_over_at_once_and_its_old_primary_loses_the_next_rene
     assert_eq!(mark, Some((1_700_000_040_000, old_primary.holder)), "its mark was not raised");
     // The promoted server renews (the mark now its own), then stops cleanly: the old primary,
     // still running, finds the shard free and the mark its successor's, and does not take it.
-    let (revision, _) = written(take_again(&etcd, &promoted));
+    let (revision, _) = written(take(&etcd, &promoted, "node2", 10_000));
     let (revision, _) = written(renew(&etcd, &promoted, "node2", revision, 10_000, 1_700_000_060_000));
     written(etcd.release(SHARD, revision).expect("a release"));
     assert_eq!(ask(&etcd, &old_primary).1, Verdict::Replaced { by: promoted.holder });
-}
-
-/// This holder's live claim written again under a fresh lease (as after a read found it its own).
-fn take_again(etcd: &Etcd, me: &Claim) -> Outcome {
-    let current = etcd.read(SHARD).expect("a read");
-    let lease = etcd.grant(10_000).expect("a lease");
-    etcd.take(SHARD, &current, me, "node2", lease).expect("a take")
 }
 
 #[test]
@@ -293,16 +295,8 @@ fn a_take_decided_on_a_stale_read_does_not_go_through() {
     written(renew(&etcd, &old_primary, "node1", revision, 2_000, 1_700_000_090_000));
     // The old primary stops renewing (paused); its claim runs out, and it reads the shard free,
     // marked by itself: a take would be allowed.
-    let started = Instant::now();
-    let stale = loop {
-        let (current, decided) = ask(&etcd, &old_primary);
-        if current.claim.is_none() {
-            assert_eq!(decided, Verdict::Take);
-            break current;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "the claim did not run out");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let (stale, decided) = read_once_run_out(&etcd, &old_primary);
+    assert_eq!(decided, Verdict::Take);
     // Meanwhile its successor takes the shard, marks it, and stops cleanly.
     let (revision, _) = written(take(&etcd, &successor, "node2", 2_000));
     let (revision, _) = written(renew(&etcd, &successor, "node2", revision, 2_000, 1_700_000_095_000));
