@@ -5,7 +5,7 @@
 //!   layout, the generator's claims and clock policy, UTC arithmetic.
 //! - `postgres`: the glue that puts those rules into a server: the layout fixed at start,
 //!   the settings, shared memory and the durable reservation (its worker, its WAL records,
-//!   the promotion guard), the fence and the lease, the committed horizon, the clock inside a
+//!   the promotion guard), the fence, the lease and the shard registry, the committed horizon, the clock inside a
 //!   backend, the hand-written function entries, and the differences between majors.
 //! - `api`: the SQL surface: the functions users call, and the errors they raise.
 //!

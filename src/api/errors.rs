@@ -4,6 +4,7 @@
 //! Messages follow PostgreSQL's style: lower case, no final period; details and hints are
 //! sentences. Every refusal happens before anything is issued.
 
+use crate::postgres::registry::{ClaimState, ClaimView};
 use crate::postgres::{clock, fence, fixed_layout, settings};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -458,5 +459,59 @@ pub fn lease_lost(function: &'static str, shard: u32, since_unix_ms: u64) -> ! {
             "Check the HA manager of this server (curl {url}); the fence lifts at its next 200. If this server \
              is no longer the leader, let the HA manager rejoin it as a standby, or stop it."
         ),
+    )
+}
+
+/// A shard of this server's fence that the registry keeps closed (`postgres::registry`): not
+/// claimed yet, held by another server, or lost; `view` says which, and by whom.
+pub fn registry_refused(function: &'static str, shard: u32, view: ClaimView) -> ! {
+    let url = crate::postgres::registry::configured().map(|config| config.url).unwrap_or_default();
+    let holder = view.holder.map_or(String::from("another server"), |(system, timeline)| {
+        format!("the server of system identifier {system} (timeline {timeline})")
+    });
+    let since =
+        view.since_unix_ms.map_or(String::new(), |since| format!(" since {}", format_utc_ms(since as i64)));
+    let (why, hint) = match view.state {
+        ClaimState::HeldElsewhere => (
+            format!("It is held in the registry by {holder}{since}: two servers are configured with this shard."),
+            format!(
+                "Give this server another shard in snowflake_id.shards, or move shard {shard} here with the \
+                 documented steps (its holder stops issuing it first). Shards of this server held by no other \
+                 are issued."
+            ),
+        ),
+        ClaimState::Waiting => (
+            format!(
+                "It is held in the registry by another postmaster of this data directory{since}: a copy of it \
+                 started beside it, or this server before a crash restart, whose claim runs out within \
+                 snowflake_id.registry_ttl_ms."
+            ),
+            "After a crash restart, retry once the old claim has run out. If this server is a copy of another \
+             (a snapshot, a restored backup), stop it: its original holds the shard."
+                .into(),
+        ),
+        ClaimState::Replaced => (
+            format!("A promoted standby of this server ({holder}) took it over: this server was replaced."),
+            "Stop this server, or rebuild it as a standby of the new primary.".into(),
+        ),
+        ClaimState::Lost => (
+            "Its claim in the registry was lost (taken by another holder, or run out).".into(),
+            "The worker asks again; check the server log for who holds it.".into(),
+        ),
+        ClaimState::Unreachable => (
+            format!("The registry at {url} does not answer, and snowflake_id.registry_down = 'stop'."),
+            format!("Check the registry (etcdctl --endpoints={url} endpoint health); the shard opens at its answer."),
+        ),
+        ClaimState::NotYet | ClaimState::Held => (
+            format!("This server has not claimed it in the registry at {url} yet."),
+            "Retry in a moment; if it lasts, check that the registry answers and the server log.".into(),
+        ),
+    };
+    raise(
+        NOT_READY,
+        function,
+        format!("shard {shard} is not issued by this server: the registry does not give it to this server"),
+        format!("{why} Nothing was issued."),
+        hint,
     )
 }

@@ -13,6 +13,7 @@ use super::{errors, preloaded_layout};
 use crate::postgres::clock::{self, NoWaitClock, WallClock};
 use crate::postgres::fence::{self, shared as shared_fence};
 use crate::postgres::fmgr::{self, version_1_function_info};
+use crate::postgres::registry::{self, ClaimState};
 use crate::postgres::{fixed_layout, horizon, reservation, settings, shmem};
 use pgrx::prelude::*;
 use snowflake_core::generator::{self, Claim, Clock, NoKeeper, Refusal, Reservation, ShardSlot};
@@ -80,13 +81,20 @@ fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
     let closed = loop {
         match try_open_shard(shard, in_recovery) {
             Ok(open) => return open,
-            // Fenced for the lease: nothing to wait for.
-            Err(Closed::FencedServerWide(shard)) if shared_fence::lease_lost_since().is_some() => {
+            // Fenced for the lease, or by a registry that gave the shard to another: nothing to
+            // wait for. (A shard not claimed yet is waited for, as a reload not yet applied.)
+            Err(Closed::FencedServerWide(shard))
+                if shared_fence::lease_lost_since().is_some()
+                    || registry::refusal(shard).is_some_and(|view| view.state != ClaimState::NotYet) =>
+            {
                 server_fence_refusal(function, shard)
             }
             // The worker may not have applied the reload this session has (`reload_pending`).
             Err(Closed::FencedServerWide(shard)) if !reload_pending() => {
                 if waited_ms >= settings::clock_policy().max_reservation_wait_ms {
+                    if let Some(view) = registry::refusal(shard) {
+                        errors::registry_refused(function, shard, view);
+                    }
                     errors::fence_not_applied(function, shard, &shared_fence::text(), waited_ms);
                 }
                 clock.sleep_ms(1);
@@ -110,10 +118,16 @@ fn open_shard(function: &'static str, shard: Option<i32>) -> OpenShard {
 /// the fence for every shard), else the fence's.
 #[cold]
 fn server_fence_refusal(function: &'static str, shard: u32) -> ! {
-    match shared_fence::lease_refused_since() {
-        Some(since) => errors::lease_lost(function, shard, since),
-        None => errors::shard_fenced(function, shard, &shared_fence::text()),
+    if let Some(since) = shared_fence::lease_refused_since() {
+        errors::lease_lost(function, shard, since);
     }
+    // A shard this server's setting gives, that the registry keeps closed.
+    if fence::session_allows(shard) {
+        if let Some(view) = registry::refusal(shard) {
+            errors::registry_refused(function, shard, view);
+        }
+    }
+    errors::shard_fenced(function, shard, &shared_fence::text())
 }
 
 /// Whether this backend has a reload to apply (it does so before its next statement). When

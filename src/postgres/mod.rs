@@ -3,8 +3,9 @@
 //!
 //! From the bottom up: the PostgreSQL facts (`compat`, `clock`, `durable_file`, `guc`,
 //! `fmgr`); the layout fixed at start (`fixed_layout`); the fence, the lease that closes it
-//! while the HA manager does not confirm this server, and the other settings (`fence`,
-//! `fence::lease`, `settings`); the reservation's record and its restore at start
+//! while the HA manager does not confirm this server, the registry that closes each shard this
+//! server does not hold, and the other settings (`fence`, `fence::lease`, `registry`,
+//! `settings`); the reservation's record and its restore at start
 //! (`reservation::record`, `reservation::restore`); shared memory (`shmem`), which restores
 //! the reservation when it is created; and what runs on it: the WAL resource manager, the
 //! worker and the promotion guard, owed on disk until it is recorded, and resuming where the
@@ -34,6 +35,8 @@ pub mod fmgr;
 pub mod guc;
 /// The committed horizon: pending slots, the transaction callback, prepared transactions.
 pub mod horizon;
+/// The shard registry: the claims this server holds in etcd, which the fence obeys.
+pub mod registry;
 /// The durable reservation: its record file, WAL records, and the worker that renews it.
 pub mod reservation;
 /// A hint on "relation "…_seq" does not exist": the converted key's sequence is gone, and why.

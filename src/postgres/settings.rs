@@ -13,10 +13,11 @@
 //! | `max_clock_skew_ms` | reload (SIGHUP) | how far the clocks of a primary and its standbys may disagree: a promoted standby resumes that much further ahead |
 //! | `auto_keys` | user | see `auto_keys` |
 //! | `lease_url`, `lease_ms` | reload (SIGHUP) | see `fence::lease` |
+//! | `registry_url`, `registry_prefix`, `registry_ttl_ms`, `registry_reserve_ms`, `registry_down` | postmaster | see `registry` |
 //! | `wal_rmgr_id`, `legacy_wal_rmgr_id` | postmaster | the custom WAL resource manager ids (written; replayed from earlier versions); the same on a primary and its standbys |
 
 use super::guc::{self, read, refuse_setting, ConfiguredAtStart};
-use super::{auto_keys, fence, fixed_layout};
+use super::{auto_keys, fence, fixed_layout, registry};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys::{self, panic::ErrorReport};
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -103,6 +104,7 @@ pub fn init() {
     fence::define();
     fence::role::define();
     fence::lease::define();
+    registry::define();
     // SAFETY: as above.
     unsafe {
         GucRegistry::define_int_guc_with_hooks(

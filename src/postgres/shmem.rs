@@ -12,7 +12,7 @@
 //! this module and never the other way round.
 
 use super::reservation::{promotion_pending, restore};
-use super::{fence, fixed_layout, horizon};
+use super::{fence, fixed_layout, horizon, registry};
 use pgrx::pg_sys;
 use snowflake_core::generator::{Reservation, ShardSlot};
 use std::sync::atomic::{
@@ -103,6 +103,7 @@ unsafe extern "C-unwind" fn request_shmem() {
         }
         pg_sys::RequestAddinShmemSpace(bytes_needed());
         fence::shared::request();
+        registry::request();
         horizon::request();
     }
 }
@@ -137,7 +138,8 @@ unsafe extern "C-unwind" fn startup_shmem() {
             fixed_layout::record::check_or_record();
             (*RESERVATION).resume_at(restore::recorded_ceiling());
         }
-        fence::shared::attach(fence::lease::configured().is_some());
+        fence::shared::attach(fence::lease::configured().is_some(), registry::configured().is_some());
+        registry::attach();
         horizon::attach((*RESERVATION).floor.load(Relaxed));
         pg_sys::LWLockRelease(lock);
     }

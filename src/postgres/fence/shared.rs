@@ -62,6 +62,11 @@ static mut LEASE_LAST_YES_AT: *const AtomicU64 = std::ptr::null();
 static mut LEASE_DEADLINE: *const AtomicU64 = std::ptr::null();
 /// The words after the fence's: `LEASE_LOST_AT`, `LEASE_LAST_YES_AT`, `LEASE_DEADLINE`.
 const LEASE_WORDS: usize = 3;
+/// After those, as many words as the fence's: the shards this server holds a claim on in the
+/// registry (`registry`), every bit set while the registry is off. The fence published is the
+/// setting's and these (`publish`). Written by the worker only (SeqCst, before the fence it
+/// publishes from them); read only by `publish`, in the worker and in the postmaster.
+static mut CLAIMS: *const AtomicU64 = std::ptr::null();
 
 /// 64 shards per word.
 fn words_needed() -> usize {
@@ -83,21 +88,23 @@ fn words() -> &'static [AtomicU64] {
 /// Requests the fence's shared memory: called from `shmem`'s request hook.
 pub fn request() {
     // SAFETY: called by `shmem`'s hook, in the postmaster, when shared memory is requested.
-    unsafe { pg_sys::RequestAddinShmemSpace((words_needed() + LEASE_WORDS) * size_of::<AtomicU64>()) };
+    unsafe { pg_sys::RequestAddinShmemSpace((2 * words_needed() + LEASE_WORDS) * size_of::<AtomicU64>()) };
 }
 
 /// Maps the fence, filling it from this process's `snowflake_id.shards` when it is created
 /// (by the postmaster, whose setting follows every reload), or closing it when `lease_on` (the
 /// lease's setting, which the caller reads: the lease builds on this file, not this on it).
+/// With `registry_on`, no shard is claimed yet: the fence stays closed for each until the
+/// worker has claimed it (`set_claimed`).
 ///
 /// # Safety
 /// Called by `shmem`'s startup hook, with AddinShmemInitLock held.
-pub unsafe fn attach(lease_on: bool) {
+pub unsafe fn attach(lease_on: bool, registry_on: bool) {
     let count = words_needed();
     let mut found = false;
     // SAFETY: as the caller promises; zeroed memory is a valid fence (no shard) and lease word.
     unsafe {
-        let bytes = (count + LEASE_WORDS) * size_of::<AtomicU64>();
+        let bytes = (2 * count + LEASE_WORDS) * size_of::<AtomicU64>();
         let base = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), bytes, &mut found);
         if !found {
             std::ptr::write_bytes(base.cast::<u8>(), 0, bytes);
@@ -107,8 +114,12 @@ pub unsafe fn attach(lease_on: bool) {
         LEASE_LOST_AT = WORDS.add(count);
         LEASE_LAST_YES_AT = WORDS.add(count + 1);
         LEASE_DEADLINE = WORDS.add(count + 2);
+        CLAIMS = WORDS.add(count + LEASE_WORDS);
     }
     if !found {
+        for word in claims() {
+            word.store(if registry_on { 0 } else { u64::MAX }, SeqCst);
+        }
         // Until the worker has asked, a lease that is on counts as lost (see `lease`), its
         // deadline passed (0, as zeroed); off, it has none.
         set_lease_deadline(if lease_on { 0 } else { lease::NO_DEADLINE });
@@ -174,17 +185,48 @@ pub fn set_lease_deadline(deadline: u64) {
     }
 }
 
-/// Makes `fence` the fence of every call; returns whether it changed.
+fn claims() -> &'static [AtomicU64] {
+    // SAFETY: as in `words`: CLAIMS points at WORD_COUNT words, set with WORDS.
+    unsafe {
+        if CLAIMS.is_null() {
+            &[]
+        } else {
+            std::slice::from_raw_parts(CLAIMS, WORD_COUNT)
+        }
+    }
+}
+
+/// The worker's part when the registry gave or took a claim on `shard`: the fence of every
+/// call moves at once (unless the lease keeps it closed). A claim given is published only after
+/// the shard was moved above the registry's mark (`reservation::worker`), so a call that sees
+/// the shard open claims above it: its compare-and-swap on the shard comes after the move's.
+pub fn set_claimed(shard: u32, claimed: bool) {
+    let Some(word) = claims().get(shard as usize / 64) else { return };
+    let bit = 1 << (shard % 64);
+    if claimed {
+        word.fetch_or(bit, SeqCst);
+    } else {
+        word.fetch_and(!bit, SeqCst);
+    }
+    if lease_lost_since().is_none() {
+        publish(&session_fence());
+    }
+}
+
+/// Makes `fence` the fence of every call, within the shards claimed in the registry; returns
+/// whether it changed.
 fn publish(fence: &ShardFence) -> bool {
     let shard_count = fixed_layout::get().shard_count() as u64;
     let mut changed = false;
     for (index, word) in words().iter().enumerate() {
         let first = index as u64 * 64;
         let in_layout = if shard_count - first >= 64 { u64::MAX } else { (1 << (shard_count - first)) - 1 };
-        let value = match fence {
-            ShardFence::Open => in_layout,
-            ShardFence::Only(bits) => bits.get(index).copied().unwrap_or(0) & in_layout,
-        };
+        let claimed = claims().get(index).map_or(u64::MAX, |word| word.load(SeqCst));
+        let value = claimed
+            & match fence {
+                ShardFence::Open => in_layout,
+                ShardFence::Only(bits) => bits.get(index).copied().unwrap_or(0) & in_layout,
+            };
         changed |= word.swap(value, SeqCst) != value;
     }
     changed

@@ -37,11 +37,17 @@
 //! * `restore`: the ceiling read (or, under pg_upgrade, raised) when shared memory is created;
 //! * `wal`: the custom WAL resource manager, writing and replaying ceilings;
 //! * `switchover`: whether a promoted standby's replay ended on its old primary's clean stop;
+//! * `recording`: a ceiling recorded in the order `resume` gives (WAL, file, publish);
+//! * `lead`: a lead larger than `max_lead_ms`, kept until the clock catches up;
+//! * `claims`: a shard taken in the registry, resumed above its last holder's mark;
 //! * `worker`: the background worker that renews the ceiling, and the promotion guard.
 
+pub mod claims;
+pub mod lead;
 pub mod legacy_wal;
 pub mod promotion_pending;
 pub mod record;
+pub mod recording;
 pub mod restore;
 pub mod switchover;
 pub mod wal;

@@ -3,12 +3,14 @@
 //! promotion guard once after a recovery ends. Calls ask it for more only through
 //! `reservation::Worker`.
 
+use super::claims::keep_claims;
+use super::lead::{forget_spent_lead, keep_lead, lead_to_keep};
 use super::record::FILE;
+use super::recording::record;
 use super::{
     lead_settings_in_force, legacy_wal, promotion_pending, restore, resume_settings, switchover, wal,
-    write_durably,
 };
-use crate::postgres::{clock, compat, durable_file, fence, fixed_layout, settings, shmem};
+use crate::postgres::{clock, compat, durable_file, fence, fixed_layout, registry, settings, shmem};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys;
 use snowflake_core::generator::{self, Reservation};
@@ -83,26 +85,6 @@ fn record_promotion_guard(reservation: &Reservation) {
     }
 }
 
-/// Records a ceiling in `steps`' order (`resume::RECORDING` and its kin), with the lead settings
-/// in force.
-fn record(reservation: &Reservation, ceiling: u64, steps: &[resume::Step]) -> std::io::Result<()> {
-    let ceiling_unix_ms = fixed_layout::get().unix_ms(ceiling);
-    let lead = lead_settings_in_force(reservation);
-    for step in steps {
-        match step {
-            resume::Step::LogWal => {
-                wal::log_ceiling(ceiling_unix_ms, lead);
-                // Published or not: `resume::renewal` holds a renewal below it (F13).
-                reservation.last_logged.store(ceiling, Relaxed);
-            }
-            resume::Step::WriteFile => write_durably(ceiling_unix_ms, Some(lead))?,
-            resume::Step::Publish => reservation.publish_ceiling(ceiling),
-            resume::Step::ResumeAt => reservation.resume_at(ceiling),
-        }
-    }
-    Ok(())
-}
-
 /// The last ceiling's record replayed since shared memory was created, with the lead settings
 /// it carried (`wal::replay_ceiling` keeps them, the end of its record last, with Release).
 fn last_replayed_ceiling() -> Option<resume::ReplayedCeiling> {
@@ -111,56 +93,6 @@ fn last_replayed_ceiling() -> Option<resume::ReplayedCeiling> {
         ceiling_unix_ms: start.last_replayed_ceiling_unix_ms.load(Relaxed),
         lead: wal::PackedLead::unpack(start.last_replayed_lead.load(Relaxed)),
     })
-}
-
-/// Keeps a `max_lead_ms` in force larger than the setting (`generator::lead_in_force`), as
-/// `resume` decided (`resume::Lead::to_keep`): while IDs this server must stay above lie further
-/// ahead of the clock than the setting allows, which would otherwise refuse every call until
-/// the clock caught up. Says so once, with why (`origin`, which the value follows); the worker
-/// drops it once spent (`forget_spent_lead`).
-fn keep_lead(reservation: &Reservation, kept: Option<resume::KeepLead>, origin: &str) {
-    let Some(resume::KeepLead { max_lead_ms, ahead_ms }) = kept else { return };
-    reservation.inherited_max_lead_ms.fetch_max(max_lead_ms, Relaxed);
-    pgrx::warning!(
-        "snowflake_id: {origin} {max_lead_ms} ms while IDs are reserved up to {ahead_ms} ms ahead of the clock: \
-         shards keep issuing under a lead of {max_lead_ms} ms until the clock is within snowflake_id.max_lead_ms \
-         = {} ms of them, instead of refusing every call until then",
-        settings::clock_policy().max_lead_ms
-    );
-}
-
-/// Whether to keep `max_lead_ms` over IDs reserved up to `reserved_up_to` (`resume::Lead::to_keep`).
-fn lead_to_keep(
-    reservation: &Reservation,
-    max_lead_ms: u64,
-    reserved_up_to: u64,
-) -> Option<resume::KeepLead> {
-    let setting_ms = settings::clock_policy().max_lead_ms;
-    let lead = resume::Lead {
-        now_unix_ms: clock::wall_clock_unix_ms(),
-        setting_ms,
-        in_force_ms: generator::lead_in_force(setting_ms, reservation),
-    };
-    lead.to_keep(max_lead_ms, reserved_up_to, settings::reserve_ms(), &fixed_layout::get())
-}
-
-/// Drops a kept lead (`keep_lead`) once spent (`resume::forget_kept_lead`).
-fn forget_spent_lead(reservation: &Reservation, now: u64) {
-    let setting = settings::clock_policy().max_lead_ms;
-    let kept = reservation.inherited_max_lead_ms.load(Relaxed);
-    let ceiling = reservation.ceiling.load(Relaxed);
-    match resume::forget_kept_lead(now, kept, ceiling, setting, settings::reserve_ms()) {
-        resume::KeptLead::Keep => {}
-        resume::KeptLead::Drop { logged } => {
-            reservation.inherited_max_lead_ms.store(0, Relaxed);
-            if logged {
-                pgrx::log!(
-                    "snowflake_id: the clock has caught up: snowflake_id.max_lead_ms = {setting} ms holds again \
-                     (kept {kept} ms until now)"
-                );
-            }
-        }
-    }
 }
 
 /// Whether the replay ended on the old primary's clean stop: its shutdown checkpoint after the
@@ -267,6 +199,7 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
     fence::shared::apply_setting(true);
     let mut failing = false;
     let mut lease = fence::lease::Keeper::default();
+    let mut claims = registry::keeper::Keeper::start();
     loop {
         if BackgroundWorker::sighup_received() {
             let max_lead_before = settings::clock_policy().max_lead_ms;
@@ -279,8 +212,9 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
             keep_lead(reservation, kept, "snowflake_id.max_lead_ms was lowered from");
         }
         keep_lease(&mut lease);
+        keep_claims(reservation, &mut claims);
         legacy_wal::look_at_checkpoints();
-        match renew(reservation) {
+        match renew(reservation, claims.cap_unix_ms()) {
             Ok(()) if failing => {
                 pgrx::log!("snowflake_id reservation is being recorded again");
                 failing = false;
@@ -299,6 +233,7 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
             break;
         }
     }
+    claims.release();
     reservation.worker.store(0, Release);
     // Exit code 1, so that the postmaster restarts the worker if it was terminated while the
     // server goes on (at shutdown it is not restarted anyway); without it no ID can be issued.
@@ -335,8 +270,9 @@ fn keep_lease(lease: &mut fence::lease::Keeper) {
 }
 
 /// One look at the clock: records and publishes a new ceiling when the current one is too
-/// close, or records a lowered one (`resume::renewal`).
-fn renew(reservation: &Reservation) -> std::io::Result<()> {
+/// close, or records a lowered one (`resume::renewal`), never past `cap_unix_ms` (the lowest
+/// mark of the shards held in the registry).
+fn renew(reservation: &Reservation, cap_unix_ms: Option<u64>) -> std::io::Result<()> {
     let layout = fixed_layout::get();
     // A clock outside the ID range makes every call refuse anyway; nothing to reserve.
     let Ok(now) = layout.time_part(clock::wall_clock_unix_ms()) else { return Ok(()) };
@@ -354,7 +290,13 @@ fn renew(reservation: &Reservation) -> std::io::Result<()> {
                 utc::format_utc_ms(layout.unix_ms(lower))
             );
         }
-        Some(resume::Renewal::Raised(ceiling)) => {
+        Some(resume::Renewal::Raised(wanted)) => {
+            let cap = cap_unix_ms.and_then(|cap| layout.time_part(cap as i64).ok());
+            let ceiling =
+                cap.map_or(wanted, |cap| snowflake_core::registry::ceiling_within_mark(wanted, cap));
+            if ceiling <= reservation.ceiling.load(Relaxed) {
+                return Ok(());
+            }
             let started = Instant::now();
             record(reservation, ceiling, resume::RECORDING)?;
             LAST_RECORDING_MS.store(started.elapsed().as_millis() as u64, Relaxed);

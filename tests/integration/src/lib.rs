@@ -13,7 +13,8 @@
 //!   its kinds of operation, their history, readers paging below the horizon, the seeded
 //!   choices of a workload);
 //! - `queries`: what tests ask a server and assert about what it holds;
-//! - `ha`: a stand-in HA manager for the lease; `kit`: the kits of deploy/ run for real;
+//! - `ha`: a stand-in HA manager for the lease; `registry`: an etcd for the shard registry;
+//!   `kit`: the kits of deploy/ run for real;
 //! - `campaign`: the fault campaign (docs/reliability.md).
 //!
 //! The servers run as the unprivileged `postgres` user when the tests run as root (initdb
@@ -30,6 +31,7 @@ mod pair;
 pub mod power_loss;
 mod process;
 mod queries;
+mod registry;
 mod workload;
 
 pub use cluster::*;
@@ -41,6 +43,7 @@ pub use kit::*;
 pub use pair::*;
 pub use process::*;
 pub use queries::*;
+pub use registry::*;
 pub use workload::*;
 
 /// The setting of the 53-bit layout (docs/js53.md), which several tests start servers with.
