@@ -24,6 +24,10 @@
 #                                                   it first without the old reservation
 #                                                   record, which must be refused); the
 #                                                   extension is installed into N too
+#   --registry                                      every server claims its shards from an etcd
+#                                                   of the run's own (docs/registry.md), whose
+#                                                   faults join the schedule: etcd down, a
+#                                                   claim stolen
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -43,7 +47,7 @@ schedule_seeds() {
     END { if (!found && field == 3) print first }' "$SCHEDULES"
 }
 
-seeds=() minutes="" out=.run/campaign install=1 upgrade_to=
+seeds=() minutes="" out=.run/campaign install=1 registry=0 upgrade_to=
 while [ $# -gt 0 ]; do
   case "$1" in
     --seed) seeds+=("$2"); shift 2 ;;
@@ -56,7 +60,8 @@ while [ $# -gt 0 ]; do
       seeds+=("${named[@]}"); shift 2 ;;
     --no-install) install=0; shift ;;
     --upgrade-to) upgrade_to=$2; shift 2 ;;
-    *) echo "usage: $0 (--seed N [--seed M ...] --minutes M | --schedule NAME --minutes M | --short) [--out DIR] [--no-install] [--upgrade-to MAJOR]" >&2; exit 2 ;;
+    --registry) registry=1; shift ;;
+    *) echo "usage: $0 (--seed N [--seed M ...] --minutes M | --schedule NAME --minutes M | --short) [--out DIR] [--no-install] [--upgrade-to MAJOR] [--registry]" >&2; exit 2 ;;
   esac
 done
 if [ ${#seeds[@]} -eq 0 ] || [ -z "$minutes" ]; then
@@ -76,6 +81,7 @@ if [ "$install" = 1 ]; then install_extension; fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 echo "campaign: PostgreSQL $PG_MAJOR${upgrade_to:+ (the second server upgraded to $upgrade_to)}, seeds ${seeds[*]}, $minutes minutes each; folders in $out"
-SNOWFLAKE_CAMPAIGN_SEEDS=$(IFS=,; echo "${seeds[*]}") SNOWFLAKE_CAMPAIGN_MINUTES=$minutes \
+SNOWFLAKE_CAMPAIGN_REGISTRY=$registry \
+  SNOWFLAKE_CAMPAIGN_SEEDS=$(IFS=,; echo "${seeds[*]}") SNOWFLAKE_CAMPAIGN_MINUTES=$minutes \
   SNOWFLAKE_CAMPAIGN_OUT=$out CARGO_TARGET_DIR=tests/integration/target \
   cargo test --release --manifest-path tests/integration/Cargo.toml --test campaign -- --nocapture

@@ -54,7 +54,9 @@
 #                            moves, faked clocks, slow and failing fsync, refused starts, an HA
 #                            manager's death),
 #                            judged by the checks of docs/reliability.md; two seeds on 15 and
-#                            one on 19, about 2 minutes each
+#                            one on 19, about 2 minutes each; on 19 also one seed with every
+#                            server claiming its shards from an etcd (scripts/campaign.sh
+#                            --registry: etcd down, a claim stolen)
 #   6. install channels      scripts/package-test.sh: the Debian package's Depends checked against
 #                            the libraries it links; on 15 installed with dpkg as the previous
 #                            release, a cluster running, upgraded in place, updated, removed
@@ -117,6 +119,10 @@ FULL_MAJORS=("${SUPPORTED_MAJORS[0]}" "$NEWEST_MAJOR")
 INTEGRATION_EVERY_MAJOR=(startup layout_memory wal_rmgr replay crash standby failover)
 INTEGRATION_FULL=(standby_restart mesh)
 full_major() { [[ " ${FULL_MAJORS[*]} " == *" $1 "* ]]; }
+# The campaign with the shard registry (docs/registry.md), on the newest major: a seed whose
+# schedule draws etcd down four times and a claim stolen, beside restarts, a power loss and a
+# failover.
+REGISTRY_CAMPAIGN_SEED=1
 
 # Citus is built only for the majors of this run.
 SNOWFLAKE_TEST_MAJORS="${MAJORS[*]}" ./scripts/setup.sh
@@ -260,6 +266,11 @@ for major in "${MAJORS[@]}"; do
     ./scripts/campaign.sh --short --no-install --out "$WORK/campaign-$major"
   else
     skipped "the fault campaign's short run (run on ${FULL_MAJORS[*]})"
+  fi
+  if [ "$major" = "$NEWEST_MAJOR" ]; then
+    step "PostgreSQL $major: fault campaign with the shard registry, short (seed $REGISTRY_CAMPAIGN_SEED; scripts/campaign.sh --registry)"
+    ./scripts/campaign.sh --registry --seed "$REGISTRY_CAMPAIGN_SEED" --minutes 1.25 --no-install \
+      --out "$WORK/campaign-registry-$major"
   fi
 
   step "PostgreSQL $major: Debian package"

@@ -8,6 +8,7 @@ use crate::postgres::registry::{ClaimState, ClaimView};
 use crate::postgres::{clock, fence, fixed_layout, settings};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_core::fence::ShardFence;
 use snowflake_core::generator::Refusal;
 use snowflake_core::layout::LayoutError;
 use snowflake_core::utc::format_utc_ms;
@@ -501,6 +502,12 @@ pub fn registry_refused(function: &'static str, shard: u32, view: ClaimView) -> 
         ClaimState::Unreachable => (
             format!("The registry at {url} does not answer, and snowflake_id.registry_down = 'stop'."),
             format!("Check the registry (etcdctl --endpoints={url} endpoint health); the shard opens at its answer."),
+        ),
+        ClaimState::NotYet | ClaimState::Held if fence::session_fence() == ShardFence::Open => (
+            "With the registry on, this server claims only the shards snowflake_id.shards names, and it names \
+             none (every shard)."
+                .into(),
+            "Name this server's shards in snowflake_id.shards, such as '3,4', and reload.".into(),
         ),
         ClaimState::NotYet | ClaimState::Held => (
             format!("This server has not claimed it in the registry at {url} yet."),

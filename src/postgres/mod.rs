@@ -5,7 +5,8 @@
 //! `fmgr`); the layout fixed at start (`fixed_layout`); the fence, the lease that closes it
 //! while the HA manager does not confirm this server, the registry that closes each shard this
 //! server does not hold, and the other settings (`fence`, `fence::lease`, `registry`,
-//! `settings`); the reservation's record and its restore at start
+//! `settings`), with the worker's own threads that ask the last two (`worker_thread`); the
+//! reservation's record and its restore at start
 //! (`reservation::record`, `reservation::restore`); shared memory (`shmem`), which restores
 //! the reservation when it is created; and what runs on it: the WAL resource manager, the
 //! worker and the promotion guard, owed on disk until it is recorded, and resuming where the
@@ -45,3 +46,5 @@ pub mod sequence_hint;
 pub mod settings;
 /// The generator state in shared memory: the reservation and one slot per shard.
 pub mod shmem;
+/// The reservation worker's own threads, which ask network peers: every signal blocked in them.
+pub mod worker_thread;

@@ -42,8 +42,8 @@
 //!
 //! A value refused at start stops the server; one refused at a reload keeps the value before.
 
-use super::super::clock;
 use super::super::guc::{self, refuse_setting, ConfiguredAtStart};
+use super::super::{clock, worker_thread};
 use super::lease_question::{self, ANSWER_DEADLINE};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
@@ -179,26 +179,12 @@ struct Asker {
 }
 
 impl Asker {
-    /// Starts the thread. Every signal is blocked in it: PostgreSQL's handlers (SIGHUP, SIGTERM,
-    /// the latch's SIGURG or SIGUSR1) must run in the worker's own thread, and the thread calls
-    /// nothing of PostgreSQL (no palloc, no elog), only the socket API and the clock.
+    /// Starts the thread (`worker_thread`: every signal blocked in it, nothing of PostgreSQL
+    /// called).
     fn start() -> std::io::Result<Asker> {
         let shared = Arc::new((Mutex::new(Exchange::default()), Condvar::new()));
         let for_thread = Arc::clone(&shared);
-        // SAFETY: sigset and pthread_sigmask on this thread's own mask, restored right after
-        // the spawn; the new thread inherits the blocked mask.
-        let spawned = unsafe {
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            let mut before: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before);
-            let spawned = std::thread::Builder::new()
-                .name("snowflake lease".into())
-                .spawn(move || ask_forever(&for_thread));
-            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
-            spawned
-        };
-        spawned.map(|_| Asker { shared })
+        worker_thread::spawn("snowflake lease", move || ask_forever(&for_thread)).map(|()| Asker { shared })
     }
 }
 

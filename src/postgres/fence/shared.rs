@@ -278,16 +278,29 @@ pub fn regain_lease() -> bool {
     true
 }
 
+/// The setting as the worker last logged it (this process's memory: a restarted worker logs
+/// its fence again at its start).
+static LOGGED_SETTING: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
 /// The reservation worker's part: makes its `snowflake_id.shards` the fence of every call,
 /// when it starts and after each reload it applies, and logs it when it changed (at start,
 /// when it is not open), so that an operator sees from when it holds. While the lease is lost
-/// the fence stays closed; it opens on the setting when the lease holds again.
+/// the fence stays closed; it opens on the setting when the lease holds again. The setting
+/// counts as changed when its text did, even where the words published did not: with the
+/// registry on, a shard added opens only once claimed (`set_claimed`), and the reload is
+/// still applied, and logged, at once.
 pub fn apply_setting(starting: bool) {
     if lease_lost_since().is_some() {
         return;
     }
     let fence = session_fence();
-    if publish(&fence) || (starting && fence != ShardFence::Open) {
+    let text = setting_text();
+    let mut logged = LOGGED_SETTING.lock().unwrap_or_else(|e| e.into_inner());
+    let text_changed = logged.as_ref().is_some_and(|before| *before != text);
+    let published = publish(&fence);
+    *logged = Some(text);
+    drop(logged);
+    if published || text_changed || (starting && fence != ShardFence::Open) {
         let text = setting_text();
         match fence {
             ShardFence::Open => pgrx::log!(

@@ -1,11 +1,12 @@
-//! The registry's asking thread: the reservation worker's, so that the worker's loop (which
-//! renews the reservation and moves the fence) never waits on the registry. Each round it reads
+//! The registry's asking thread: the reservation worker's (`worker_thread`), so that the
+//! worker's loop (which renews the reservation and moves the fence) never waits on the registry. Each round it reads
 //! every shard it does not hold and takes those the rules let it take, and renews those it
 //! holds (a fresh lease, the claim written again, the mark raised when due), each request
 //! within one deadline. It calls nothing of PostgreSQL (no palloc, no elog): what it learnt
 //! goes to the worker through `Exchange`, which the worker reads each turn of its loop.
 
 use super::Config;
+use crate::postgres::worker_thread;
 use snowflake_core::registry::{self, Claim, Holder, Verdict};
 use snowflake_registry::{Current, Error, Etcd, Outcome};
 use std::collections::BTreeMap;
@@ -59,23 +60,11 @@ pub struct Exchange {
 
 pub type Shared = Arc<(Mutex<Exchange>, Condvar)>;
 
-/// Starts the thread, every signal blocked in it (as the lease's asking thread).
+/// Starts the thread (`worker_thread`: every signal blocked in it, nothing of PostgreSQL called).
 pub fn start() -> std::io::Result<Shared> {
     let shared: Shared = Arc::new((Mutex::new(Exchange::default()), Condvar::new()));
     let for_thread = Arc::clone(&shared);
-    // SAFETY: sigset and pthread_sigmask on this thread's own mask, restored right after the
-    // spawn; the new thread inherits the blocked mask.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut before: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before);
-        let spawned = std::thread::Builder::new()
-            .name("snowflake registry".into())
-            .spawn(move || ask_forever(&for_thread));
-        libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
-        spawned.map(|_| shared)
-    }
+    worker_thread::spawn("snowflake registry", move || ask_forever(&for_thread)).map(|()| shared)
 }
 
 fn wall_ms() -> u64 {

@@ -38,6 +38,8 @@ pub struct Keeper {
     /// The last state logged per shard: each change is logged once.
     logged: BTreeMap<u32, ClaimState>,
     logged_failure: Option<String>,
+    /// Whether the warning that `snowflake_id.shards` names no shard was given since it last did.
+    warned_open: bool,
 }
 
 impl Keeper {
@@ -66,8 +68,18 @@ impl Keeper {
     pub fn look(&mut self, ceiling_unix_ms: u64) -> Vec<Taken> {
         let (Some(config), Some(shared)) = (&self.config, &self.shared) else { return Vec::new() };
         let shards = match fence::session_fence() {
-            ShardFence::Open => Vec::new(),
+            ShardFence::Open => {
+                if !self.warned_open {
+                    pgrx::warning!(
+                        "snowflake_id: the registry is on but snowflake_id.shards names no shards: this server claims \
+                         none and issues none; name its shards in snowflake_id.shards and reload"
+                    );
+                    self.warned_open = true;
+                }
+                Vec::new()
+            }
             fence @ ShardFence::Only(_) => {
+                self.warned_open = false;
                 (0..fixed_layout::get().shard_count()).filter(|&shard| fence.allows(shard)).collect()
             }
         };
@@ -181,6 +193,10 @@ impl Keeper {
         let Some(shared) = &self.shared else { return };
         for shard in std::mem::take(&mut self.published).into_keys() {
             fence::shared::set_claimed(shard, false);
+            // Calls meanwhile wait for the next worker's claim, as at a start.
+            if let Some(claim) = claim(shard) {
+                claim.set(ClaimState::NotYet, None, None, None);
+            }
         }
         let (exchange, wake) = &**shared;
         let mut state = exchange.lock().unwrap_or_else(|e| e.into_inner());

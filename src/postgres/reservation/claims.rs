@@ -49,7 +49,8 @@ fn resume_above_mark(reservation: &Reservation, shard: u32, mark_unix_ms: u64) -
         let ceiling = mark.max(reservation.ceiling.load(Relaxed));
         if let Err(error) = record(reservation, ceiling, resume::RECORDING_GUARD) {
             pgrx::warning!(
-                "could not record the snowflake_id reservation above the registry's mark of shard {shard} in                  \"{FILE}\": {error}; the shard stays fenced"
+                "could not record the snowflake_id reservation above the registry's mark of shard {shard} in \
+                 \"{FILE}\": {error}; the shard stays fenced"
             );
             return false;
         }

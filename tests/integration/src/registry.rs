@@ -73,14 +73,46 @@ impl Registry {
 
     /// Whether it answers a status request with 200.
     fn answers(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.client_port)) else { return false };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-        let request = "POST /v3/maintenance/status HTTP/1.0\r\nHost: 127.0.0.1\r\n\
-                       Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+        self.post("/v3/maintenance/status", "{}").is_some()
+    }
+
+    /// One request to etcd's JSON gateway; its answer's body when the status is 200.
+    fn post(&self, path: &str, body: &str) -> Option<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.client_port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        let request = format!(
+            "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
         let mut answer = String::new();
-        stream.write_all(request.as_bytes()).is_ok()
-            && stream.read_to_string(&mut answer).is_ok()
-            && answer.starts_with("HTTP/1.0 200")
+        stream.write_all(request.as_bytes()).ok()?;
+        stream.read_to_string(&mut answer).ok()?;
+        let body = answer.split_once("\r\n\r\n").map(|(_, body)| body.to_string());
+        answer.starts_with("HTTP/1.0 200").then_some(body).flatten()
+    }
+
+    /// A shard's claim under `prefix` written over by a holder of another data directory
+    /// (`system_identifier`), bound to no lease: the shard's holder loses it at its next
+    /// renewal, and every server finds it held elsewhere until `give_back`.
+    pub fn steal_claim(&self, prefix: &str, shard: i32, system_identifier: u64) {
+        let claim = format!(
+            "{{\"system_identifier\":\"{system_identifier}\",\"timeline\":1,\"incarnation\":\"1\",\
+             \"node\":\"a thief\",\"since_unix_ms\":{}}}",
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+        );
+        let body = format!(
+            "{{\"key\":\"{}\",\"value\":\"{}\"}}",
+            base64(format!("{prefix}claim/{shard}").as_bytes()),
+            base64(claim.as_bytes())
+        );
+        assert!(self.post("/v3/kv/put", &body).is_some(), "etcd refused the stolen claim");
+    }
+
+    /// The stolen claim deleted: the shard is free again.
+    pub fn give_back(&self, prefix: &str, shard: i32) {
+        let body = format!("{{\"key\":\"{}\"}}", base64(format!("{prefix}claim/{shard}").as_bytes()));
+        assert!(self.post("/v3/kv/deleterange", &body).is_some(), "etcd refused to delete the claim");
     }
 
     /// `kill -9`, by its pid.
@@ -96,5 +128,35 @@ impl Drop for Registry {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Standard base64 with padding, as etcd's JSON gateway takes keys and values.
+fn base64(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut text = String::new();
+    for chunk in bytes.chunks(3) {
+        let word =
+            chunk.iter().enumerate().fold(0u32, |word, (i, &byte)| word | u32::from(byte) << (16 - 8 * i));
+        for i in 0..4 {
+            text.push(if i <= chunk.len() {
+                DIGITS[(word >> (18 - 6 * i) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_is_the_standard_one() {
+        assert_eq!(super::base64(b""), "");
+        assert_eq!(super::base64(b"f"), "Zg==");
+        assert_eq!(super::base64(b"fo"), "Zm8=");
+        assert_eq!(super::base64(b"foo"), "Zm9v");
+        assert_eq!(super::base64(b"/snowflake_id/claim/5"), "L3Nub3dmbGFrZV9pZC9jbGFpbS81");
     }
 }

@@ -10,6 +10,8 @@
 //! - `SNOWFLAKE_CAMPAIGN_PLAN_ONLY=1`: print each seed's schedule, run nothing (to choose seeds)
 //! - `SNOWFLAKE_CAMPAIGN_UPGRADE_PG_CONFIG`: `pg_config` of the next major, with the extension
 //!   installed: the second server is moved there by pg_upgrade in the middle of each run
+//! - `SNOWFLAKE_CAMPAIGN_REGISTRY=1`: every server claims its shards from a registry (an etcd
+//!   of the run's own), whose faults (etcd down, a claim stolen) join the schedule
 
 use snowflake_id_integration::bin_dir_of;
 use snowflake_id_integration::campaign::schedule::Schedule;
@@ -28,14 +30,16 @@ fn fault_campaign() {
     let upgrade_bin = std::env::var_os("SNOWFLAKE_CAMPAIGN_UPGRADE_PG_CONFIG")
         .map(|pg_config| bin_dir_of(pg_config.as_ref()));
     let upgrade_to = upgrade_bin.as_deref().map(snowflake_id_integration::major_of);
+    let registry = std::env::var_os("SNOWFLAKE_CAMPAIGN_REGISTRY").is_some_and(|value| value == "1");
     let mut failed = Vec::new();
     for seed in seeds.split(',').map(|seed| seed.trim().parse::<u64>().expect("a seed")) {
         let duration = Duration::from_secs_f64(minutes * 60.0);
         if std::env::var_os("SNOWFLAKE_CAMPAIGN_PLAN_ONLY").is_some() {
-            println!("{}", Schedule::new(seed, duration, upgrade_to).text());
+            println!("{}", Schedule::new(seed, duration, upgrade_to, registry).text());
             continue;
         }
-        let options = Options { seed, duration, out_dir: out_dir.clone(), upgrade_bin: upgrade_bin.clone() };
+        let options =
+            Options { seed, duration, out_dir: out_dir.clone(), upgrade_bin: upgrade_bin.clone(), registry };
         let summary = run(&options);
         if !summary.passed() {
             failed.push(summary.text());
@@ -77,7 +81,7 @@ fn named_schedules_still_draw_their_faults() {
     assert!(!schedules.is_empty(), "schedules.tsv names no schedule");
     let mut moved = Vec::new();
     for named in &schedules {
-        let text = Schedule::new(named.seed, Duration::from_secs(75), None).text();
+        let text = Schedule::new(named.seed, Duration::from_secs(75), None, false).text();
         let missing: Vec<&String> =
             named.must_draw.iter().filter(|line| !text.contains(line.as_str())).collect();
         if !missing.is_empty() {

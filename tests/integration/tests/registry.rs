@@ -5,7 +5,7 @@
 //! every ID its last holder gave, whatever its clock says.
 
 use postgres::Client;
-use snowflake_id_integration::{db_error, Cluster, FakeClock, Registry};
+use snowflake_id_integration::{db_error, Cluster, Disk, FakeClock, Pair, Registry, Write, Writers};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,20 @@ fn server(name: &str, registry: &Registry, shards: &str) -> Cluster {
     let settings = registry_settings(registry, shards);
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
     Cluster::builder(name).settings(&settings).setup("CREATE EXTENSION snowflake_id").start()
+}
+
+/// Writers on `cluster`, each asking for 10 IDs of `shard` at a time until its first error.
+fn writers(cluster: &Cluster, shard: i32, count: usize) -> Writers {
+    let write = || Write::text("SELECT snowflake_nextvals($1, 10)", &[shard]);
+    Writers::start(cluster, (0..count).map(|_| write()).collect())
+}
+
+/// The Unix millisecond of an ID of the default layout.
+fn unix_ms(client: &mut Client, id: i64) -> i64 {
+    let row = client
+        .query_one("SELECT (extract(epoch FROM (snowflake_decode($1)).ts) * 1000)::bigint", &[&id])
+        .unwrap();
+    row.get(0)
 }
 
 /// The first ID of `shard` the server issues, once it holds the shard's claim: asked again
@@ -144,4 +158,139 @@ fn a_copied_data_directory_never_issues_a_shard_its_original_holds() {
     all.extend(ids(&mut on_copy, 4, 1000));
     assert_eq!(all.len(), count + 1000, "an ID was issued twice");
     copy.stop("fast");
+}
+
+#[test]
+fn a_promoted_standby_takes_its_primarys_shard_at_once_and_the_old_primary_fences() {
+    let registry = Registry::start("failover");
+    // A lease long enough that a promoted server that waited for it would be seen waiting.
+    let mut settings = registry_settings(&registry, "5");
+    settings.push("snowflake_id.registry_ttl_ms = 20000".into());
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let pair =
+        Pair::builder("registry-failover").settings(&settings).setup("CREATE EXTENSION snowflake_id").start();
+    first_id_within(&mut pair.primary.connect(), 5, Duration::from_secs(30));
+    let load = writers(&pair.primary, 5, 2);
+    load.wait_for(2_000);
+
+    // The standby is promoted while its old primary runs on (its HA manager dead): the
+    // promoted server issues the shard without waiting out the old primary's lease.
+    let mut promoted = pair.promote();
+    let promoted_at = Instant::now();
+    let first = first_id_within(&mut promoted, 5, Duration::from_secs(10));
+    assert!(promoted_at.elapsed() < Duration::from_secs(10), "the promoted server waited for the lease");
+
+    // The old primary loses the claim at its next renewal (a third of the lease): its writers
+    // stop at the fence, and every ID they were given lies below the promoted server's first.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while load.errors().len() < 2 {
+        assert!(Instant::now() < deadline, "the old primary still issues shard 5: {:?}", load.errors());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (keys, errors) = load.finish();
+    assert!(
+        errors.iter().all(|error| error.contains("55000") || error.contains("not issued by this server")),
+        "{errors:?}"
+    );
+    let highest = keys.iter().flatten().max().copied().unwrap();
+    assert!(first > highest, "the promoted server resumed at {first}, not above its old primary's {highest}");
+    // Lost at the renewal, then, at its next read, refused for good: a later timeline holds it.
+    let mut on_old = pair.primary.connect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let error = db_error(&mut on_old, "SELECT snowflake_nextval(5)");
+        assert_eq!(error.code().code(), "55000", "{error:?}");
+        if error.detail().unwrap().contains("A promoted standby of this server") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the old primary does not say it was replaced: {error:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_registry_down_issues_up_to_the_mark_and_nothing_past_it() {
+    let mut registry = Registry::start("down");
+    // The mark 2 s ahead: an outage of 10 s outlasts it.
+    let mut settings = registry_settings(&registry, "6");
+    settings.push("snowflake_id.registry_reserve_ms = 2000".into());
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let server =
+        Cluster::builder("registry-down").settings(&settings).setup("CREATE EXTENSION snowflake_id").start();
+    let mut client = server.connect();
+    first_id_within(&mut client, 6, Duration::from_secs(30));
+    let load = writers(&server, 6, 2);
+    load.wait_for(1_000);
+
+    // etcd killed under the writers: they go on up to the mark recorded, then are refused.
+    let killed_at_unix_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    registry.kill();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while load.errors().len() < 2 {
+        assert!(Instant::now() < deadline, "the writers went on for 10 s with the registry down");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (keys, _) = load.finish();
+    let highest = keys.iter().flatten().max().copied().unwrap();
+    // The mark lay at most registry_reserve_ms ahead of the ceiling wanted at its last renewal
+    // (itself at most max_lead_ms + reserve_ms ahead of the clock), with a second for the
+    // renewal's own time.
+    let bound = killed_at_unix_ms + 2_000 + 2_000 + 500 + 1_000;
+    let highest_ms = unix_ms(&mut client, highest);
+    assert!(highest_ms <= bound, "an ID of {highest_ms} was issued past the mark (at most {bound})");
+
+    // etcd started again on its data: the claim is renewed, the writers go on, nothing repeats.
+    registry.run();
+    let mut all: HashSet<i64> = keys.into_iter().flatten().collect();
+    let count = all.len();
+    let again = first_id_within(&mut client, 6, Duration::from_secs(30));
+    assert!(again > highest);
+    all.extend(ids(&mut client, 6, 1000));
+    all.insert(again);
+    assert_eq!(all.len(), count + 1001, "an ID was issued twice");
+}
+
+#[test]
+fn a_holder_that_lost_power_is_followed_above_every_id_it_gave() {
+    let registry = Registry::start("power-loss");
+    let settings = registry_settings(&registry, "7");
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let mut holder = Cluster::builder("registry-holder")
+        .settings(&settings)
+        .disk(Disk::PowerLoss)
+        .setup("CREATE EXTENSION snowflake_id")
+        .start();
+    let mut on_holder = holder.connect();
+    let mut given = vec![first_id_within(&mut on_holder, 7, Duration::from_secs(30))];
+
+    // Another server configured with the same shard, its clock 30 s behind: refused while the
+    // holder renews.
+    let mut other = Cluster::builder("registry-other").settings(&settings).create();
+    let clock = FakeClock::of(&other);
+    clock.set("-30s");
+    clock.start(&mut other);
+    let mut on_other = other.connect();
+    on_other.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    given.extend(ids(&mut on_holder, 7, 2000));
+    let error = db_error(&mut on_other, "SELECT snowflake_nextval(7)");
+    assert!(error.detail().unwrap().contains("two servers are configured with this shard"), "{error:?}");
+
+    // The holder's machine loses power: what it did not fsync is gone, its claim runs out, and
+    // the other takes the shard above every ID the holder gave.
+    given.extend(ids(&mut on_holder, 7, 2000));
+    drop(on_holder);
+    holder.lose_power();
+    let taken = first_id_within(&mut on_other, 7, Duration::from_millis(10 * TTL_MS));
+    let highest = *given.iter().max().unwrap();
+    assert!(taken > highest, "the other server resumed shard 7 at {taken}, not above the holder's {highest}");
+
+    // Started again, the old holder finds the shard held by the other, and issues none of it.
+    holder.start_with(&[]);
+    let mut on_holder = holder.connect();
+    std::thread::sleep(Duration::from_millis(2 * TTL_MS));
+    let error = db_error(&mut on_holder, "SELECT snowflake_nextval(7)");
+    assert!(error.detail().unwrap().contains("two servers are configured with this shard"), "{error:?}");
+    other.stop("fast");
+    holder.stop("fast");
 }

@@ -38,13 +38,16 @@ pub struct Options {
     /// The `bin` folder of the next PostgreSQL major, with the extension installed: the second
     /// server is moved there with pg_upgrade once, in the middle of the run.
     pub upgrade_bin: Option<PathBuf>,
+    /// Every server claims its shards from a registry of the run's own, which the faults
+    /// reach too (`schedule::Schedule::registry`).
+    pub registry: bool,
 }
 
 /// Runs one campaign; the summary says whether every check passed (when not, the folder of
 /// the run holds everything).
 pub fn run(options: &Options) -> report::Summary {
     let upgrade_to = options.upgrade_bin.as_deref().map(crate::install::major_of);
-    let schedule = schedule::Schedule::new(options.seed, options.duration, upgrade_to);
+    let schedule = schedule::Schedule::new(options.seed, options.duration, upgrade_to, options.registry);
     let dir = options.out_dir.join(format!("seed-{}", options.seed));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -52,7 +55,9 @@ pub fn run(options: &Options) -> report::Summary {
     println!("campaign: schedule\n{text}");
     std::fs::write(dir.join("schedule.txt"), &text).unwrap();
 
-    let lead = |larger: bool| if larger { schedule::LARGER_LEAD_MS } else { schedule::DEFAULT_LEAD_MS };
+    let kept = if schedule.registry { system::registry_kept_lead_ms(&schedule) } else { 0 };
+    let lead =
+        |larger: bool| kept + if larger { schedule::LARGER_LEAD_MS } else { schedule::DEFAULT_LEAD_MS };
     let shared =
         Arc::new(Shared::new([lead(schedule.larger_lead_on_standby), lead(false)], schedule.pair_skew_ms));
     let system = system::System::start(shared.clone(), &schedule, options.upgrade_bin.clone());

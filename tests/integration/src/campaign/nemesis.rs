@@ -4,8 +4,9 @@
 
 use super::schedule::{Fault, Group, Schedule, Step};
 use super::shared::Shared;
-use super::system::System;
+use super::system::{System, REGISTRY_PREFIX};
 use crate::faults::FsyncFault;
+use crate::registry::Registry;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -200,8 +201,26 @@ fn apply(shared: &Shared, system: &Mutex<System>, fault: &Fault, number: usize) 
             drop(failing);
             lock(system).start_standby_if_stopped();
         }
+        Fault::RegistryDown { hold } => {
+            let registry = registry(system);
+            registry.lock().unwrap().kill();
+            sleep(hold);
+            registry.lock().unwrap().run();
+        }
+        Fault::ClaimStolen { shard, hold } => {
+            let registry = registry(system);
+            // A system identifier no server of the run has.
+            registry.lock().unwrap().steal_claim(REGISTRY_PREFIX, shard, 1);
+            sleep(hold);
+            registry.lock().unwrap().give_back(REGISTRY_PREFIX, shard);
+        }
     }
     Ok(())
+}
+
+/// The run's registry (a schedule draws its faults only with one).
+fn registry(system: &Mutex<System>) -> Arc<Mutex<Registry>> {
+    lock(system).registry.clone().expect("a schedule with the registry's faults has a registry")
 }
 
 /// The system, also after a fault panicked while holding it (that fault is a finding already,

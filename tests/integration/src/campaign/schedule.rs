@@ -174,6 +174,19 @@ pub enum Fault {
     Upgrade {
         forgotten: bool,
     },
+    /// With the registry (`Schedule::registry`): etcd killed for `hold`, then started again on
+    /// its data. Each holder issues up to the mark it recorded, and no further.
+    RegistryDown {
+        hold: Duration,
+    },
+    /// With the registry: a shard's claim written over by a holder of another data directory
+    /// (as a server configured with the shard would, had the lease run out) for `hold`, then
+    /// deleted. The shard's holder fences it at its next renewal, and takes it back, above the
+    /// mark, once it is free.
+    ClaimStolen {
+        shard: i32,
+        hold: Duration,
+    },
 }
 
 impl Fault {
@@ -221,6 +234,8 @@ impl Fault {
             Fault::FailingReplayFsync { .. } => "failing fsync of the standby's replay",
             Fault::Upgrade { forgotten: false } => "pg_upgrade",
             Fault::Upgrade { forgotten: true } => "pg_upgrade, the record forgotten first",
+            Fault::RegistryDown { .. } => "registry down",
+            Fault::ClaimStolen { .. } => "claim stolen",
         }
     }
 }
@@ -260,6 +275,10 @@ impl fmt::Display for Fault {
                 write!(f, "fsync of the standby's replay failing for {} ms", hold.as_millis())
             }
             Fault::Upgrade { .. } => write!(f, "{} of {}", self.kind(), Group::Second),
+            Fault::RegistryDown { hold } => write!(f, "registry down for {} ms", hold.as_millis()),
+            Fault::ClaimStolen { shard, hold } => {
+                write!(f, "claim of shard {shard} stolen for {} ms", hold.as_millis())
+            }
             Fault::PowerLoss { group, clock_behind_ms } => {
                 write!(f, "{} of {group}", self.kind())?;
                 if *clock_behind_ms != 0 {
@@ -311,6 +330,9 @@ pub struct Schedule {
     /// `MAX_CLOCK_SKEW_MS`), the disagreement the promotion is documented to absorb. 0 in half
     /// the seeds.
     pub pair_skew_ms: i64,
+    /// Every server claims its shards from a registry (an etcd of the run's own,
+    /// `snowflake_id.registry_url`), whose faults join the environment lane.
+    pub registry: bool,
 }
 
 /// The extension's default `snowflake_id.max_clock_skew_ms`, which the campaign keeps.
@@ -330,7 +352,7 @@ impl Schedule {
     /// With `upgrade_to` (a next major whose PostgreSQL has the extension), one process step
     /// near the middle of the faulty phase becomes the second server's pg_upgrade; the other
     /// steps are those of the seed without it.
-    pub fn new(seed: u64, duration: Duration, upgrade_to: Option<u32>) -> Schedule {
+    pub fn new(seed: u64, duration: Duration, upgrade_to: Option<u32>, registry: bool) -> Schedule {
         let mut pick = Pick::new(seed);
         // A quiet end of at least 30 s (a quarter of long runs), in which every writer must
         // issue again and the readers catch up.
@@ -353,6 +375,7 @@ impl Schedule {
             upgrade_to,
             second_without_wal_records: false,
             pair_skew_ms: 0,
+            registry,
         };
         // Drawn last, so that the rest of the schedule is the seed's with or without it.
         let forgotten = pick.chance(50);
@@ -469,6 +492,12 @@ impl Schedule {
                 *power_lost_at_its_end = pick.chance(50);
             }
         }
+        // The registry's faults, drawn after everything else: a seed's schedule without the
+        // registry is the same with it, these steps added.
+        if registry {
+            schedule.environment.extend(lane(&mut pick, faults_until, (4_000, 12_000), registry_fault));
+            schedule.environment.sort_by_key(|step| step.at);
+        }
         schedule
     }
 
@@ -496,7 +525,7 @@ impl Schedule {
     /// The schedule as printed and saved.
     pub fn text(&self) -> String {
         let mut out = format!(
-            "seed {} for {} s, faults until {} s; replication {}; max_lead_ms {}{}{}{}\n",
+            "seed {} for {} s, faults until {} s; replication {}; max_lead_ms {}{}{}{}{}\n",
             self.seed,
             self.duration.as_secs(),
             self.faults_until.as_secs(),
@@ -517,7 +546,8 @@ impl Schedule {
             match self.pair_skew_ms {
                 0 => String::new(),
                 ms => format!("; the pair's standby's clock {ms:+} ms from its primary's"),
-            }
+            },
+            if self.registry { "; every server claims its shards from a registry (etcd)" } else { "" }
         );
         let mut steps: Vec<(&str, &Step)> = self.process.iter().map(|step| ("process", step)).collect();
         steps.extend(self.environment.iter().map(|step| ("environment", step)));
@@ -600,6 +630,19 @@ fn process_fault(pick: &mut Pick) -> Fault {
             ms: between(pick, 3_000, 15_000) as i64,
             hold: Duration::from_millis(between(pick, 1_500, 4_000)),
         },
+    }
+}
+
+/// A fault of the registry: etcd down for up to 8 s (past the marks of the campaign's
+/// `registry_reserve_ms`, `system::REGISTRY_RESERVE_MS`), or a claim stolen for up to 5 s.
+fn registry_fault(pick: &mut Pick) -> Fault {
+    let hold = Duration::from_millis(between(pick, 1_000, 8_000));
+    if pick.chance(50) {
+        Fault::RegistryDown { hold }
+    } else {
+        let shards = [super::PAIR_SHARDS.as_slice(), super::SECOND_SHARDS.as_slice()].concat();
+        let shard = shards[pick.below(shards.len())];
+        Fault::ClaimStolen { shard, hold: hold.min(Duration::from_secs(5)) }
     }
 }
 

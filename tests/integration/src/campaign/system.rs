@@ -12,10 +12,11 @@ use crate::ha::{Answer, HaStandIn};
 use crate::install::major_of;
 use crate::pair::{Member, Pair, ReplayWatch};
 use crate::process::wait_until;
+use crate::registry::Registry;
 use postgres::Client;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Settings of every server. Calls may wait 2 s for the clock (the first after a promotion
@@ -48,6 +49,27 @@ const MANAGER_TTL: Duration = Duration::from_millis(LEASE_MS + 2_000);
 /// the promotion bound (2.75 s, 5.75 s with the larger lead), so that without the lease the two
 /// would issue the same milliseconds of the same shards.
 const SPLIT_BRAIN: Duration = Duration::from_secs(8);
+/// With the registry (`Schedule::registry`): the claims' lease, the shortest the setting
+/// allows, so that a server restarted after a crash (a new postmaster, which must wait out its
+/// old claim) issues again within seconds; and how far ahead the marks are recorded, below the
+/// longest outage the schedule draws (8 s), so that an outage reaches them.
+const REGISTRY_TTL_MS: u64 = 2_000;
+const REGISTRY_RESERVE_MS: u64 = 3_000;
+/// The registry's keys.
+pub const REGISTRY_PREFIX: &str = "/snowflake_id/campaign/";
+
+/// How much further ahead of its clock than its lead bound a server may issue with the registry
+/// on: a server that takes a shard (after a crash restart, a move, a claim stolen and given
+/// back) resumes above the mark its last holder recorded, up to `REGISTRY_RESERVE_MS` ahead of
+/// that holder's ceiling (itself up to the larger lead and `reserve_ms` ahead of its clock),
+/// and that holder's clock may have been off by the schedule's largest step; it keeps that lead
+/// until its clock catches up (docs/registry.md). The lead check allows that much more.
+pub fn registry_kept_lead_ms(schedule: &Schedule) -> i64 {
+    (REGISTRY_RESERVE_MS + super::schedule::DEFAULT_RESERVE_MS) as i64
+        + LARGER_LEAD_MS
+        + schedule.largest_step_ms()
+}
+
 /// How long the pair's standby may replay nothing while its primary writes before the harness
 /// rebuilds it (`rebuild_standby_if_stuck`): far above any lag seen on a loaded machine
 /// (recoveries of 75 s under three campaigns), so that only a standby that will never move is.
@@ -111,6 +133,10 @@ pub struct System {
     upgrade_bin: Option<PathBuf>,
     /// Whether the pair's standby still replays (`rebuild_standby_if_stuck`).
     replay_watch: ReplayWatch,
+    /// The registry every server claims its shards from, with `Schedule::registry`: shared
+    /// with the nemesis's environment lane, which takes it down while the process lane holds
+    /// the system.
+    pub registry: Option<Arc<Mutex<Registry>>>,
 }
 
 /// `snowflake_id.shards` for a list of shards.
@@ -136,8 +162,12 @@ fn create_table(client: &mut Client, shard: i32) {
 impl System {
     pub fn start(shared: Arc<Shared>, schedule: &Schedule, upgrade_bin: Option<PathBuf>) -> System {
         let shards = [PAIR_SHARDS.to_vec(), SECOND_SHARDS.to_vec()];
-        let mut primary = new_server(&shared, Group::Pair, "pair-1", &server_settings(&shards[0], false));
-        let second_settings = server_settings(&shards[1], schedule.second_without_wal_records);
+        let registry = schedule.registry.then(|| Registry::start("campaign"));
+        let registry_url = registry.as_ref().map(Registry::url);
+        let url = registry_url.as_deref();
+        let mut primary =
+            new_server(&shared, Group::Pair, "pair-1", &server_settings(&shards[0], false, url));
+        let second_settings = server_settings(&shards[1], schedule.second_without_wal_records, url);
         let mut second = new_server(&shared, Group::Second, "second", &second_settings);
         for (server, group) in [(&mut primary, Group::Pair), (&mut second, Group::Second)] {
             server.start();
@@ -164,6 +194,7 @@ impl System {
             old_logs: Vec::new(),
             upgrade_bin,
             replay_watch: ReplayWatch::new(STUCK_REPLAY),
+            registry: registry.map(|registry| Arc::new(Mutex::new(registry))),
         };
         system.configure_standby();
         let mut directory = shared.directory.write().unwrap();
@@ -724,7 +755,12 @@ impl System {
                 .unwrap();
         }
         self.second.cluster.stop("fast");
-        let settings = server_settings(&self.shards[Group::Second.index()], self.second_without_wal_records);
+        let registry_url = self.registry.as_ref().map(|registry| registry.lock().unwrap().url());
+        let settings = server_settings(
+            &self.shards[Group::Second.index()],
+            self.second_without_wal_records,
+            registry_url.as_deref(),
+        );
         let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
         let cluster =
             Cluster::builder("campaign-second-upgraded").disk(disk()).bin(&bin).settings(&settings).create();
@@ -811,12 +847,21 @@ fn damage(record: &[u8]) -> Vec<u8> {
 
 /// A new server of `group` (not started), on the group's clock.
 /// The settings of a new server issuing `shards`, without WAL records of its reservation when
-/// `without_wal_records` (`Schedule::second_without_wal_records`).
-fn server_settings(shards: &[i32], without_wal_records: bool) -> Vec<String> {
+/// `without_wal_records` (`Schedule::second_without_wal_records`), claiming them from the
+/// registry at `registry_url` when given.
+fn server_settings(shards: &[i32], without_wal_records: bool, registry_url: Option<&str>) -> Vec<String> {
     let mut settings: Vec<String> = SETTINGS.iter().map(|line| line.to_string()).collect();
     settings.push(format!("snowflake_id.shards = '{}'", fence(shards)));
     if without_wal_records {
         settings.push("snowflake_id.wal_rmgr_id = 0".into());
+    }
+    if let Some(url) = registry_url {
+        settings.extend([
+            format!("snowflake_id.registry_url = '{url}'"),
+            format!("snowflake_id.registry_prefix = '{REGISTRY_PREFIX}'"),
+            format!("snowflake_id.registry_ttl_ms = {REGISTRY_TTL_MS}"),
+            format!("snowflake_id.registry_reserve_ms = {REGISTRY_RESERVE_MS}"),
+        ]);
     }
     settings
 }
