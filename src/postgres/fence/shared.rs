@@ -290,17 +290,20 @@ static LOGGED_SETTING: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(
 /// registry on, a shard added opens only once claimed (`set_claimed`), and the reload is
 /// still applied, and logged, at once.
 pub fn apply_setting(starting: bool) {
+    // Noted also while the lease keeps the fence closed (a worker starts with it closed), so
+    // that the next reload is compared with the setting in force, not with none.
+    let text_changed = {
+        let text = setting_text();
+        let mut logged = LOGGED_SETTING.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = logged.as_ref().is_some_and(|before| *before != text);
+        *logged = Some(text);
+        changed
+    };
     if lease_lost_since().is_some() {
         return;
     }
     let fence = session_fence();
-    let text = setting_text();
-    let mut logged = LOGGED_SETTING.lock().unwrap_or_else(|e| e.into_inner());
-    let text_changed = logged.as_ref().is_some_and(|before| *before != text);
-    let published = publish(&fence);
-    *logged = Some(text);
-    drop(logged);
-    if published || text_changed || (starting && fence != ShardFence::Open) {
+    if publish(&fence) || text_changed || (starting && fence != ShardFence::Open) {
         let text = setting_text();
         match fence {
             ShardFence::Open => pgrx::log!(
