@@ -1,6 +1,7 @@
 //! What monitoring reads: `snowflake_stats()`, what each shard in use has done since the
 //! server started; `snowflake_status()`, the server's reservation worker, reservation and
-//! fence; `snowflake_fence_allows(shard)`, whether the fence in force lets a shard be issued.
+//! fence; `snowflake_fence_allows(shard)`, whether the fence in force lets a shard be issued;
+//! `snowflake_registry_claims()`, each shard's claim in the registry.
 //! The queries file of `deploy/monitoring/` turns them into Prometheus metrics.
 //!
 //! Cheap to read: plain loads of the shared counters, no lock, nothing on the hot path
@@ -9,7 +10,7 @@
 use super::decoding::timestamptz_of_unix_ms;
 use super::{errors, preloaded_layout};
 use crate::postgres::reservation::worker;
-use crate::postgres::{clock, fence, shmem};
+use crate::postgres::{clock, fence, registry, shmem};
 use pgrx::prelude::*;
 use snowflake_core::layout::Layout;
 use std::sync::atomic::Ordering::Relaxed;
@@ -72,9 +73,10 @@ fn snowflake_stats() -> TableIterator<
 /// every shard may be issued, `none` for none), and the lease (`fence::lease`): its URL and
 /// length (NULL while it is off), since when it is lost and every shard fenced for it (NULL
 /// while it holds or is off), and when the request of its last 200 was sent (NULL when none
-/// since the worker started). A proxy or a client can tell from these that a server which is
-/// still read-write is fenced. Volatile, parallel safe; raises 55000 when the library is not
-/// preloaded.
+/// since the worker started), and the shard registry (`registry`): its URL (NULL while off) and
+/// when it last answered (NULL when not since the worker started). A proxy or a client can tell
+/// from these that a server which is still read-write is fenced. Volatile, parallel safe;
+/// raises 55000 when the library is not preloaded.
 #[pg_extern(volatile, parallel_safe)]
 #[allow(clippy::type_complexity)] // pgrx reads the column names from the tuple written out here
 fn snowflake_status() -> TableIterator<
@@ -87,6 +89,8 @@ fn snowflake_status() -> TableIterator<
         name!(lease_ms, Option<i32>),
         name!(lease_lost_since, Option<TimestampWithTimeZone>),
         name!(lease_last_200, Option<TimestampWithTimeZone>),
+        name!(registry_url, Option<String>),
+        name!(registry_last_answer, Option<TimestampWithTimeZone>),
     ),
 > {
     let layout = preloaded_layout("snowflake_status");
@@ -103,7 +107,53 @@ fn snowflake_status() -> TableIterator<
         lease_on.then_some(lease_ms),
         when(fence::shared::lease_refused_since()),
         when(fence::shared::lease_last_yes().filter(|_| lease_on)),
+        registry::configured().map(|config| config.url),
+        when(registry::last_answer_unix_ms()),
     ))
+}
+
+/// One row per shard of `snowflake_id.shards` while the shard registry is on (none while it is
+/// off, or names no shard): the claim's state as the reservation worker last learnt it
+/// (`held`: issued here, up to the mark; `not_yet`, `held_elsewhere`, `waiting` (another
+/// postmaster of this data directory holds it until its lease runs out), `replaced` (a promotion
+/// took it), `lost`, `unreachable`: fenced), the holder's system identifier and timeline (this
+/// server's while held; NULL when unknown), since when it holds the claim, and the mark: the
+/// time part this server issues up to while it holds the claim, and the next holder resumes
+/// above. Volatile, parallel safe; 55000 when the library is not preloaded.
+#[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::type_complexity)] // pgrx reads the column names from the tuple written out here
+fn snowflake_registry_claims() -> TableIterator<
+    'static,
+    (
+        name!(shard, i32),
+        name!(state, String),
+        name!(holder_system_identifier, Option<i64>),
+        name!(holder_timeline, Option<i32>),
+        name!(since, Option<TimestampWithTimeZone>),
+        name!(mark, Option<TimestampWithTimeZone>),
+    ),
+> {
+    let layout = preloaded_layout("snowflake_registry_claims");
+    let shards: Vec<u32> = match (registry::configured(), fence::session_fence()) {
+        (Some(_), fence @ snowflake_core::fence::ShardFence::Only(_)) => {
+            (0..layout.shard_count()).filter(|&shard| fence.allows(shard)).collect()
+        }
+        _ => Vec::new(),
+    };
+    let when = |unix_ms: Option<u64>| unix_ms.map(|ms| timestamptz_of_unix_ms(ms as i64));
+    let rows = shards.into_iter().filter_map(|shard| {
+        let view = registry::claim(shard)?.view();
+        Some((
+            shard as i32,
+            view.state.name().to_owned(),
+            // pg_control_system() shows the system identifier as bigint too.
+            view.holder.map(|(system, _)| system as i64),
+            view.holder.map(|(_, timeline)| timeline as i32),
+            when(view.since_unix_ms),
+            when(view.mark_unix_ms),
+        ))
+    });
+    TableIterator::new(rows.collect::<Vec<_>>())
 }
 
 /// Whether the fence in force on the whole server (`snowflake_id.shards`, as the reservation
@@ -127,7 +177,10 @@ REVOKE ALL ON FUNCTION snowflake_stats() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_stats() TO pg_read_all_stats;
 REVOKE ALL ON FUNCTION snowflake_status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_status() TO pg_read_all_stats;
+/* Who holds each shard, as the registry says: operational data as well. */
+REVOKE ALL ON FUNCTION snowflake_registry_claims() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_registry_claims() TO pg_read_all_stats;
 "#,
     name = "snowflake_stats_privileges",
-    requires = [snowflake_stats, snowflake_status]
+    requires = [snowflake_stats, snowflake_status, snowflake_registry_claims]
 );

@@ -47,6 +47,7 @@ impl Keeper {
     /// after an error left its bits behind), and the asking thread started.
     pub fn start() -> Keeper {
         let Some(config) = configured() else { return Keeper::default() };
+        super::set_last_answer_unix_ms(None);
         for shard in 0..fixed_layout::get().shard_count() {
             fence::shared::set_claimed(shard, false);
         }
@@ -91,6 +92,7 @@ impl Keeper {
                 shared.1.notify_all();
             }
             state.ceiling_unix_ms = ceiling_unix_ms;
+            super::set_last_answer_unix_ms(state.last_answer_unix_ms);
             (state.reports.clone(), state.last_failure.clone())
         };
         if failure != self.logged_failure {

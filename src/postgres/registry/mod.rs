@@ -345,7 +345,10 @@ impl ShardClaim {
 
 const SHMEM_NAME: &CStr = c"snowflake_id registry claims";
 
-/// One `ShardClaim` per shard of the layout, set in every process by the startup hook.
+/// The registry's shared memory: when it last answered (Unix ms, 0 for never since the worker
+/// started), then one `ShardClaim` per shard of the layout. The word and the claims are written
+/// by the reservation worker only, and read for `snowflake_status()` and messages.
+static mut LAST_ANSWER: *const AtomicU64 = std::ptr::null();
 static mut CLAIMS: *const ShardClaim = std::ptr::null();
 static mut CLAIM_COUNT: usize = 0;
 
@@ -353,28 +356,52 @@ fn claim_count() -> usize {
     super::fixed_layout::get().shard_count() as usize
 }
 
-/// Requests the claims' shared memory: called from `shmem`'s request hook.
-pub fn request() {
-    // SAFETY: called by `shmem`'s hook, in the postmaster, when shared memory is requested.
-    unsafe { pg_sys::RequestAddinShmemSpace(claim_count() * size_of::<ShardClaim>()) };
+fn shmem_bytes(count: usize) -> usize {
+    size_of::<AtomicU64>() + count * size_of::<ShardClaim>()
 }
 
-/// Maps the claims, zeroed (`NotYet`) when created.
+/// Requests the registry's shared memory: called from `shmem`'s request hook.
+pub fn request() {
+    // SAFETY: called by `shmem`'s hook, in the postmaster, when shared memory is requested.
+    unsafe { pg_sys::RequestAddinShmemSpace(shmem_bytes(claim_count())) };
+}
+
+/// Maps the registry's shared memory, zeroed (never answered, every claim `NotYet`) when
+/// created.
 ///
 /// # Safety
 /// Called by `shmem`'s startup hook, with AddinShmemInitLock held.
 pub unsafe fn attach() {
     let count = claim_count();
-    let bytes = count * size_of::<ShardClaim>();
+    let bytes = shmem_bytes(count);
     let mut found = false;
-    // SAFETY: as the caller promises; zeroed memory is a valid `ShardClaim` (`NotYet`).
+    // SAFETY: as the caller promises; zeroed memory is a valid `AtomicU64` and `ShardClaim`.
+    // The claims follow one word, so they keep its alignment (a `ShardClaim` is all words).
     unsafe {
         let base = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), bytes, &mut found);
         if !found {
             std::ptr::write_bytes(base.cast::<u8>(), 0, bytes);
         }
-        CLAIMS = base.cast::<ShardClaim>();
+        LAST_ANSWER = base.cast::<AtomicU64>();
+        CLAIMS = LAST_ANSWER.add(1).cast::<ShardClaim>();
         CLAIM_COUNT = count;
+    }
+}
+
+/// When the registry last answered the asking thread (Unix ms); `None` when it has not since
+/// the worker started, or without preloading.
+pub fn last_answer_unix_ms() -> Option<u64> {
+    // SAFETY: written once per process before any SQL runs, then only read; null without preloading.
+    let word = unsafe { LAST_ANSWER.as_ref() }?;
+    Some(word.load(Relaxed)).filter(|&at| at != 0)
+}
+
+/// The worker's part: publishes when the registry last answered (`None`: not since it started).
+/// Relaxed: a monitoring figure, read on its own.
+pub fn set_last_answer_unix_ms(at: Option<u64>) {
+    // SAFETY: as in `last_answer_unix_ms`.
+    if let Some(word) = unsafe { LAST_ANSWER.as_ref() } {
+        word.store(at.unwrap_or(0), Relaxed);
     }
 }
 

@@ -5,7 +5,7 @@
 //! back (libfaketime), its reservation worker is terminated and its fence moves. A plain role
 //! gets 42501 from every query of the file that reads the generator's state.
 
-use snowflake_id_integration::{apply_settings, db_error, print_log_tail, Cluster, FakeClock};
+use snowflake_id_integration::{apply_settings, db_error, print_log_tail, Cluster, FakeClock, Registry};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -200,6 +200,8 @@ fn the_exporter_turns_the_generator_into_metrics() {
             "snowflake_id_fence",
             "snowflake_id_horizon",
             "snowflake_id_layout",
+            "snowflake_id_registry",
+            "snowflake_id_registry_claim",
             "snowflake_id_reservation"
         ]
     );
@@ -238,6 +240,10 @@ fn the_exporter_turns_the_generator_into_metrics() {
     assert_eq!(before.get("snowflake_id_fence_lease_held", &[("shards", "")]), 0.0);
     assert_eq!(before.get("snowflake_id_fence_lease_lost_seconds", &[("shards", "")]), 0.0);
     assert_eq!(before.get("snowflake_id_fence_lease_last_200_age_seconds", &[("shards", "")]), -1.0);
+    // No shard registry configured: off, never answered, no claim.
+    assert_eq!(before.get("snowflake_id_registry_configured", &[]), 0.0);
+    assert_eq!(before.get("snowflake_id_registry_last_answer_age_seconds", &[]), -1.0);
+    assert_eq!(before.find("snowflake_id_registry_claim_held", &[]), None);
     assert_eq!(before.find("snowflake_id_issued_total", &[]), None);
     assert_eq!(before.find("snowflake_id_horizon_holders", &[]), None);
     // A transaction left open on shard 6: one holder, held about as long as it has been open.
@@ -351,4 +357,63 @@ fn the_exporter_turns_the_generator_into_metrics() {
     drop(nobody);
     drop(watcher);
     drop(admin);
+}
+
+/// With the shard registry on (a real etcd): each shard's claim, one held here and one another
+/// data directory holds, and the registry silent once killed: what the registry's alerts read.
+#[test]
+fn the_exporter_shows_each_shards_claim_in_the_registry() {
+    let mut registry = Registry::start("monitoring");
+    // Shard 5's claim written by another data directory before this server starts.
+    registry.steal_claim("/snowflake_id/", 5, 1);
+    let url = format!("snowflake_id.registry_url = '{}'", registry.url());
+    let mut cluster = Cluster::builder("monitoring-registry")
+        .settings(&[&url, "snowflake_id.registry_ttl_ms = 2000", "snowflake_id.shards = '4,5'"])
+        .setup("CREATE EXTENSION snowflake_id; CREATE ROLE watcher LOGIN; GRANT pg_monitor TO watcher;")
+        .start();
+    let exporter = Exporter::start(&cluster, "watcher");
+    let held = [("shard", "4"), ("state", "held")];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut scrape = exporter.scrape();
+    while scrape.find("snowflake_id_registry_claim_held", &held) != Some(1.0) {
+        assert!(Instant::now() < deadline, "shard 4 not held within 30 s");
+        std::thread::sleep(Duration::from_millis(200));
+        scrape = exporter.scrape();
+    }
+    assert_eq!(
+        scrape.get("snowflake_id_registry_claim_held", &[("shard", "5"), ("state", "held_elsewhere")]),
+        0.0
+    );
+    // The mark lies registry_reserve_ms (30 s) ahead of the ceiling; none for a shard not held.
+    let ahead = scrape.get("snowflake_id_registry_claim_mark_ahead_seconds", &held);
+    assert!(ahead > 20.0 && ahead < 40.0, "shard 4's mark {ahead} s ahead");
+    assert_eq!(scrape.get("snowflake_id_registry_claim_mark_ahead_seconds", &[("shard", "5")]), 0.0);
+    assert_eq!(scrape.get("snowflake_id_registry_configured", &[]), 1.0);
+    assert_eq!(scrape.get("snowflake_id_registry_ttl_seconds", &[]), 2.0);
+    let age = scrape.get("snowflake_id_registry_last_answer_age_seconds", &[]);
+    assert!((0.0..=2.0).contains(&age), "the registry last answered {age} s ago");
+
+    // etcd killed: the age of its last answer grows past the lease (what
+    // SnowflakeIdRegistryUnreachable fires on), while shard 4 goes on to its mark.
+    registry.kill();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let scrape = exporter.scrape();
+        let age = scrape.get("snowflake_id_registry_last_answer_age_seconds", &[]);
+        if age > 2.0 {
+            assert_eq!(
+                scrape.get("snowflake_id_registry_claim_held", &held),
+                1.0,
+                "keep_to_mark fenced at once"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the registry's last answer still {age} s old 30 s after its kill"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    drop(exporter);
+    cluster.stop("fast");
 }

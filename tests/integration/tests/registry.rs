@@ -103,6 +103,34 @@ fn a_second_server_configured_with_a_shard_is_refused_it_and_issues_its_others()
         .unwrap()
         .get(0);
     assert_eq!(issued_on_second, 0, "a refused call issued IDs");
+    // What monitoring reads: shard 2 held by the first server, shard 3 by this one, with a
+    // mark ahead of the clock; the registry answering.
+    let claims: Vec<(i32, String, Option<String>, bool)> = on_second
+        .query(
+            "SELECT shard, state, holder_system_identifier::text, mark > clock_timestamp() \
+             FROM snowflake_registry_claims() ORDER BY shard",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2), row.get::<_, Option<bool>>(3) == Some(true)))
+        .collect();
+    let second_system = system_identifier(&mut on_second);
+    assert_eq!(
+        claims,
+        vec![
+            (2, "held_elsewhere".to_owned(), Some(first_system.clone()), false),
+            (3, "held".to_owned(), Some(second_system), true),
+        ]
+    );
+    let (url, answered_lately): (Option<String>, Option<bool>) = on_second
+        .query_one(
+            "SELECT registry_url, registry_last_answer > clock_timestamp() - interval '5 s' FROM snowflake_status()",
+            &[],
+        )
+        .map(|row| (row.get(0), row.get(1)))
+        .unwrap();
+    assert_eq!((url, answered_lately), (Some(registry.url()), Some(true)));
     given.extend(ids(&mut on_first, 2, 1000));
 
     // The first stops cleanly and releases its claims: the second takes shard 2 at once,
@@ -239,6 +267,21 @@ fn the_registry_down_issues_up_to_the_mark_and_nothing_past_it() {
     let bound = killed_at_unix_ms + 2_000 + 2_000 + 500 + 1_000;
     let highest_ms = unix_ms(&mut client, highest);
     assert!(highest_ms <= bound, "an ID of {highest_ms} was issued past the mark (at most {bound})");
+    // snowflake_status() shows the registry silent since the kill (what the alert reads), and the
+    // claim its mark, which no ID passed.
+    let silent_since_kill: bool = client
+        .query_one(
+            "SELECT registry_last_answer <= to_timestamp($1::float8 / 1000) FROM snowflake_status()",
+            &[&(killed_at_unix_ms as f64)],
+        )
+        .unwrap()
+        .get(0);
+    assert!(silent_since_kill, "snowflake_status() says the registry answered after it was killed");
+    let mark_ms: f64 = client
+        .query_one("SELECT extract(epoch FROM mark)::float8 * 1000 FROM snowflake_registry_claims()", &[])
+        .unwrap()
+        .get(0);
+    assert!(highest_ms as f64 <= mark_ms, "an ID of {highest_ms} lies past the claim's mark {mark_ms}");
 
     // etcd started again on its data: the claim is renewed, the writers go on, nothing repeats.
     registry.run();

@@ -160,11 +160,11 @@ fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
     // snowflake_parts, and the event trigger of snowflake_id.auto_keys with its function;
     // 0.6.1 snowflake_horizon_holders; 0.7.0 snowflake_observe, snowflake_check_columns and
     // the event trigger snowflake_check_defaults with its function; 0.7.1
-    // snowflake_auto_keys_schemas. PostgreSQL 18 records the type's array type as a member too:
-    // not counted.
+    // snowflake_auto_keys_schemas; 0.9.0 snowflake_registry_claims. PostgreSQL 18 records the
+    // type's array type as a member too: not counted.
     let array_types =
         upgraded_objects.iter().filter(|object| object.starts_with("type snowflake_parts[]")).count();
-    assert_eq!(upgraded_objects.len() - array_types, old_objects.len() + 18);
+    assert_eq!(upgraded_objects.len() - array_types, old_objects.len() + 19);
     old.batch_execute("SET TimeZone = 'UTC'").unwrap();
     let twitter: String = old
         .query_one(

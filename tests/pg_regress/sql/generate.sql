@@ -58,10 +58,13 @@ SELECT shard, issued, snowflake_shard(last_id) = shard AND snowflake_timestamp(l
        clock_regressions = 0 AS no_regressions, reserved_until > clock_timestamp() AS reserved_ahead
 FROM snowflake_stats() ORDER BY shard;
 
--- snowflake_status(): the server's worker, reservation and fence (none set: NULL, every shard).
+-- snowflake_status(): the server's worker, reservation and fence (none set: NULL, every shard);
+-- no lease and no shard registry configured: NULL, and no claim.
 SELECT worker_pid > 0 AS worker_running, reserved_until > clock_timestamp() AS reserved_ahead,
-       fence IS NULL AS no_fence
+       fence IS NULL AS no_fence, lease_url IS NULL AS no_lease,
+       registry_url IS NULL AND registry_last_answer IS NULL AS no_registry
 FROM snowflake_status();
+SELECT count(*) AS claims FROM snowflake_registry_claims();
 SELECT snowflake_fence_allows(0) AS first, snowflake_fence_allows(1023) AS last,
        snowflake_fence_allows(NULL) IS NULL AS null_is_null;
 

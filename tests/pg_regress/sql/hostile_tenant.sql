@@ -146,6 +146,7 @@ SELECT e.code, e.message FROM regress.error_of('SELECT snowflake_nextvals(7, 10)
 SELECT e.code, e.message FROM regress.error_of('SELECT snowflake_advance(7, 1)') e;
 SELECT e.code, e.message FROM regress.error_of('SELECT snowflake_stats()') e;
 SELECT e.code, e.message FROM regress.error_of('SELECT snowflake_status()') e;
+SELECT e.code, e.message FROM regress.error_of('SELECT snowflake_registry_claims()') e;
 SELECT e.code, e.message FROM regress.error_of($$SELECT snowflake_convert_column('regress.rights', 'id', 7)$$) e;
 SELECT e.code, e.message FROM regress.error_of('SELECT snowflake_auto_keys()') e;
 DISCARD TEMP;

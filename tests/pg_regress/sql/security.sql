@@ -11,6 +11,8 @@ SELECT has_function_privilege('app', 'snowflake_nextval(integer)', 'EXECUTE') AS
        has_function_privilege('pg_monitor', 'snowflake_stats()', 'EXECUTE') AS monitor_reads_stats,
        has_function_privilege('app', 'snowflake_status()', 'EXECUTE') AS app_reads_status,
        has_function_privilege('pg_monitor', 'snowflake_status()', 'EXECUTE') AS monitor_reads_status,
+       has_function_privilege('app', 'snowflake_registry_claims()', 'EXECUTE') AS app_reads_claims,
+       has_function_privilege('pg_monitor', 'snowflake_registry_claims()', 'EXECUTE') AS monitor_reads_claims,
        has_function_privilege('app', 'snowflake_horizon_holders()', 'EXECUTE') AS app_reads_holders,
        has_function_privilege('pg_monitor', 'snowflake_horizon_holders()', 'EXECUTE') AS monitor_reads_holders,
        has_function_privilege('app', 'snowflake_fence_allows(integer)', 'EXECUTE') AS app_reads_fence;
@@ -21,6 +23,7 @@ SELECT snowflake_nextvals(3, 10);
 SELECT snowflake_advance(3, 1);
 SELECT count(*) FROM snowflake_stats();
 SELECT count(*) FROM snowflake_status();
+SELECT count(*) FROM snowflake_registry_claims();
 SELECT count(*) FROM snowflake_horizon_holders();
 -- An unprivileged role can change the default shard neither for itself nor for others.
 SET snowflake_id.shard = 7;
