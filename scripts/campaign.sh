@@ -27,7 +27,8 @@
 #   --registry                                      every server claims its shards from an etcd
 #                                                   of the run's own (docs/registry.md), whose
 #                                                   faults join the schedule: etcd down, a
-#                                                   claim stolen
+#                                                   claim stolen, a copy of the pair's primary
+#                                                   started beside it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -56,7 +56,8 @@
 #                            judged by the checks of docs/reliability.md; two seeds on 15 and
 #                            one on 19, about 2 minutes each; on 19 also one seed with every
 #                            server claiming its shards from an etcd (scripts/campaign.sh
-#                            --registry: etcd down, a claim stolen)
+#                            --registry: etcd down, a claim stolen, a copy of the pair's
+#                            primary started beside it)
 #   6. install channels      scripts/package-test.sh: the Debian package's Depends checked against
 #                            the libraries it links; on 15 installed with dpkg as the previous
 #                            release, a cluster running, upgraded in place, updated, removed
@@ -120,8 +121,8 @@ INTEGRATION_EVERY_MAJOR=(startup layout_memory wal_rmgr replay crash standby fai
 INTEGRATION_FULL=(standby_restart mesh)
 full_major() { [[ " ${FULL_MAJORS[*]} " == *" $1 "* ]]; }
 # The campaign with the shard registry (docs/registry.md), on the newest major: a seed whose
-# schedule draws etcd down four times and a claim stolen, beside restarts, a power loss and a
-# failover.
+# schedule draws a copy of the pair's primary started beside it, etcd down three times and a
+# claim stolen, beside restarts, a power loss and a failover.
 REGISTRY_CAMPAIGN_SEED=1
 
 # Citus is built only for the majors of this run.

@@ -11,7 +11,8 @@
 //! - `SNOWFLAKE_CAMPAIGN_UPGRADE_PG_CONFIG`: `pg_config` of the next major, with the extension
 //!   installed: the second server is moved there by pg_upgrade in the middle of each run
 //! - `SNOWFLAKE_CAMPAIGN_REGISTRY=1`: every server claims its shards from a registry (an etcd
-//!   of the run's own), whose faults (etcd down, a claim stolen) join the schedule
+//!   of the run's own), whose faults (etcd down, a claim stolen, a copy of the pair's primary
+//!   started beside it) join the schedule
 
 use snowflake_id_integration::bin_dir_of;
 use snowflake_id_integration::campaign::schedule::Schedule;

@@ -245,7 +245,11 @@ fn set_full(run: &Run, owner: &HashMap<i64, i64>, summary: &mut Summary) -> (Fai
         let here = &run.present[&op.shard];
         for &id in &op.committed {
             if !here.contains(&id) {
-                if run.may_be_lost(op) {
+                if op.server.starts_with("copy") {
+                    // Committed on a copy of the pair's primary (`Fault::Copy`): its own
+                    // database, never the pair's.
+                    summary.rows_on_copies += 1;
+                } else if run.may_be_lost(op) {
                     summary.lost_to_async_failover += 1;
                 } else {
                     lost.add(|| {

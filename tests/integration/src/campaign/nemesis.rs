@@ -214,6 +214,13 @@ fn apply(shared: &Shared, system: &Mutex<System>, fault: &Fault, number: usize) 
             sleep(hold);
             registry.lock().unwrap().give_back(REGISTRY_PREFIX, shard);
         }
+        Fault::Copy { hold } => {
+            // The system held only to start and to kill the copy: the process lane's faults
+            // go on meanwhile.
+            let copy = lock(system).start_copy();
+            sleep(hold);
+            lock(system).end_copy(copy);
+        }
     }
     Ok(())
 }

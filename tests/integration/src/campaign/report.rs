@@ -22,6 +22,8 @@ pub struct Summary {
     /// Commits acknowledged before a failover under asynchronous replication and not on the
     /// promoted standby: allowed, counted.
     pub lost_to_async_failover: usize,
+    /// Rows committed on a copy of the pair's primary (`Fault::Copy`), which the pair never has.
+    pub rows_on_copies: usize,
     pub phantom_rows: usize,
     pub skipped_rows: usize,
     pub order_violations: usize,
@@ -55,7 +57,7 @@ enum Sign {
 /// Each guard whose action can be seen, and its sign. A run in which one never acted did not
 /// test it: the summary lists them all, zeros included, as Antithesis reports "sometimes"
 /// assertions that never held.
-const GUARDS: [(&str, Sign); 13] = [
+const GUARDS: [(&str, Sign); 17] = [
     ("promotion resumed at the bound", Sign::Log("recovery ended; shards resume at")),
     ("promotion resumed at a clean stop", Sign::Log("recovery ended on the old primary's clean stop")),
     ("ceiling lowered after a clock jump", Sign::Log("the reservation moves back to")),
@@ -71,6 +73,11 @@ const GUARDS: [(&str, Sign); 13] = [
         Sign::Log("FATAL:  could not read the snowflake_id reservation file"),
     ),
     ("lease lost", Sign::Log("the lease is lost")),
+    // The shard registry's (`--registry`): a shard fenced for its claim, by why.
+    ("claim refused: a copy of the holder", Sign::Log("its claim in the registry is waiting")),
+    ("claim refused: held elsewhere", Sign::Log("its claim in the registry is held_elsewhere")),
+    ("claim lost", Sign::Log("its claim in the registry is lost")),
+    ("claim replaced by a promotion", Sign::Log("its claim in the registry is replaced")),
     ("larger lead kept", Sign::Log("shards keep issuing under a lead of")),
     ("call refused: ahead of the clock", Sign::Refusal("ahead of the wall clock")),
     ("call refused: reservation used up", Sign::Refusal("used up the durable reservation")),
@@ -145,13 +152,14 @@ impl Summary {
         let _ = writeln!(out, "seed {}: {:.1} minutes, {replication} standby", self.seed, self.minutes);
         let _ = writeln!(
             out,
-            "  {} IDs acknowledged, {} rows committed; {} duplicates, {} lost rows ({} lost to asynchronous failover, allowed), \
-             {} rows never committed present, {} skipped rows",
+            "  {} IDs acknowledged, {} rows committed; {} duplicates, {} lost rows ({} lost to asynchronous failover, \
+             {} committed on a copy, allowed), {} rows never committed present, {} skipped rows",
             self.ids_acknowledged,
             self.rows_committed,
             self.duplicates,
             self.lost_rows,
             self.lost_to_async_failover,
+            self.rows_on_copies,
             self.phantom_rows,
             self.skipped_rows
         );

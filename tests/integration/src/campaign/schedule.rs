@@ -187,6 +187,15 @@ pub enum Fault {
         shard: i32,
         hold: Duration,
     },
+    /// With the registry: a copy of the pair's primary's data directory (a base backup: the
+    /// same system identifier and timeline, as a VM snapshot or a restored backup) started
+    /// beside it as a primary for `hold`, half of the pair's statements sent to it, then
+    /// killed. The registry tells the two apart by the postmaster's incarnation: the copy
+    /// issues no shard its original renews, and one it takes (a claim the original let run out)
+    /// it takes above the original's mark.
+    Copy {
+        hold: Duration,
+    },
 }
 
 impl Fault {
@@ -236,6 +245,7 @@ impl Fault {
             Fault::Upgrade { forgotten: true } => "pg_upgrade, the record forgotten first",
             Fault::RegistryDown { .. } => "registry down",
             Fault::ClaimStolen { .. } => "claim stolen",
+            Fault::Copy { .. } => "copy of the pair's primary started beside it",
         }
     }
 }
@@ -279,6 +289,7 @@ impl fmt::Display for Fault {
             Fault::ClaimStolen { shard, hold } => {
                 write!(f, "claim of shard {shard} stolen for {} ms", hold.as_millis())
             }
+            Fault::Copy { hold } => write!(f, "{} for {} ms", self.kind(), hold.as_millis()),
             Fault::PowerLoss { group, clock_behind_ms } => {
                 write!(f, "{} of {group}", self.kind())?;
                 if *clock_behind_ms != 0 {
@@ -634,15 +645,19 @@ fn process_fault(pick: &mut Pick) -> Fault {
 }
 
 /// A fault of the registry: etcd down for up to 8 s (past the marks of the campaign's
-/// `registry_reserve_ms`, `system::REGISTRY_RESERVE_MS`), or a claim stolen for up to 5 s.
+/// `registry_reserve_ms`, `system::REGISTRY_RESERVE_MS`), a claim stolen for up to 5 s, or a
+/// copy of the pair's primary running beside it for up to 8 s (past the claims' lease, so that
+/// a claim its original lets run out meanwhile, killed or cut off, can go to the copy).
 fn registry_fault(pick: &mut Pick) -> Fault {
     let hold = Duration::from_millis(between(pick, 1_000, 8_000));
-    if pick.chance(50) {
-        Fault::RegistryDown { hold }
-    } else {
-        let shards = [super::PAIR_SHARDS.as_slice(), super::SECOND_SHARDS.as_slice()].concat();
-        let shard = shards[pick.below(shards.len())];
-        Fault::ClaimStolen { shard, hold: hold.min(Duration::from_secs(5)) }
+    match weighted(pick, &[(2, 0), (2, 1), (1, 2)]) {
+        0 => Fault::RegistryDown { hold },
+        1 => {
+            let shards = [super::PAIR_SHARDS.as_slice(), super::SECOND_SHARDS.as_slice()].concat();
+            let shard = shards[pick.below(shards.len())];
+            Fault::ClaimStolen { shard, hold: hold.min(Duration::from_secs(5)) }
+        }
+        _ => Fault::Copy { hold: hold.max(Duration::from_secs(3)) },
     }
 }
 

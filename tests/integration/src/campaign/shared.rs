@@ -41,6 +41,10 @@ pub struct Directory {
     /// running after another was promoted, and its epoch: the writers' statements go to either,
     /// as clients of a primary nobody stopped do, so that each shard is written on both.
     pub split: Option<(Endpoint, u32)>,
+    /// While a copy of the pair's primary's data directory runs beside it (`Fault::Copy`):
+    /// the copy, which the writers of the pair's shards send every other statement to, as the
+    /// clients of a snapshot started by mistake would.
+    pub copy: Option<Endpoint>,
 }
 
 /// What every thread of a campaign shares.
@@ -203,12 +207,16 @@ impl Shared {
     /// split brain, when every writer of the pair's shards sends its statements to the old
     /// primary and the new one by turns (with synchronous replication a writer's commit on the
     /// old primary then waits for a standby that was promoted, but bare IDs, the stray's
-    /// among them, still come back from it).
+    /// among them, still come back from it), and while a copy of the pair's primary runs, when
+    /// they send them to the primary and the copy by turns.
     pub fn route_for(&self, op: i64, shard: i32) -> (Group, Option<Endpoint>, u32) {
         let directory = self.directory.read().unwrap();
         let group = directory.home[&shard];
         match &directory.split {
             Some((old, epoch)) if group == Group::Pair && op % 2 == 1 => (group, Some(old.clone()), *epoch),
+            None if group == Group::Pair && op % 2 == 1 && directory.copy.is_some() => {
+                (group, directory.copy.clone(), directory.epoch[group.index()])
+            }
             _ => (group, directory.primary[group.index()].clone(), directory.epoch[group.index()]),
         }
     }

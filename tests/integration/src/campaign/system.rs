@@ -530,6 +530,39 @@ impl System {
         self.configure_standby();
     }
 
+    /// A copy of the pair's primary's data directory (a base backup: the same system identifier
+    /// and timeline), started beside it as a primary on the pair's clock with an HA stand-in of
+    /// its own (a VM snapshot, a restored backup started by mistake); the pair's writers send
+    /// every other statement to it until `end_copy`.
+    pub fn start_copy(&mut self) -> Server {
+        self.built += 1;
+        let name = format!("copy-{}", self.built);
+        let ha = HaStandIn::start();
+        let cluster = Cluster::builder(&format!("campaign-{name}"))
+            .standby_of(&self.pair.primary.cluster)
+            .settings(&[&ha.lease_url_setting()])
+            .create();
+        std::fs::remove_file(cluster.data_dir().join("standby.signal"))
+            .expect("the base backup's standby.signal");
+        let clock = FakeClock::of(&cluster);
+        self.shared.add_clock(Group::Pair, &name, clock.offset_file().to_path_buf(), 0);
+        let mut copy = Server { name, cluster, clock, ha: Some(ha) };
+        copy.start();
+        // Its copied settings name the pair's standby as synchronous (ALTER SYSTEM, over the
+        // builder's): none, or its commits would wait for ever.
+        apply_settings(&mut copy.cluster.connect(), &[("synchronous_standby_names", "")]);
+        self.shared.directory.write().unwrap().copy = Some(copy.endpoint());
+        copy
+    }
+
+    /// The copy killed, as the operator who finds it would, and retired; what it wrote stays in
+    /// its data directory (`checker`: rows committed on a copy are not the pair's).
+    pub fn end_copy(&mut self, mut copy: Server) {
+        self.shared.directory.write().unwrap().copy = None;
+        copy.cluster.kill_postmaster();
+        self.retire(Group::Pair, copy);
+    }
+
     /// The pair's primary killed, its clients told there is none until a promotion.
     fn kill_primary(&mut self) {
         self.publish(Group::Pair, false);
