@@ -4,7 +4,7 @@
 //! Messages follow PostgreSQL's style: lower case, no final period; details and hints are
 //! sentences. Every refusal happens before anything is issued.
 
-use crate::postgres::registry::{ClaimState, ClaimView};
+use crate::postgres::registry::shared::{ClaimState, ClaimView};
 use crate::postgres::{clock, fence, fixed_layout, settings};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};

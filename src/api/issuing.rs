@@ -13,7 +13,7 @@ use super::{errors, preloaded_layout};
 use crate::postgres::clock::{self, NoWaitClock, WallClock};
 use crate::postgres::fence::{self, shared as shared_fence};
 use crate::postgres::fmgr::{self, version_1_function_info};
-use crate::postgres::registry::{self, ClaimState};
+use crate::postgres::registry::{self, shared::ClaimState};
 use crate::postgres::{fixed_layout, horizon, reservation, settings, shmem};
 use pgrx::prelude::*;
 use snowflake_core::generator::{self, Claim, Clock, NoKeeper, Refusal, Reservation, ShardSlot};

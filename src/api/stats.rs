@@ -108,7 +108,7 @@ fn snowflake_status() -> TableIterator<
         when(fence::shared::lease_refused_since()),
         when(fence::shared::lease_last_yes().filter(|_| lease_on)),
         registry::configured().map(|config| config.url),
-        when(registry::last_answer_unix_ms()),
+        when(registry::shared::last_answer_unix_ms()),
     ))
 }
 
@@ -142,7 +142,7 @@ fn snowflake_registry_claims() -> TableIterator<
     };
     let when = |unix_ms: Option<u64>| unix_ms.map(|ms| timestamptz_of_unix_ms(ms as i64));
     let rows = shards.into_iter().filter_map(|shard| {
-        let view = registry::claim(shard)?.view();
+        let view = registry::shared::claim(shard)?.view();
         Some((
             shard as i32,
             view.state.name().to_owned(),

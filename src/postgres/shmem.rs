@@ -103,7 +103,7 @@ unsafe extern "C-unwind" fn request_shmem() {
         }
         pg_sys::RequestAddinShmemSpace(bytes_needed());
         fence::shared::request();
-        registry::request();
+        registry::shared::request();
         horizon::request();
     }
 }
@@ -139,7 +139,7 @@ unsafe extern "C-unwind" fn startup_shmem() {
             (*RESERVATION).resume_at(restore::recorded_ceiling());
         }
         fence::shared::attach(fence::lease::configured().is_some(), registry::configured().is_some());
-        registry::attach();
+        registry::shared::attach();
         horizon::attach((*RESERVATION).floor.load(Relaxed));
         pg_sys::LWLockRelease(lock);
     }

@@ -15,7 +15,8 @@
 //!   once.
 
 use super::asker::{self, Report, Shared, Wanted};
-use super::{claim, configured, me, ClaimState, Config};
+use super::shared::{self, claim, ClaimState};
+use super::{configured, me, Config};
 use crate::postgres::{fence, fixed_layout};
 use snowflake_core::fence::ShardFence;
 use snowflake_core::registry::{Verdict, WhenDown};
@@ -47,7 +48,7 @@ impl Keeper {
     /// after an error left its bits behind), and the asking thread started.
     pub fn start() -> Keeper {
         let Some(config) = configured() else { return Keeper::default() };
-        super::set_last_answer_unix_ms(None);
+        shared::set_last_answer_unix_ms(None);
         for shard in 0..fixed_layout::get().shard_count() {
             fence::shared::set_claimed(shard, false);
         }
@@ -92,7 +93,7 @@ impl Keeper {
                 shared.1.notify_all();
             }
             state.ceiling_unix_ms = ceiling_unix_ms;
-            super::set_last_answer_unix_ms(state.last_answer_unix_ms);
+            shared::set_last_answer_unix_ms(state.last_answer_unix_ms);
             (state.reports.clone(), state.last_failure.clone())
         };
         if failure != self.logged_failure {
