@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `auto_keys` | user | set per database by its owner (`ALTER DATABASE ... SET` needs a user setting for that). Any role may set it for its own sessions: it changes only the keys of the tables that session creates, which the role could give that default itself |
 
-use super::guc::{self, refuse_setting};
+use super::guc;
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -85,13 +85,8 @@ unsafe extern "C-unwind" fn check_auto_keys(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to a string or to NULL.
-    match unsafe { guc::hook_text_utf8(*newval) }.and_then(auto_keys_schemas) {
-        Ok(_) => true,
-        Err(reason) => refuse_setting(
-            &reason,
-            "List schema names separated by commas, as in search_path: 'public, app'; pg_temp for \
-             temporary tables; '' for none.",
-        ),
-    }
+    let hint = "List schema names separated by commas, as in search_path: 'public, app'; pg_temp for \
+                temporary tables; '' for none.";
+    // SAFETY: PostgreSQL's arguments of a check hook.
+    unsafe { guc::check_text(newval, auto_keys_schemas, hint) }
 }

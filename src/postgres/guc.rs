@@ -58,6 +58,33 @@ pub unsafe fn hook_text_utf8<'a>(value: *const c_char) -> Result<&'a str, String
     unsafe { CStr::from_ptr(value) }.to_str().map_err(|_| "The value is not valid UTF-8.".to_string())
 }
 
+/// A text setting's check hook, whole: `check` judges the value (`hook_text_utf8`), and a value
+/// it refuses is refused with its reason and `hint` (`refuse_setting`).
+///
+/// # Safety
+/// `newval` is what PostgreSQL passes a check hook of a string setting.
+pub unsafe fn check_text<T>(
+    newval: *mut *mut c_char,
+    check: impl FnOnce(&str) -> Result<T, String>,
+    hint: &str,
+) -> bool {
+    // SAFETY: as the caller promises.
+    match unsafe { hook_text_utf8(*newval) }.and_then(check) {
+        Ok(_) => true,
+        Err(reason) => refuse_setting(&reason, hint),
+    }
+}
+
+/// An HTTP URL setting's value: '' (off), or what `parse_url` accepts (the lease's and the
+/// registry's).
+pub fn url_or_off(text: &str) -> Result<(), String> {
+    if text.is_empty() {
+        Ok(())
+    } else {
+        snowflake_core::lease::parse_url(text).map(|_| ())
+    }
+}
+
 /// An integer setting's text read the way PostgreSQL reads it (also `0x1A`, octal `012`
 /// and surrounding spaces), so the comparison with the applied value never disagrees.
 pub fn parse_int_as_postgres(text: &str) -> Option<i32> {

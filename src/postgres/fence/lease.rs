@@ -42,7 +42,7 @@
 //!
 //! A value refused at start stops the server; one refused at a reload keeps the value before.
 
-use super::super::guc::{self, refuse_setting, ConfiguredAtStart};
+use super::super::guc::{self, ConfiguredAtStart};
 use super::super::{clock, worker_thread};
 use super::lease_question::{self, ANSWER_DEADLINE};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -106,22 +106,11 @@ unsafe extern "C-unwind" fn check_lease_url(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to a string or to NULL.
-    let checked = unsafe { guc::hook_text_utf8(*newval) }.and_then(|text| {
-        if text.is_empty() {
-            Ok(())
-        } else {
-            parse_url(text).map(|_| ())
-        }
-    });
-    match checked {
-        Ok(()) => true,
-        Err(reason) => refuse_setting(
-            &reason,
-            "Give the HA manager's REST address of this node, such as 'http://127.0.0.1:8008/primary' for \
-             Patroni; '' for none.",
-        ),
-    }
+    let hint =
+        "Give the HA manager's REST address of this node, such as 'http://127.0.0.1:8008/primary' for \
+                Patroni; '' for none.";
+    // SAFETY: PostgreSQL's arguments of a check hook.
+    unsafe { guc::check_text(newval, guc::url_or_off, hint) }
 }
 
 /// The settings as this process has them: the URL and the lease, or `None` while off.

@@ -77,12 +77,7 @@ impl SessionShards {
 /// `newval` is what PostgreSQL passes a check hook.
 pub unsafe fn check_shard_list(newval: *mut *mut c_char, hint: &str) -> bool {
     // SAFETY: as the caller promises.
-    let list = unsafe { guc::hook_text_utf8(*newval) }
-        .and_then(|text| ShardFence::parse(text, fixed_layout::get().max_shard()));
-    match list {
-        Ok(_) => true,
-        Err(reason) => guc::refuse_setting(&reason, hint),
-    }
+    unsafe { guc::check_text(newval, |text| ShardFence::parse(text, fixed_layout::get().max_shard()), hint) }
 }
 
 /// The check and assign hooks of a shard list setting whose session copy is `$session` (a

@@ -31,11 +31,10 @@ pub mod asker;
 pub mod keeper;
 pub mod shared;
 
-use super::guc::{self, refuse_setting, ConfiguredAtStart};
+use super::guc::{self, ConfiguredAtStart};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 use shared::{ClaimState, ClaimView, ShardClaim};
-use snowflake_core::lease::parse_url;
 use snowflake_core::registry::{Holder, WhenDown};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -155,19 +154,9 @@ unsafe extern "C-unwind" fn check_url(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to a string or to NULL.
-    let checked = unsafe { guc::hook_text_utf8(*newval) }.and_then(|text| {
-        if text.is_empty() {
-            Ok(())
-        } else {
-            parse_url(text).map(|_| ())
-        }
-    });
-    checked.is_ok()
-        || refuse_setting(
-            &checked.unwrap_err(),
-            "Give etcd's client address, such as 'http://127.0.0.1:2379' (its JSON gateway); '' for none.",
-        )
+    let hint = "Give etcd's client address, such as 'http://127.0.0.1:2379' (its JSON gateway); '' for none.";
+    // SAFETY: PostgreSQL's arguments of a check hook.
+    unsafe { guc::check_text(newval, guc::url_or_off, hint) }
 }
 
 #[pgrx::pg_guard]
@@ -176,20 +165,18 @@ unsafe extern "C-unwind" fn check_prefix(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    // SAFETY: as in `check_url`.
-    let checked = unsafe { guc::hook_text_utf8(*newval) }.and_then(|text| {
+    let check = |text: &str| {
         let printable = text.chars().all(|c| c.is_ascii_graphic());
         if text.len() >= 2 && text.starts_with('/') && text.ends_with('/') && printable {
             Ok(())
         } else {
             Err(format!("\"{text}\" is not a key prefix that starts and ends with '/'"))
         }
-    });
-    checked.is_ok()
-        || refuse_setting(
-            &checked.unwrap_err(),
-            "Give a prefix such as '/snowflake_id/' or '/snowflake_id/orders/', printable and without spaces.",
-        )
+    };
+    let hint =
+        "Give a prefix such as '/snowflake_id/' or '/snowflake_id/orders/', printable and without spaces.";
+    // SAFETY: PostgreSQL's arguments of a check hook.
+    unsafe { guc::check_text(newval, check, hint) }
 }
 
 #[pgrx::pg_guard]
@@ -198,15 +185,11 @@ unsafe extern "C-unwind" fn check_down(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    // SAFETY: as in `check_url`.
-    let checked = unsafe { guc::hook_text_utf8(*newval) }.and_then(|text| {
-        when_down(text).map(|_| ()).ok_or_else(|| format!("\"{text}\" is neither keep_to_mark nor stop"))
-    });
-    checked.is_ok()
-        || refuse_setting(
-            &checked.unwrap_err(),
-            "keep_to_mark issues up to the mark recorded while the registry is down; stop fences at once.",
-        )
+    let check =
+        |text: &str| when_down(text).ok_or_else(|| format!("\"{text}\" is neither keep_to_mark nor stop"));
+    let hint = "keep_to_mark issues up to the mark recorded while the registry is down; stop fences at once.";
+    // SAFETY: PostgreSQL's arguments of a check hook.
+    unsafe { guc::check_text(newval, check, hint) }
 }
 
 fn when_down(text: &str) -> Option<WhenDown> {

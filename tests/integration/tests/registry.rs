@@ -337,3 +337,38 @@ fn a_holder_that_lost_power_is_followed_above_every_id_it_gave() {
     other.stop("fast");
     holder.stop("fast");
 }
+
+/// A registry setting PostgreSQL refuses stops the start, saying why: a registry that fell back
+/// to off (or to another keyspace) would let two servers issue one shard.
+#[test]
+fn a_registry_setting_that_cannot_be_used_stops_the_start() {
+    let url = "snowflake_id.registry_url = 'http://127.0.0.1:2379'";
+    for (name, setting, value, reason) in [
+        (
+            "registry-https",
+            "snowflake_id.registry_url = 'https://127.0.0.1:2379'",
+            "https://127.0.0.1:2379",
+            "without TLS",
+        ),
+        (
+            "registry-prefix",
+            "snowflake_id.registry_prefix = 'snowflake_id'",
+            "snowflake_id",
+            "starts and ends with '/'",
+        ),
+        ("registry-down", "snowflake_id.registry_down = 'maybe'", "maybe", "neither keep_to_mark nor stop"),
+        ("registry-ttl", "snowflake_id.registry_ttl_ms = 500", "500", "outside the valid range"),
+    ] {
+        let mut cluster = Cluster::builder(name).settings(&[url, setting]).create();
+        let log = match cluster.try_start_with(&[]) {
+            Ok(()) => panic!("the server started with {setting}"),
+            Err(log) => log,
+        };
+        let parameter = setting.split_once(" = ").unwrap().0;
+        let fatal = format!("FATAL:  invalid value for parameter \"{parameter}\": \"{value}\"");
+        assert!(log.contains(&fatal), "no line {fatal} in\n{log}");
+        assert!(log.contains(reason), "the refusal does not say why ({reason}):\n{log}");
+        assert!(log.contains("two servers could issue the same shard"), "{log}");
+        assert!(log.contains(&format!("HINT:  Correct {parameter}")), "{log}");
+    }
+}
