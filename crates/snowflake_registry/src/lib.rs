@@ -14,8 +14,8 @@
 //! mark, so every request is unary: no keep-alive stream to hold open, and a renewal's answer is
 //! the claim's new revision, which the holder's next write compares.
 //!
-//! Not wired into the extension yet: the worker's side (asking, fencing a shard held elsewhere,
-//! capping the ceiling at the mark) is the next part of docs/registry.md.
+//! The reservation worker's asking thread calls it (`src/postgres/registry/asker.rs`). With the
+//! feature `test-member`, `test_member` starts a real etcd for tests.
 
 use serde_json::{json, Value};
 use snowflake_core::lease::{parse_url, LeaseUrl};
@@ -23,6 +23,9 @@ use snowflake_core::registry::{Claim, Holder};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
+
+#[cfg(feature = "test-member")]
+pub mod test_member;
 
 /// The most of an answer read: a shard's two records and etcd's header are far smaller; a peer
 /// that sends more is not etcd, or not answering this.
@@ -233,7 +236,7 @@ impl Etcd {
     }
 
     /// One POST, all of it within the deadline: the answer's JSON body, from a 200.
-    fn post(&self, path: &str, body: &Value) -> Result<Value, Error> {
+    pub(crate) fn post(&self, path: &str, body: &Value) -> Result<Value, Error> {
         let deadline = Instant::now() + self.deadline;
         let left = || {
             let left = deadline.saturating_duration_since(Instant::now());

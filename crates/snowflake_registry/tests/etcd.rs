@@ -5,96 +5,15 @@
 //! compare makes the claim one holder's.
 
 use snowflake_core::registry::{verdict, Claim, Holder, Verdict};
+use snowflake_registry::test_member::EtcdMember;
 use snowflake_registry::{Current, Error, Etcd, HeldClaim, Outcome};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const ETCD: &str = "/usr/bin/etcd";
 const PREFIX: &str = "/snowflake_id/test/";
 const SHARD: u32 = 3;
 /// A read that found the shard free and never marked.
 const FREE: Current = Current { claim: None, mark: None };
-
-/// One etcd member on loopback; stopped and its folder removed when dropped.
-struct EtcdServer {
-    child: Option<Child>,
-    dir: PathBuf,
-    client_port: u16,
-    peer_port: u16,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("its address").port()
-}
-
-impl EtcdServer {
-    fn start(name: &str) -> EtcdServer {
-        assert!(
-            std::path::Path::new(ETCD).exists(),
-            "{ETCD} is missing: ./scripts/setup.sh installs Debian's etcd-server"
-        );
-        let dir = std::env::temp_dir().join(format!("snowflake-registry-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("the etcd folder");
-        let mut server = EtcdServer { child: None, dir, client_port: free_port(), peer_port: free_port() };
-        server.run();
-        server
-    }
-
-    /// Starts the member (again, on its data folder and ports) and waits until it answers.
-    fn run(&mut self) {
-        let (client, peer) = (
-            format!("http://127.0.0.1:{}", self.client_port),
-            format!("http://127.0.0.1:{}", self.peer_port),
-        );
-        let log = std::fs::File::create(self.dir.join("etcd.log")).expect("its log");
-        let child = Command::new(ETCD)
-            .args(["--name", "registry", "--data-dir"])
-            .arg(self.dir.join("data"))
-            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("registry={peer}")])
-            // Short elections, so that its minimum lease (1.5 elections) is a second or two.
-            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log.try_clone().expect("its log")))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("etcd starts");
-        self.child = Some(child);
-        let started = Instant::now();
-        while self.client().cluster_id().is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "etcd did not answer within 30 s: {:?}",
-                self.dir
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn client(&self) -> Etcd {
-        Etcd::new(&format!("http://127.0.0.1:{}", self.client_port), PREFIX, Duration::from_millis(2_000))
-            .expect("a client")
-    }
-
-    /// `kill -9` of this member alone, by its pid.
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for EtcdServer {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 fn holder(system_identifier: u64, timeline: u32, incarnation: u64) -> Claim {
     Claim { holder: Holder { system_identifier, timeline, incarnation }, since_unix_ms: 1_700_000_000_000 }
@@ -148,8 +67,8 @@ fn renew(etcd: &Etcd, me: &Claim, node: &str, revision: i64, ttl_ms: u64, mark: 
 
 #[test]
 fn a_second_server_configured_with_the_shard_is_refused_it() {
-    let server = EtcdServer::start("two-servers");
-    let etcd = server.client();
+    let server = EtcdMember::start("two-servers");
+    let etcd = server.client(PREFIX);
     let (first, second) = (holder(7301, 1, 11), holder(9999, 1, 22));
     let (revision, mark) = written(take(&etcd, &first, "node1", 10_000));
     assert_eq!(mark, None, "a shard never held has no mark");
@@ -166,8 +85,8 @@ fn a_second_server_configured_with_the_shard_is_refused_it() {
 
 #[test]
 fn a_copy_of_the_data_directory_waits_until_its_original_stops_renewing() {
-    let server = EtcdServer::start("clone");
-    let etcd = server.client();
+    let server = EtcdMember::start("clone");
+    let etcd = server.client(PREFIX);
     let (original, copy) = (holder(7301, 1, 11), holder(7301, 1, 12));
     let ttl_ms = 2_000;
     let (mut revision, _) = written(take(&etcd, &original, "node1", ttl_ms));
@@ -189,8 +108,8 @@ fn a_copy_of_the_data_directory_waits_until_its_original_stops_renewing() {
 
 #[test]
 fn a_promoted_standby_takes_over_at_once_and_its_old_primary_loses_the_next_renewal() {
-    let server = EtcdServer::start("promotion");
-    let etcd = server.client();
+    let server = EtcdMember::start("promotion");
+    let etcd = server.client(PREFIX);
     let (old_primary, promoted) = (holder(7301, 1, 11), holder(7301, 2, 33));
     let (revision, _) = written(take(&etcd, &old_primary, "node1", 10_000));
     let (revision, _) = written(renew(&etcd, &old_primary, "node1", revision, 10_000, 1_700_000_040_000));
@@ -221,8 +140,8 @@ fn a_promoted_standby_takes_over_at_once_and_its_old_primary_loses_the_next_rene
 
 #[test]
 fn a_clean_stop_frees_the_claim_at_once_and_the_mark_stays() {
-    let server = EtcdServer::start("release");
-    let etcd = server.client();
+    let server = EtcdMember::start("release");
+    let etcd = server.client(PREFIX);
     let (first, next) = (holder(7301, 1, 11), holder(9999, 1, 22));
     let (revision, _) = written(take(&etcd, &first, "node1", 60_000));
     let (revision, _) = written(renew(&etcd, &first, "node1", revision, 60_000, 1_700_000_060_000));
@@ -236,8 +155,9 @@ fn a_clean_stop_frees_the_claim_at_once_and_the_mark_stays() {
 
 #[test]
 fn the_registry_killed_and_started_again_keeps_claims_and_marks() {
-    let mut server = EtcdServer::start("restart");
-    let etcd = server.client().with_cluster_id(server.client().cluster_id().expect("its cluster id"));
+    let mut server = EtcdMember::start("restart");
+    let etcd =
+        server.client(PREFIX).with_cluster_id(server.client(PREFIX).cluster_id().expect("its cluster id"));
     let me = holder(7301, 1, 11);
     let (revision, _) = written(take(&etcd, &me, "node1", 10_000));
     let (revision, _) = written(renew(&etcd, &me, "node1", revision, 10_000, 1_700_000_070_000));
@@ -256,8 +176,8 @@ fn the_registry_killed_and_started_again_keeps_claims_and_marks() {
 
 #[test]
 fn answers_from_another_listener_on_the_address_are_refused() {
-    let server = EtcdServer::start("impostor");
-    let cluster_id = server.client().cluster_id().expect("its cluster id");
+    let server = EtcdMember::start("impostor");
+    let cluster_id = server.client(PREFIX).cluster_id().expect("its cluster id");
     // Something else listening where the registry was: it answers a take as a success.
     let impostor = TcpListener::bind("127.0.0.1:0").expect("a port");
     let port = impostor.local_addr().expect("its address").port();
@@ -288,8 +208,8 @@ fn answers_from_another_listener_on_the_address_are_refused() {
 
 #[test]
 fn a_take_decided_on_a_stale_read_does_not_go_through() {
-    let server = EtcdServer::start("stale-read");
-    let etcd = server.client();
+    let server = EtcdMember::start("stale-read");
+    let etcd = server.client(PREFIX);
     let (old_primary, successor) = (holder(7301, 1, 11), holder(7301, 2, 33));
     let (revision, _) = written(take(&etcd, &old_primary, "node1", 2_000));
     written(renew(&etcd, &old_primary, "node1", revision, 2_000, 1_700_000_090_000));
