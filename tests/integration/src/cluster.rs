@@ -559,6 +559,9 @@ enum Source<'a> {
     Initdb,
     /// A base backup of a server of this harness (of its major): its standby.
     StandbyOf(&'a Cluster),
+    /// The same base backup without its standby.signal: a copy of the data directory that
+    /// starts as a primary (the same system identifier and timeline).
+    CopyOf(&'a Cluster),
     /// A base backup through the socket in this folder (a kit's server), of the major under
     /// test.
     StandbyThrough(&'a Path),
@@ -590,6 +593,14 @@ impl<'a> ClusterBuilder<'a> {
         self
     }
 
+    /// A copy of `primary`'s data directory started beside it as a primary (a VM snapshot, a
+    /// restored backup started by mistake): its base backup without standby.signal, so it
+    /// keeps the system identifier and the timeline.
+    pub fn copy_of(mut self, primary: &'a Cluster) -> Self {
+        self.source = Source::CopyOf(primary);
+        self
+    }
+
     /// A standby of a server this harness did not start (a kit's), reached through the Unix
     /// socket in `socket_dir` at the harness's port.
     pub fn standby_through(mut self, socket_dir: &'a Path) -> Self {
@@ -618,6 +629,13 @@ impl<'a> ClusterBuilder<'a> {
             }
             Source::StandbyOf(primary) => {
                 Cluster::base_backup(self.disk, &primary.bin, &primary.root, self.name, &self.settings)
+            }
+            Source::CopyOf(primary) => {
+                let copy =
+                    Cluster::base_backup(self.disk, &primary.bin, &primary.root, self.name, &self.settings);
+                std::fs::remove_file(copy.data_dir().join("standby.signal"))
+                    .expect("the base backup's standby.signal");
+                copy
             }
             Source::StandbyThrough(socket_dir) => {
                 Cluster::base_backup(self.disk, pg_bin_dir(), socket_dir, self.name, &self.settings)

@@ -67,9 +67,7 @@ impl Pair {
     /// `primary`, running, with a standby made of it now by base backup and started (named
     /// `{name}-standby`): for a test that sets its primary up (or crashes it) first.
     pub fn of(primary: Cluster, name: &str) -> Pair {
-        let mut standby = Pair::builder(name).standby_of(&primary);
-        standby.start_with(&[]);
-        Pair { primary, standby }
+        Pair::builder(name).start_standby_of(primary)
     }
 
     /// A pair to start: `Pair::builder(name)`, then what differs from the defaults, then `start`.
@@ -312,6 +310,15 @@ impl<'a> PairBuilder<'a> {
     pub fn standby_disk(mut self, disk: Disk) -> Self {
         self.standby_disk = disk;
         self
+    }
+
+    /// `primary`, running and set up by the test, with a standby made of it now by base backup
+    /// (with `standby_settings` and `standby_disk`) and started. Its own settings and setup are
+    /// not used.
+    pub fn start_standby_of(self, primary: Cluster) -> Pair {
+        let mut standby = self.standby_of(&primary);
+        standby.start_with(&[]);
+        Pair { primary, standby }
     }
 
     /// Starts the primary, runs its setup, then makes its standby and starts it.

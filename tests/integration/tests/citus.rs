@@ -508,14 +508,13 @@ fn citus_cluster_issues_no_key_twice() {
     assert!(pushed, "snowflake_shard() is not sent to the workers:\n{}", plan.join("\n"));
     println!("keyset pagination from a worker: {read} rows in {pages} pages, in order; decoding pushed down to the workers");
 
-    // A copy of a worker's data directory (its promoted standby, running beside it) added as a
-    // node: it holds the worker's group id and fence until it joins; then it gets a new group
-    // id, refuses to issue (its fence names the old one), and issues the new one once fenced.
+    // A copy of a worker's data directory (started beside it as a primary) added as a node: it
+    // holds the worker's group id and fence until it joins; then it gets a new group id,
+    // refuses to issue (its fence names the old one), and issues the new one once fenced.
     // A checkpoint first, so that pg_basebackup's own (spread over minutes) has little to write.
     workers[0].connect().batch_execute("CHECKPOINT").unwrap();
-    let copy = Cluster::builder("citus-copy").standby_of(&workers[0].cluster).start();
+    let copy = Cluster::builder("citus-copy").copy_of(&workers[0].cluster).start();
     copy.wait_until_accepting();
-    copy.promote();
     let copy = Node { name: copy.socket_dir().display().to_string(), cluster: copy };
     let mut copied = copy.connect();
     copied.batch_execute(&format!("ALTER SYSTEM SET citus.local_hostname = '{}'; ", copy.name)).unwrap();

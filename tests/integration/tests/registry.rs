@@ -152,8 +152,7 @@ fn a_copied_data_directory_never_issues_a_shard_its_original_holds() {
 
     // A copy of the data directory (same system identifier, same timeline), started beside it
     // as a primary, its clock 30 s behind the original's.
-    let mut copy = Cluster::builder("registry-copy").standby_of(&original).create();
-    std::fs::remove_file(copy.data_dir().join("standby.signal")).unwrap();
+    let mut copy = Cluster::builder("registry-copy").copy_of(&original).create();
     let clock = FakeClock::of(&copy);
     clock.set("-30s");
     clock.start(&mut copy);

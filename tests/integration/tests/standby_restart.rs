@@ -54,8 +54,7 @@ fn a_standby_restarted_before_promotion_resumes_above_a_primary_whose_clock_was_
     // clock_glitch.rs); one started later does.
     primary.restart_reservation_worker();
     primary.connect().batch_execute(TABLE_T).unwrap();
-    let standby = Cluster::builder("stepped-back-standby").standby_of(&primary).start();
-    let pair = Pair { primary, standby };
+    let pair = Pair::of(primary, "stepped-back");
     // Within the primary's lead bound of 2 s (its clock_timestamp() is the fast one).
     let highest = issue_ahead(&pair, "1.5 s");
     clock.set("+0");

@@ -130,10 +130,11 @@ fn a_switchover_after_a_power_loss_resumes_above_the_ids_its_file_kept() {
         )
         .unwrap();
     // Reconnecting at once when its primary comes back (the default waits 5 s).
-    let standby = Cluster::builder("f5-standby")
-        .standby_of(&primary)
-        .settings(&["wal_retrieve_retry_interval = 100ms"])
-        .start();
+    drop(client);
+    let Pair { mut primary, standby } = Pair::builder("f5")
+        .standby_settings(&["wal_retrieve_retry_interval = 100ms"])
+        .start_standby_of(primary);
+    let mut client = primary.connect();
     let flushed_lsn = |client: &mut postgres::Client| -> String {
         client.query_one("SELECT pg_current_wal_flush_lsn()::text", &[]).unwrap().get(0)
     };

@@ -539,11 +539,9 @@ impl System {
         let name = format!("copy-{}", self.built);
         let ha = HaStandIn::start();
         let cluster = Cluster::builder(&format!("campaign-{name}"))
-            .standby_of(&self.pair.primary.cluster)
+            .copy_of(&self.pair.primary.cluster)
             .settings(&[&ha.lease_url_setting()])
             .create();
-        std::fs::remove_file(cluster.data_dir().join("standby.signal"))
-            .expect("the base backup's standby.signal");
         let clock = FakeClock::of(&cluster);
         self.shared.add_clock(Group::Pair, &name, clock.offset_file().to_path_buf(), 0);
         let mut copy = Server { name, cluster, clock, ha: Some(ha) };
