@@ -123,9 +123,19 @@ pub fn print_log_tail(what: &str, log_file: &Path, lines: usize) {
 
 /// Polls `done` every 10 ms until it holds; fails the test after 60 s, naming `what`.
 pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+    wait_for(what, Duration::from_secs(60), || done().then_some(()))
+}
+
+/// Polls `poll` every 10 ms until it gives a value, and returns it; fails the test after
+/// `within`, saying that it timed out waiting until `what`. A poll that wants to say more on
+/// failure (the last reading) asserts itself against its own deadline.
+pub fn wait_for<T>(what: &str, within: Duration, mut poll: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(value) = poll() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out after {within:?} waiting until {what}");
         std::thread::sleep(Duration::from_millis(10));
     }
 }

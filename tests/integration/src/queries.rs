@@ -1,5 +1,6 @@
 //! What tests ask a server and assert about what it holds.
 
+use postgres::types::{FromSqlOwned, ToSql};
 use postgres::Client;
 
 /// Issues one ID of `shard` and says how far ahead of the server's clock its time part lies,
@@ -17,7 +18,13 @@ pub fn next_id_ahead_ms(client: &mut Client, shard: i32) -> (f64, i64) {
 
 /// The one `bigint` a query returns, such as a `count(*)`.
 pub fn count(client: &mut Client, query: &str) -> i64 {
-    client.query_one(query, &[]).unwrap().get(0)
+    value(client, query, &[])
+}
+
+/// The first column of the one row a query returns; fails the test, naming the query, when
+/// it fails or returns no row or several.
+pub fn value<T: FromSqlOwned>(client: &mut Client, query: &str, params: &[&(dyn ToSql + Sync)]) -> T {
+    client.query_one(query, params).unwrap_or_else(|error| panic!("{query}: {error}")).get(0)
 }
 
 /// IDs issued for `shard` since the server started, from snowflake_stats() (0 when none).
