@@ -5,8 +5,9 @@ use crate::install::{major_of, pg_bin_dir};
 use crate::power_loss;
 use crate::process::{
     as_server_owner, children_of, kill_9, pg_ctl_start, print_log_tail, run, running_as_root,
-    server_owned_temp_dir,
+    server_owned_temp_dir, wait_for, wait_until,
 };
+use crate::queries::value;
 use postgres::error::DbError;
 use postgres::{Client, Config, NoTls};
 use std::fs::{self, File};
@@ -330,23 +331,12 @@ impl Cluster {
     pub fn restart_reservation_worker(&self) -> u32 {
         // The postmaster forks the worker once recovery has ended, which may come after the
         // server accepts connections (pg_ctl -w returns then): on a loaded machine, wait for it.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let old = loop {
-            match self.reservation_worker_pid() {
-                Some(pid) => break pid,
-                None => assert!(Instant::now() < deadline, "no reservation worker runs within 30 s"),
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let within = Duration::from_secs(30);
+        let old = wait_for("a reservation worker runs", within, || self.reservation_worker_pid());
         run(Command::new("kill").args(["-TERM", &old.to_string()]), "kill -TERM");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match self.reservation_worker_pid() {
-                Some(new) if new != old => return new,
-                _ => assert!(Instant::now() < deadline, "no new reservation worker within 30 s"),
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for("a new reservation worker runs", within, || {
+            self.reservation_worker_pid().filter(|&new| new != old)
+        })
     }
 
     /// Asks a standby to promote itself, without waiting for the promotion.
@@ -453,12 +443,10 @@ impl Cluster {
         if !postmaster.is_some_and(|postmaster| children_of(postmaster).contains(&pid)) || !kill_9(pid) {
             return self.wait_until_accepting();
         }
-        let deadline = Instant::now() + Duration::from_secs(60);
         // A postmaster stopped meanwhile (another fault's restart) resets nothing either.
-        while self.log().matches(RESET).count() == resets && self.recorded_postmaster_pid() == postmaster {
-            assert!(Instant::now() < deadline, "no reset of the server within 60 s of killing backend {pid}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(&format!("the server reset after backend {pid} was killed"), || {
+            self.log().matches(RESET).count() > resets || self.recorded_postmaster_pid() != postmaster
+        });
         self.wait_until_accepting()
     }
 
@@ -535,11 +523,9 @@ fn kill_server(postmaster: u32) {
         kill_9(child);
     }
     pids.push(postmaster);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while pids.iter().any(|pid| Path::new(&format!("/proc/{pid}")).exists()) {
-        assert!(Instant::now() < deadline, "killed server processes did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("the killed server's processes exited", || {
+        pids.iter().all(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+    });
 }
 
 /// What `Cluster::builder` makes: see there.
@@ -704,12 +690,10 @@ pub fn apply_settings(client: &mut Client, settings: &[(&str, &str)]) {
         client.batch_execute(&format!("ALTER SYSTEM SET {name} = '{value}'")).unwrap();
     }
     client.batch_execute("SELECT pg_reload_conf()").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for (name, value) in settings {
-        while client.query_one("SELECT current_setting($1)", &[name]).unwrap().get::<_, String>(0) != *value {
-            assert!(Instant::now() < deadline, "the reload of {name} did not reach the session");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    for (name, wanted) in settings {
+        wait_for(&format!("the reload of {name} reached the session"), Duration::from_secs(10), || {
+            (value::<String>(client, "SELECT current_setting($1)", &[name]) == *wanted).then_some(())
+        });
     }
 }
 
