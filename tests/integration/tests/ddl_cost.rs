@@ -28,15 +28,11 @@ const RUNS: usize = 5;
 /// column, then a column added to it. Returns, per statement, the median of the buffers it
 /// touched and of its time in ms.
 fn measure(alice: &mut Client, admin: &mut Client, round: &str) -> [(i64, f64); 2] {
-    let mut create = Vec::new();
-    let mut alter = Vec::new();
+    let (mut create, mut alter) = (Vec::new(), Vec::new());
     for run in 0..RUNS {
         let table = format!("alice.{round}_{run}");
-        create.push(one_statement(
-            alice,
-            admin,
-            &format!("CREATE TABLE {table} (id bigserial PRIMARY KEY, v int)"),
-        ));
+        let statement = format!("CREATE TABLE {table} (id bigserial PRIMARY KEY, v int)");
+        create.push(one_statement(alice, admin, &statement));
         alter.push(one_statement(alice, admin, &format!("ALTER TABLE {table} ADD COLUMN w int")));
     }
     [median(create), median(alter)]

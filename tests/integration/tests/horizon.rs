@@ -1126,10 +1126,7 @@ fn a_flood_of_horizon_calls_by_another_role_sends_no_poll_back_to_the_start() {
         }
         let mut polls = Polls::default();
         let until = Instant::now() + POLLING_AT_MOST;
-        for poll in 0..POLLS {
-            if Instant::now() >= until {
-                break;
-            }
+        for poll in (0..POLLS).take_while(|_| Instant::now() < until) {
             if poll % 2 == 0 {
                 polls.of_shard += 1;
                 polls.of_shard_stuck += usize::from(horizon_of(&mut bob, Some(1)) <= before);

@@ -35,16 +35,8 @@ fn js53_issues_ids_a_double_holds_and_records_its_width() {
             &[],
         )
         .unwrap();
-    assert_eq!(
-        (
-            row.get::<_, i32>(0),
-            row.get::<_, i32>(1),
-            row.get::<_, i32>(2),
-            row.get::<_, i32>(3),
-            row.get::<_, i32>(4)
-        ),
-        (41, 6, 6, 63, 64)
-    );
+    let widths: (i32, i32, i32, i32, i32) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+    assert_eq!(widths, (41, 6, 6, 63, 64));
     assert_eq!(row.get::<_, String>(5), "2024-01-01 00:00:00+00");
     assert_eq!(row.get::<_, String>(6), "2093-09-06 15:47:35.552+00", "41 bits of ms after 2024");
     assert_eq!(row.get::<_, String>(7), "53", "SHOW gives the width the layout set");
