@@ -481,11 +481,8 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
     for gid in &leftover {
         client.batch_execute(&format!("COMMIT PREPARED '{gid}'")).unwrap();
     }
-    assert_eq!(
-        count(&mut client, "SELECT count(*) FROM pg_prepared_xacts"),
-        0,
-        "prepared transactions remain"
-    );
+    let still_prepared = count(&mut client, "SELECT count(*) FROM pg_prepared_xacts");
+    assert_eq!(still_prepared, 0, "prepared transactions remain");
     let truth: Vec<i64> = column(&mut client, "SELECT id FROM events ORDER BY id", &[]);
     let last = *truth.last().expect("no rows committed");
     let all_written = Instant::now();
