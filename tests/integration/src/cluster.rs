@@ -715,3 +715,12 @@ impl Drop for StoppedWorker {
         let _ = Command::new("kill").args(["-CONT", &self.0.to_string()]).output();
     }
 }
+
+impl Cluster {
+    /// A connection to the database `dbname` of this server as `role`.
+    pub fn connect_as(&self, role: &str, dbname: &str) -> Client {
+        let mut config = self.config();
+        config.user(role).dbname(dbname);
+        config.connect(NoTls).unwrap_or_else(|e| panic!("connect to {dbname} as {role}: {e}\n{}", self.log()))
+    }
+}

@@ -14,8 +14,8 @@
 //! 250 ms), which 0.7.0 exceeds many times over (5.8 s against 28 ms here; 0.7.1: 5.0 ms against
 //! 3.1 ms).
 
-use postgres::{Client, NoTls};
-use snowflake_id_integration::Cluster;
+use postgres::Client;
+use snowflake_id_integration::{count, value, Cluster};
 use std::time::Instant;
 
 /// carol's temporary tables and their columns: 400 of 1,600 (PostgreSQL's most) each.
@@ -28,15 +28,11 @@ const RUNS: usize = 5;
 /// column, then a column added to it. Returns, per statement, the median of the buffers it
 /// touched and of its time in ms.
 fn measure(alice: &mut Client, admin: &mut Client, round: &str) -> [(i64, f64); 2] {
-    let mut create = Vec::new();
-    let mut alter = Vec::new();
+    let (mut create, mut alter) = (Vec::new(), Vec::new());
     for run in 0..RUNS {
         let table = format!("alice.{round}_{run}");
-        create.push(one_statement(
-            alice,
-            admin,
-            &format!("CREATE TABLE {table} (id bigserial PRIMARY KEY, v int)"),
-        ));
+        let statement = format!("CREATE TABLE {table} (id bigserial PRIMARY KEY, v int)");
+        create.push(one_statement(alice, admin, &statement));
         alter.push(one_statement(alice, admin, &format!("ALTER TABLE {table} ADD COLUMN w int")));
     }
     [median(create), median(alter)]
@@ -50,14 +46,12 @@ fn one_statement(client: &mut Client, admin: &mut Client, statement: &str) -> (i
     let started = Instant::now();
     client.batch_execute(statement).unwrap();
     let ms = started.elapsed().as_secs_f64() * 1000.0;
-    let blocks: i64 = admin
-        .query_one(
-            "SELECT coalesce(sum(shared_blks_hit + shared_blks_read + local_blks_hit + local_blks_read), 0)::bigint
-             FROM pg_stat_statements WHERE query = $1",
-            &[&statement],
-        )
-        .unwrap()
-        .get(0);
+    let blocks: i64 = value(
+        admin,
+        "SELECT coalesce(sum(shared_blks_hit + shared_blks_read + local_blks_hit + local_blks_read), 0)::bigint
+         FROM pg_stat_statements WHERE query = $1",
+        &[&statement],
+    );
     assert!(blocks > 0, "pg_stat_statements did not count {statement}");
     (blocks, ms)
 }
@@ -66,15 +60,13 @@ fn one_statement(client: &mut Client, admin: &mut Client, statement: &str) -> (i
 /// with the extension and pg_stat_statements, carol (a login with default rights) and alice
 /// (her schema alice, shard 3), then `more` (statements); with the superuser's connection.
 fn start_with_alice_and_carol(name: &str, settings: &[&str], more: &str) -> (Cluster, Client) {
-    let mut all = vec![
-        "shared_preload_libraries = 'pg_stat_statements, snowflake_id'",
-        "pg_stat_statements.track_utility = on",
-    ];
-    all.extend_from_slice(settings);
-    let cluster = Cluster::builder(name).settings(&all).start();
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute(&format!(
+    let cluster = Cluster::builder(name)
+        .settings(&[
+            "shared_preload_libraries = 'pg_stat_statements, snowflake_id'",
+            "pg_stat_statements.track_utility = on",
+        ])
+        .settings(settings)
+        .setup(&format!(
             "CREATE EXTENSION snowflake_id;
              CREATE EXTENSION pg_stat_statements;
              CREATE ROLE carol LOGIN;
@@ -83,7 +75,8 @@ fn start_with_alice_and_carol(name: &str, settings: &[&str], more: &str) -> (Clu
              ALTER ROLE alice SET snowflake_id.shard = 3;
              {more};"
         ))
-        .unwrap();
+        .start();
+    let admin = cluster.connect();
     (cluster, admin)
 }
 
@@ -99,13 +92,6 @@ fn temp_tables(client: &mut Client, count: usize, prefix: &str, definition: &str
         .unwrap();
 }
 
-/// A new session of `role`.
-fn login(cluster: &Cluster, role: &str) -> Client {
-    let mut config = cluster.config();
-    config.user(role);
-    config.connect(NoTls).unwrap()
-}
-
 fn median(mut runs: Vec<(i64, f64)>) -> (i64, f64) {
     let mut times: Vec<f64> = runs.iter().map(|run| run.1).collect();
     times.sort_by(f64::total_cmp);
@@ -117,19 +103,15 @@ fn median(mut runs: Vec<(i64, f64)>) -> (i64, f64) {
 fn other_roles_temporary_columns_do_not_slow_ddl() {
     let (cluster, mut admin) =
         start_with_alice_and_carol("ddl_cost", &[], "ALTER ROLE alice SET snowflake_id.auto_keys = alice");
-    let login = |role: &str| login(&cluster, role);
+    let login = |role: &str| cluster.connect_as(role, "postgres");
     let mut alice = login("alice");
     // Both triggers act on alice's statements: the key is converted.
-    let converted: String = {
-        one_statement(&mut alice, &mut admin, "CREATE TABLE alice.first (id bigserial PRIMARY KEY)");
-        alice
-            .query_one(
-                "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'alice.first'::regclass",
-                &[],
-            )
-            .unwrap()
-            .get(0)
-    };
+    one_statement(&mut alice, &mut admin, "CREATE TABLE alice.first (id bigserial PRIMARY KEY)");
+    let converted: String = value(
+        &mut alice,
+        "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'alice.first'::regclass",
+        &[],
+    );
     assert_eq!(converted, "snowflake_nextval()");
     let before = measure(&mut alice, &mut admin, "before");
 
@@ -138,14 +120,11 @@ fn other_roles_temporary_columns_do_not_slow_ddl() {
     let columns: Vec<String> = (1..=CAROL_COLUMNS).map(|n| format!("0 AS c{n}")).collect();
     let started = Instant::now();
     temp_tables(&mut carol, CAROL_TABLES, "t", &format!("AS SELECT {}", columns.join(", ")));
-    let temp_columns: i64 = admin
-        .query_one(
-            "SELECT count(*) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-             WHERE c.relowner = 'carol'::regrole AND a.attnum > 0",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let temp_columns = count(
+        &mut admin,
+        "SELECT count(*) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+         WHERE c.relowner = 'carol'::regrole AND a.attnum > 0",
+    );
     assert_eq!(temp_columns, (CAROL_TABLES * CAROL_COLUMNS) as i64);
     println!(
         "ddl_cost: carol made {temp_columns} temporary columns in {:.1} s",
@@ -176,10 +155,8 @@ fn other_roles_temporary_columns_do_not_slow_ddl() {
 
     // Whole-database checks skip other sessions' temporary tables too: the superuser's
     // snowflake_check_columns() reads none of carol's columns.
-    let pages: i64 = admin
-        .query_one("SELECT pg_relation_size('pg_attribute') / current_setting('block_size')::bigint", &[])
-        .unwrap()
-        .get(0);
+    let pages =
+        count(&mut admin, "SELECT pg_relation_size('pg_attribute') / current_setting('block_size')::bigint");
     // Run on a connection of its own: pg_stat_statements is reset and read on `admin`.
     let mut checker = cluster.connect();
     let (blocks, _) =
@@ -215,13 +192,7 @@ fn alter_cost(
     triggers: bool,
     checked: bool,
 ) -> (i64, f64) {
-    let state = if triggers { "ENABLE" } else { "DISABLE" };
-    admin
-        .batch_execute(&format!(
-            "ALTER EVENT TRIGGER snowflake_check_defaults {state};
-             ALTER EVENT TRIGGER snowflake_auto_keys {state};"
-        ))
-        .unwrap();
+    set_triggers(admin, if triggers { "ENABLE" } else { "DISABLE" });
     let table = format!(
         "alice.{round}_{}_{}",
         if triggers { "on" } else { "off" },
@@ -236,13 +207,18 @@ fn alter_cost(
     let runs = (1..=ALTERS)
         .map(|n| one_statement(alice, admin, &format!("ALTER TABLE {table} ADD COLUMN c{n} int")))
         .collect();
-    admin
-        .batch_execute(
-            "ALTER EVENT TRIGGER snowflake_check_defaults ENABLE;
-             ALTER EVENT TRIGGER snowflake_auto_keys ENABLE;",
-        )
-        .unwrap();
+    set_triggers(admin, "ENABLE");
     median(runs)
+}
+
+/// `ENABLE`s or `DISABLE`s both event triggers.
+fn set_triggers(admin: &mut Client, state: &str) {
+    admin
+        .batch_execute(&format!(
+            "ALTER EVENT TRIGGER snowflake_check_defaults {state};
+             ALTER EVENT TRIGGER snowflake_auto_keys {state};"
+        ))
+        .unwrap();
 }
 
 /// alice's ALTER TABLE: with the triggers on, off, and on with a checked table (`alter_cost`).
@@ -277,7 +253,7 @@ fn other_roles_overloads_and_temporary_defaults_do_not_slow_ddl() {
          CREATE TABLE seed_b (a int DEFAULT 1, b int DEFAULT 2, c int DEFAULT 3);
          ANALYZE",
     );
-    let login = |role: &str| login(&cluster, role);
+    let login = |role: &str| cluster.connect_as(role, "postgres");
     // alice's session makes its plans now, before carol's objects, and keeps them.
     let mut alice = login("alice");
     let before = measure_round(&mut alice, &mut admin, "before");
@@ -296,7 +272,7 @@ fn other_roles_overloads_and_temporary_defaults_do_not_slow_ddl() {
         })
         .collect();
     temp_tables(&mut carol, CAROL_DEFAULT_TABLES, "d", &format!("({})", columns.join(", ")));
-    let defaults: i64 = admin.query_one("SELECT count(*) FROM pg_attrdef", &[]).unwrap().get(0);
+    let defaults = count(&mut admin, "SELECT count(*) FROM pg_attrdef");
     assert!(defaults >= (CAROL_DEFAULT_TABLES * CAROL_DEFAULT_COLUMNS) as i64);
     println!("ddl_cost: carol made {defaults} column defaults in {:.1} s", started.elapsed().as_secs_f64());
     let defaulted = measure_round(&mut alice, &mut admin, "defaults");
@@ -320,10 +296,7 @@ fn other_roles_overloads_and_temporary_defaults_do_not_slow_ddl() {
              END $$"
         ))
         .unwrap();
-    let overloads: i64 = admin
-        .query_one("SELECT count(*) FROM pg_proc WHERE proname = 'snowflake_nextval'", &[])
-        .unwrap()
-        .get(0);
+    let overloads = count(&mut admin, "SELECT count(*) FROM pg_proc WHERE proname = 'snowflake_nextval'");
     assert_eq!(overloads, CAROL_OVERLOADS as i64 + 2);
     println!(
         "ddl_cost: carol made {CAROL_OVERLOADS} overloads of snowflake_nextval in {:.1} s",

@@ -20,12 +20,13 @@ use snowflake_id_integration::engine::{
     self, Op, Paging, Reads, Route, Source, Transaction, Workload, Writer,
 };
 use snowflake_id_integration::{
-    connection_lost, count, db_error, major_of, pg_bin_dir, wait_until, Cluster, FakeClock, Pair, Pick,
+    apply_settings, column, connection_lost, count, db_error, major_of, pg_bin_dir, value, wait_for,
+    wait_until, Cluster, FakeClock, Pair, Pick,
 };
 use std::cell::Cell;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -37,11 +38,9 @@ fn horizon(client: &mut Client) -> i64 {
 /// The horizon of `shard` (`None`: of every shard), in a statement of its own.
 fn horizon_of(client: &mut Client, shard: Option<i32>) -> i64 {
     match shard {
-        None => client.query_one("SELECT snowflake_horizon()", &[]),
-        Some(shard) => client.query_one("SELECT snowflake_horizon($1)", &[&shard]),
+        None => value(client, "SELECT snowflake_horizon()", &[]),
+        Some(shard) => value(client, "SELECT snowflake_horizon($1)", &[&shard]),
     }
-    .unwrap()
-    .get(0)
 }
 
 /// Polls the horizon of `shard` (`None`: of every shard) until it passes `id`; fails after
@@ -78,18 +77,19 @@ fn assert_horizon_held(client: &mut Client, shard: Option<i32>, id: i64, during:
 
 /// A server with the extension and a table `t (id bigint)`.
 fn server(name: &str, settings: &[&str]) -> Cluster {
-    let cluster = Cluster::builder(name).settings(settings).start();
-    cluster
-        .connect()
-        .batch_execute("CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY)")
-        .unwrap();
-    cluster
+    let setup = "CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY)";
+    Cluster::builder(name).settings(settings).setup(setup).start()
+}
+
+/// The process id of `client`'s backend.
+fn backend_pid(client: &mut Client) -> i32 {
+    value(client, "SELECT pg_backend_pid()", &[])
 }
 
 /// Opens a transaction on `client` that inserts one row of `shard` into `t`; returns its ID.
 fn open_transaction_with_an_id(client: &mut Client, shard: i32) -> i64 {
     client.batch_execute("BEGIN").unwrap();
-    client.query_one("INSERT INTO t VALUES (snowflake_nextval($1)) RETURNING id", &[&shard]).unwrap().get(0)
+    value(client, "INSERT INTO t VALUES (snowflake_nextval($1)) RETURNING id", &[&shard])
 }
 
 // ---- The main test: writers, a crash, and readers paging by ID ---------------------------
@@ -109,13 +109,13 @@ const STRAGGLER: usize = 0;
 const STRAGGLE_AT_MOST: Duration = Duration::from_secs(5);
 
 /// What the threads of the main test share.
+#[derive(Default)]
 struct Run {
-    started: Instant,
     stop_writing: AtomicBool,
     writers_done: AtomicBool,
-    /// `i64::MAX` until the writes are over and every prepared transaction resolved; then the
-    /// highest committed ID: a reader stops once its cursor reaches it.
-    last_committed: AtomicI64,
+    /// Set once the writes are over and every prepared transaction resolved: the highest
+    /// committed ID. A reader stops once its cursor reaches it.
+    last_committed: OnceLock<i64>,
     /// Set when the readers ran out of time: they stop at once.
     give_up: AtomicBool,
     /// Readers that have polled once: the writers start after all have, so that no first
@@ -134,17 +134,17 @@ struct Run {
     errors: Mutex<Vec<String>>,
 }
 
-/// Connects, retrying while the server restarts (at most 60 s).
-fn connect(config: &Config, who: &str) -> Client {
+/// The committer's connection, made again while the server restarts (at most 60 s).
+fn connect(config: &Config) -> Client {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match config.connect(NoTls) {
             Ok(client) => return client,
             Err(error) => {
-                assert!(Instant::now() < deadline, "{who} could not reconnect within 60 s: {error}");
-                sleep(Duration::from_millis(100));
+                assert!(Instant::now() < deadline, "the committer could not reconnect within 60 s: {error}")
             }
         }
+        sleep(Duration::from_millis(100));
     }
 }
 
@@ -222,6 +222,8 @@ impl Plan {
 /// One writer of the main test, run by the workload engine: its plans, on the one server.
 struct Writing {
     run: Arc<Run>,
+    /// When the test started: the history's origin.
+    origin: Instant,
     config: Config,
     number: usize,
     /// Transactions drawn so far (the straggler straggles every 4th).
@@ -237,7 +239,7 @@ impl Workload for Writing {
     }
 
     fn origin(&self) -> Instant {
-        self.run.started
+        self.origin
     }
 
     fn kind(&self, pick: &mut Pick) -> Plan {
@@ -327,7 +329,7 @@ impl Workload for Writing {
 fn committer(config: Config, run: &Run) -> (usize, usize, usize) {
     let (mut committed, mut rolled_back, mut gone) = (0, 0, 0);
     let mut pick = Pick::new(1000);
-    let mut client = connect(&config, "the committer");
+    let mut client = connect(&config);
     loop {
         let draining = run.writers_done.load(SeqCst);
         let due: Vec<String> = {
@@ -343,24 +345,18 @@ fn committer(config: Config, run: &Run) -> (usize, usize, usize) {
         for gid in due {
             let commit = pick.chance(85);
             let statement = format!("{} PREPARED '{gid}'", if commit { "COMMIT" } else { "ROLLBACK" });
-            loop {
+            let result = loop {
                 match client.batch_execute(&statement) {
-                    Ok(()) => {
-                        if commit {
-                            committed += 1;
-                        } else {
-                            rolled_back += 1;
-                        }
-                    }
-                    Err(error) if connection_lost(&error) => {
-                        client = connect(&config, "the committer");
-                        continue;
-                    }
-                    // Resolved before a crash cut off the answer.
-                    Err(error) if error.code().is_some_and(|code| code.code() == "42704") => gone += 1,
-                    Err(error) => run.errors.lock().unwrap().push(format!("{statement}: {error}")),
+                    Err(error) if connection_lost(&error) => client = connect(&config),
+                    result => break result,
                 }
-                break;
+            };
+            match result {
+                Ok(()) if commit => committed += 1,
+                Ok(()) => rolled_back += 1,
+                // Resolved before a crash cut off the answer.
+                Err(error) if error.code().is_some_and(|code| code.code() == "42704") => gone += 1,
+                Err(error) => run.errors.lock().unwrap().push(format!("{statement}: {error}")),
             }
         }
         sleep(Duration::from_millis(20));
@@ -383,7 +379,7 @@ impl Source for Reading {
     }
 
     fn end(&self) -> Option<i64> {
-        Some(self.run.last_committed.load(SeqCst)).filter(|last| *last != i64::MAX)
+        self.run.last_committed.get().copied()
     }
 
     fn give_up(&self) -> bool {
@@ -415,29 +411,22 @@ fn first_few(ids: &[i64]) -> &[i64] {
     &ids[..ids.len().min(10)]
 }
 
+/// Asserts that there are no `ids`: `what` they would be.
+fn assert_none(ids: &[i64], what: &str) {
+    assert!(ids.is_empty(), "{} {what} (first {:?})", ids.len(), first_few(ids));
+}
+
 #[test]
 fn readers_below_the_horizon_read_every_committed_row_once() {
-    let cluster = Cluster::builder("horizon-readers").settings(&["max_prepared_transactions = 100"]).start();
-    cluster
-        .connect()
-        .batch_execute(
+    let cluster = Cluster::builder("horizon-readers")
+        .settings(&["max_prepared_transactions = 100"])
+        .setup(
             "CREATE EXTENSION snowflake_id;
              CREATE TABLE events (id bigint PRIMARY KEY, writer int NOT NULL, shard int NOT NULL, tag bigint NOT NULL)",
         )
-        .unwrap();
-    let run = Arc::new(Run {
-        started: Instant::now(),
-        stop_writing: AtomicBool::new(false),
-        writers_done: AtomicBool::new(false),
-        last_committed: AtomicI64::new(i64::MAX),
-        readers_ready: AtomicUsize::new(0),
-        give_up: AtomicBool::new(false),
-        naive_cursor: AtomicI64::new(0),
-        overtaken: AtomicUsize::new(0),
-        backends: Mutex::new(Vec::new()),
-        prepared: Mutex::new(Vec::new()),
-        errors: Mutex::new(Vec::new()),
-    });
+        .start();
+    let origin = Instant::now();
+    let run = Arc::new(Run::default());
     // Told to give up when the test fails, so that no thread outlives the server.
     struct GiveUp(Arc<Run>);
     impl Drop for GiveUp {
@@ -460,16 +449,14 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
         let (config, run) = (cluster.config(), run.clone());
         std::thread::spawn(move || committer(config, &run))
     };
-    let polled = Instant::now();
-    while run.readers_ready.load(SeqCst) < 3 {
-        assert!(polled.elapsed() < Duration::from_secs(30), "the readers did not poll within 30 s");
-        sleep(Duration::from_millis(10));
-    }
+    wait_for("the readers polled", Duration::from_secs(30), || {
+        (run.readers_ready.load(SeqCst) >= 3).then_some(())
+    });
     let started = Instant::now();
     let writers: Vec<_> = (0..WRITERS)
         .map(|number| {
-            let workload =
-                Writing { run: run.clone(), config: cluster.config(), number, drawn: Cell::new(0) };
+            let (run, config) = (run.clone(), cluster.config());
+            let workload = Writing { run, origin, config, number, drawn: Cell::new(0) };
             std::thread::spawn(move || Writer::new(workload, number, Pick::new(number as u64)).run())
         })
         .collect();
@@ -477,7 +464,7 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
     sleep(CRASH_AFTER);
     let victim = *run.backends.lock().unwrap().last().expect("no writer connected");
     let crashed_at = started.elapsed();
-    let crashed_at_ms = run.started.elapsed().as_millis() as u64;
+    let crashed_at_ms = origin.elapsed().as_millis() as u64;
     cluster.kill_backend(victim);
     sleep(WRITING.saturating_sub(started.elapsed()));
     run.stop_writing.store(true, SeqCst);
@@ -490,22 +477,16 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
     // Prepared transactions whose PREPARE was cut off by the crash, committed now: none is
     // left before the rows are counted.
     let mut client = cluster.connect();
-    let mut leftover = 0;
-    for row in client.query("SELECT gid FROM pg_prepared_xacts", &[]).unwrap() {
-        client.batch_execute(&format!("COMMIT PREPARED '{}'", row.get::<_, String>(0))).unwrap();
-        leftover += 1;
+    let leftover: Vec<String> = column(&mut client, "SELECT gid FROM pg_prepared_xacts", &[]);
+    for gid in &leftover {
+        client.batch_execute(&format!("COMMIT PREPARED '{gid}'")).unwrap();
     }
     let still_prepared = count(&mut client, "SELECT count(*) FROM pg_prepared_xacts");
     assert_eq!(still_prepared, 0, "prepared transactions remain");
-    let truth: Vec<i64> = client
-        .query("SELECT id FROM events ORDER BY id", &[])
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let truth: Vec<i64> = column(&mut client, "SELECT id FROM events ORDER BY id", &[]);
     let last = *truth.last().expect("no rows committed");
     let all_written = Instant::now();
-    run.last_committed.store(last, SeqCst);
+    run.last_committed.set(last).unwrap();
 
     // The readers read up to the last row once the horizon passes it.
     while readers.iter().any(|reader| !reader.is_finished()) && all_written.elapsed() < CATCH_UP_WITHIN {
@@ -543,29 +524,14 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
     let stored: HashSet<i64> = truth.iter().copied().collect();
     let lost_commits: Vec<i64> =
         ops.iter().flat_map(|op| &op.committed).copied().filter(|id| !stored.contains(id)).collect();
-    assert!(
-        lost_commits.is_empty(),
-        "{} acknowledged IDs not stored (first {:?})",
-        lost_commits.len(),
-        first_few(&lost_commits)
-    );
+    assert_none(&lost_commits, "acknowledged IDs not stored");
     let undone: Vec<i64> =
         ops.iter().flat_map(|op| &op.aborted).copied().filter(|id| stored.contains(id)).collect();
-    assert!(
-        undone.is_empty(),
-        "{} IDs of rolled back transactions stored (first {:?})",
-        undone.len(),
-        first_few(&undone)
-    );
+    assert_none(&undone, "IDs of rolled back transactions stored");
     let given: HashSet<i64> =
         ops.iter().flat_map(|op| op.committed.iter().chain(&op.maybe)).copied().collect();
     let unknown: Vec<i64> = truth.iter().copied().filter(|id| !given.contains(id)).collect();
-    assert!(
-        unknown.is_empty(),
-        "{} rows stored with IDs no writer was given (first {:?})",
-        unknown.len(),
-        first_few(&unknown)
-    );
+    assert_none(&unknown, "rows stored with IDs no writer was given");
 
     // The run was what it says: every kind of transaction, a crash every client survived.
     let ended = |end: End| ops.iter().filter(|op| op.succeeded() && op.kind.end == end).count();
@@ -575,8 +541,7 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
         .filter(|op| op.succeeded() && op.kind.end == End::Commit && op.start_ms > crashed_at_ms)
         .count();
     let overtaken = run.overtaken.load(SeqCst);
-    let log = cluster.log();
-    assert!(log.contains("was terminated by signal 9"), "the killed backend is not in the log");
+    assert!(cluster.log().contains("was terminated by signal 9"), "the killed backend is not in the log");
     for (kind, count) in [
         ("committed", ended(End::Commit)),
         ("aborted", ended(End::Rollback)),
@@ -632,7 +597,7 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
     println!(
         "horizon: {} committed rows from {WRITERS} writers on {} shards in {:.1} s ({} transactions committed, \
          {} rolled back, {} prepared: {prepared_committed} committed and {prepared_rolled_back} rolled back later, \
-         {leftover} after the writes; {} long, {} batches, {} savepoints rolled back); a backend killed -9 at {:.1} s, \
+         {} after the writes; {} long, {} batches, {} savepoints rolled back); a backend killed -9 at {:.1} s, \
          {committed_after_crash} transactions committed after it",
         truth.len(),
         SHARDS.len(),
@@ -640,6 +605,7 @@ fn readers_below_the_horizon_read_every_committed_row_once() {
         ended(End::Commit),
         ended(End::Rollback),
         ended(End::Prepare),
+        leftover.len(),
         drawn(|plan| usize::from(plan.sleep_ms > 0)),
         drawn(Plan::batches),
         drawn(|plan| usize::from(plan.savepoint.is_some())),
@@ -686,10 +652,9 @@ fn an_open_transaction_holds_the_horizon_until_it_ends() {
     wait_for_horizon_above(&mut reader, None, id, "its transaction rolled back");
 
     // The writer's connection stays open, idle.
-    let id: i64 = writer.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    let id: i64 = value(&mut writer, "SELECT snowflake_nextval(1)", &[]);
     wait_for_horizon_above(&mut reader, None, id, "a bare SELECT snowflake_nextval(1) returned");
-    let id: i64 =
-        writer.query_one("INSERT INTO t VALUES (snowflake_nextval(2)) RETURNING id", &[]).unwrap().get(0);
+    let id: i64 = value(&mut writer, "INSERT INTO t VALUES (snowflake_nextval(2)) RETURNING id", &[]);
     wait_for_horizon_above(&mut reader, None, id, "an autocommit INSERT returned");
 }
 
@@ -714,8 +679,7 @@ fn a_prepared_transaction_holds_the_horizon_across_restarts() {
 
     // A backend killed while its connection is open (a closed one may be gone already).
     let mut victim = cluster.connect();
-    let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-    let mut reader = cluster.kill_backend(pid as u32);
+    let mut reader = cluster.kill_backend(backend_pid(&mut victim) as u32);
     drop(victim);
     assert_horizon_held(
         &mut reader,
@@ -730,8 +694,7 @@ fn a_prepared_transaction_holds_the_horizon_across_restarts() {
     let mut other = cluster.connect();
     other.batch_execute("COMMIT PREPARED 'holds'").unwrap();
     wait_for_horizon_above(&mut reader, None, id, "COMMIT PREPARED");
-    let rows: i64 = reader.query_one("SELECT count(*) FROM t WHERE id = $1", &[&id]).unwrap().get(0);
-    assert_eq!(rows, 1);
+    assert_eq!(value::<i64>(&mut reader, "SELECT count(*) FROM t WHERE id = $1", &[&id]), 1);
 }
 
 /// A PREPARE TRANSACTION whose IDs cannot be recorded for the horizon (a directory stands
@@ -751,7 +714,7 @@ fn a_prepare_whose_ids_cannot_be_recorded_is_refused_with_an_io_error() {
     assert!(error.hint().is_some_and(|hint| hint.contains("disk")), "{error:?}");
     let _ = writer.batch_execute("ROLLBACK");
     assert_eq!(count(&mut writer, "SELECT count(*) FROM pg_prepared_xacts"), 0);
-    let stored: i64 = writer.query_one("SELECT count(*) FROM t WHERE id = $1", &[&id]).unwrap().get(0);
+    let stored: i64 = value(&mut writer, "SELECT count(*) FROM t WHERE id = $1", &[&id]);
     assert_eq!(stored, 0, "the refused transaction's row is there");
 
     std::fs::remove_dir(&blocker).unwrap();
@@ -781,17 +744,13 @@ fn ids_of_parallel_workers_hold_the_horizon() {
     leader.batch_execute("BEGIN").unwrap();
     // EXPLAIN ANALYZE runs the statement: the table is made, by workers alone (the leader
     // only gathers), in the open transaction.
-    let plan: Vec<String> = leader
-        .query(
-            "EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF)
-             CREATE TABLE par_ids AS SELECT snowflake_nextval(1) AS id, g FROM big",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    let plan = plan.join("\n");
+    let plan = column::<String>(
+        &mut leader,
+        "EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF)
+         CREATE TABLE par_ids AS SELECT snowflake_nextval(1) AS id, g FROM big",
+        &[],
+    )
+    .join("\n");
     let launched: usize = plan
         .lines()
         .find_map(|line| line.trim().strip_prefix("Workers Launched: "))
@@ -833,10 +792,10 @@ fn a_clock_stepped_back_issues_nothing_below_a_horizon_given() {
     let mut given = horizon(&mut client);
 
     clock.set("-10");
-    let clock_back: i64 = client.query_one("SELECT snowflake_min_id(clock_timestamp())", &[]).unwrap().get(0);
+    let clock_back: i64 = value(&mut client, "SELECT snowflake_min_id(clock_timestamp())", &[]);
     assert!(clock_back < given, "the clock did not step back: {clock_back} >= {given}");
     for shard in [7, 8] {
-        let id: i64 = client.query_one("SELECT snowflake_nextval($1)", &[&shard]).unwrap().get(0);
+        let id: i64 = value(&mut client, "SELECT snowflake_nextval($1)", &[&shard]);
         assert!(id >= given, "shard {shard}, never used before, issued {id} below the horizon {given}");
     }
     for _ in 0..5 {
@@ -845,7 +804,7 @@ fn a_clock_stepped_back_issues_nothing_below_a_horizon_given() {
         given = next;
         sleep(Duration::from_millis(50));
     }
-    let id: i64 = client.query_one("SELECT snowflake_nextval(9)", &[]).unwrap().get(0);
+    let id: i64 = value(&mut client, "SELECT snowflake_nextval(9)", &[]);
     assert!(id >= given, "shard 9 issued {id} below the horizon {given}");
 }
 
@@ -881,13 +840,8 @@ fn a_commit_waiting_to_become_visible_holds_the_horizon() {
     let cluster = server("horizon-commit-wait", &[]);
     let mut admin = cluster.connect();
     let mut writer = cluster.connect();
-    let pid: i32 = writer.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-    admin.batch_execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'").unwrap();
-    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
-    wait_until("the writer's session reads the new setting", || {
-        let names: String = writer.query_one("SHOW synchronous_standby_names", &[]).unwrap().get(0);
-        names == "nobody"
-    });
+    let pid = backend_pid(&mut writer);
+    apply_settings(&mut writer, &[("synchronous_standby_names", "nobody")]);
     let waiting =
         format!("SELECT count(*) FROM pg_stat_activity WHERE pid = {pid} AND wait_event = 'SyncRep'");
     // A COMMIT waits only once the checkpointer has applied the setting too (to the shared
@@ -940,7 +894,7 @@ fn a_horizon_holds_for_the_snapshot_of_its_statement() {
         );
         sleep(Duration::from_millis(50));
     }
-    let visible: i64 = snapshot.query_one("SELECT count(*) FROM t WHERE id = $1", &[&id]).unwrap().get(0);
+    let visible: i64 = value(&mut snapshot, "SELECT count(*) FROM t WHERE id = $1", &[&id]);
     assert_eq!(visible, 0, "the repeatable-read snapshot sees the row committed after it");
     snapshot.batch_execute("COMMIT").unwrap();
     wait_for_horizon_above(&mut snapshot, None, id, "the old snapshot ended");
@@ -950,9 +904,8 @@ fn a_horizon_holds_for_the_snapshot_of_its_statement() {
 /// and a hot standby.
 #[test]
 fn the_horizon_refuses_what_it_cannot_answer_for() {
-    let primary = Cluster::builder("horizon-refusals").settings(&["snowflake_id.shards = '0-3'"]).start();
+    let primary = server("horizon-refusals", &["snowflake_id.shards = '0-3'"]);
     let mut client = primary.connect();
-    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
 
     let error = db_error(&mut client, "SELECT snowflake_horizon(5)");
     assert_eq!(error.code().code(), "55000", "{}", error.message());
@@ -1009,7 +962,7 @@ fn holders(client: &mut Client) -> Vec<(Option<i32>, bool, i32)> {
 fn an_idle_transaction_holds_only_the_horizons_of_its_shards() {
     let cluster = server("horizon-tenants", &[]);
     let (mut tenant, mut reader) = (cluster.connect(), cluster.connect());
-    let pid: i32 = tenant.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let pid = backend_pid(&mut tenant);
     let id = open_transaction_with_an_id(&mut tenant, 5);
     wait_for_horizon_above(&mut reader, Some(3), id, "only a transaction of shard 5 was open");
     for shard in [Some(5), None] {
@@ -1019,8 +972,7 @@ fn an_idle_transaction_holds_only_the_horizons_of_its_shards() {
     assert_eq!(holders(&mut reader), [(Some(pid), false, 5)]);
 
     // The same transaction takes shard 7 too: 3 stays free.
-    let id_7: i64 =
-        tenant.query_one("INSERT INTO t VALUES (snowflake_nextval(7)) RETURNING id", &[]).unwrap().get(0);
+    let id_7: i64 = value(&mut tenant, "INSERT INTO t VALUES (snowflake_nextval(7)) RETURNING id", &[]);
     wait_for_horizon_above(&mut reader, Some(3), id_7, "a transaction of shards 5 and 7 was open");
     for shard in [Some(5), Some(7)] {
         let during = Duration::from_millis(200);
@@ -1053,21 +1005,18 @@ fn a_prepared_transaction_holds_only_the_horizons_of_its_shards() {
         wait_for_horizon_above(&mut reader, Some(3), id, &format!("only a transaction of shard 5 was {run}"));
         assert_horizon_held(&mut reader, Some(5), id, Duration::from_millis(300), run);
         assert_eq!(holders(&mut reader), [(None, true, 5)], "{run}");
-        let gid: String = reader
-            .query_one(
-                "SELECT gid FROM snowflake_horizon_holders() JOIN pg_prepared_xacts ON transaction = prepared_xid",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let gid: String = value(
+            &mut reader,
+            "SELECT gid FROM snowflake_horizon_holders() JOIN pg_prepared_xacts ON transaction = prepared_xid",
+            &[],
+        );
         assert_eq!(gid, "tenant 5");
         cluster.stop("fast");
         cluster.start_with(&[]);
         reader = cluster.connect();
     }
     reader.batch_execute("CREATE ROLE tenant LOGIN").unwrap();
-    let mut config = cluster.config();
-    let mut as_tenant = config.user("tenant").connect(NoTls).unwrap();
+    let mut as_tenant = cluster.connect_as("tenant", "postgres");
     let error = db_error(&mut as_tenant, "SELECT * FROM snowflake_horizon_holders()");
     assert_eq!(error.code().code(), "42501", "{}", error.message());
     reader.batch_execute("GRANT pg_read_all_stats TO tenant").unwrap();
@@ -1079,11 +1028,6 @@ fn a_prepared_transaction_holds_only_the_horizons_of_its_shards() {
 }
 
 // ---- One role cannot push another's horizons out -----------------------------------------
-
-/// A connection to `cluster` as `role`.
-fn connect_as(cluster: &Cluster, role: &str) -> Client {
-    cluster.config().user(role).connect(NoTls).unwrap_or_else(|error| panic!("connect as {role}: {error}"))
-}
 
 /// Sets its flag when dropped: the threads of a scope watching it stop, also when the test
 /// fails half-way (a scope waits for its threads before the failure goes on).
@@ -1124,11 +1068,8 @@ fn a_flood_of_horizon_calls_by_another_role_sends_no_poll_back_to_the_start() {
     let flood_statements = AtomicUsize::new(0);
     let wait_for_commits = |more: usize| {
         let target = committed.load(SeqCst) + more;
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while committed.load(SeqCst) < target {
-            assert!(Instant::now() < deadline, "the writer committed nothing for 15 s");
-            sleep(Duration::from_millis(2));
-        }
+        let what = format!("the writer committed {more} more rows");
+        wait_for(&what, Duration::from_secs(15), || (committed.load(SeqCst) >= target).then_some(()));
     };
     let (polls, before) = std::thread::scope(|scope| {
         let _stop = StopOnDrop(&stop);
@@ -1144,7 +1085,7 @@ fn a_flood_of_horizon_calls_by_another_role_sends_no_poll_back_to_the_start() {
                 let (stop, flooding, flood_statements, cluster) =
                     (&stop, &flooding, &flood_statements, &cluster);
                 scope.spawn(move || {
-                    let mut carol = connect_as(cluster, "carol");
+                    let mut carol = cluster.connect_as("carol", "postgres");
                     let statement = match number {
                         0 => "SELECT pg_current_xact_id(), snowflake_horizon()",
                         1 => {
@@ -1167,8 +1108,8 @@ fn a_flood_of_horizon_calls_by_another_role_sends_no_poll_back_to_the_start() {
             .collect();
 
         wait_for_commits(20);
-        let before: i64 = admin.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
-        let mut bob = connect_as(&cluster, "bob");
+        let before: i64 = value(&mut admin, "SELECT max(id) FROM t", &[]);
+        let mut bob = cluster.connect_as("bob", "postgres");
         // bob's polls before the flood, above `before`, then a commit after them: from then on
         // they hold for every snapshot.
         wait_for_horizon_above(&mut bob, Some(1), before, "the writer committed it");
@@ -1182,10 +1123,7 @@ fn a_flood_of_horizon_calls_by_another_role_sends_no_poll_back_to_the_start() {
         }
         let mut polls = Polls::default();
         let until = Instant::now() + POLLING_AT_MOST;
-        for poll in 0..POLLS {
-            if Instant::now() >= until {
-                break;
-            }
+        for poll in (0..POLLS).take_while(|_| Instant::now() < until) {
             if poll % 2 == 0 {
                 polls.of_shard += 1;
                 polls.of_shard_stuck += usize::from(horizon_of(&mut bob, Some(1)) <= before);
@@ -1228,8 +1166,8 @@ fn subtransactions_of_another_role_do_not_take_a_readers_own_poll() {
     for _ in 0..3 {
         writer.batch_execute("INSERT INTO t VALUES (snowflake_nextval(1))").unwrap();
     }
-    let before: i64 = writer.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
-    let mut bob = connect_as(&cluster, "bob");
+    let before: i64 = value(&mut writer, "SELECT max(id) FROM t", &[]);
+    let mut bob = cluster.connect_as("bob", "postgres");
     wait_for_horizon_above(&mut bob, Some(1), before, "the writer committed it");
     wait_for_horizon_above(&mut bob, None, before, "the writer committed it");
     // A transaction with an xid ends after bob's poll: that poll holds for every later snapshot.
@@ -1237,7 +1175,7 @@ fn subtransactions_of_another_role_do_not_take_a_readers_own_poll() {
     // An xid that ends later, taking no ID (it holds no horizon).
     writer.batch_execute("BEGIN; SELECT pg_current_xact_id()").unwrap();
 
-    let mut carol = connect_as(&cluster, "carol");
+    let mut carol = cluster.connect_as("carol", "postgres");
     carol.batch_execute("CREATE TEMP TABLE junk (i int); BEGIN").unwrap();
     for _ in 0..20 {
         carol

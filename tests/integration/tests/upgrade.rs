@@ -8,14 +8,14 @@
 //! update with 42723 until a superuser drops it; an extension in a schema of its own cannot be
 //! squatted so.
 
-use postgres::{Client, NoTls};
-use snowflake_id_integration::{db_error, Cluster};
+use postgres::Client;
+use snowflake_id_integration::{column, db_error, value, Cluster};
 
 /// Every object of the extension with its definition, privileges and comment, sorted.
 fn extension_objects(client: &mut Client) -> Vec<String> {
-    client
-        .query(
-            "SELECT concat_ws(' | ', pg_describe_object(d.classid, d.objid, d.objsubid),
+    column(
+        client,
+        "SELECT concat_ws(' | ', pg_describe_object(d.classid, d.objid, d.objsubid),
                               CASE WHEN d.classid = 'pg_proc'::regclass THEN pg_get_functiondef(d.objid) END,
                               CASE WHEN d.classid = 'pg_proc'::regclass
                                    THEN (SELECT proacl::text FROM pg_proc WHERE oid = d.objid) END,
@@ -23,29 +23,51 @@ fn extension_objects(client: &mut Client) -> Vec<String> {
              FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
              WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'snowflake_id'
              ORDER BY 1",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
+        &[],
+    )
 }
 
 fn version(client: &mut Client) -> String {
-    client
-        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'", &[])
-        .unwrap()
-        .get(0)
+    value(client, "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'", &[])
+}
+
+/// The default version: what `ALTER EXTENSION snowflake_id UPDATE` updates to.
+fn default_version(client: &mut Client) -> String {
+    value(client, "SELECT default_version FROM pg_available_extensions WHERE name = 'snowflake_id'", &[])
+}
+
+/// The default of the column of `table` that has one.
+fn default_of(client: &mut Client, table: &str) -> String {
+    value(
+        client,
+        "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = $1::text::regclass",
+        &[&table],
+    )
+}
+
+/// A new database `fresh` of `cluster` where `create` installs the extension afresh: what an
+/// updated one must equal.
+fn fresh_install(cluster: &Cluster, create: &str) -> Client {
+    // One statement each: CREATE DATABASE refuses to run in a transaction block.
+    cluster.connect().batch_execute("CREATE DATABASE fresh").unwrap();
+    let mut fresh = cluster.connect_to("fresh");
+    fresh.batch_execute(create).unwrap();
+    fresh
+}
+
+/// A database `name` owned by mallory (LOGIN only), who therefore owns its `public` schema
+/// (PostgreSQL 15+: `pg_database_owner`); returns a superuser's connection to it.
+fn database_of_mallory(cluster: &Cluster, name: &str) -> Client {
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE ROLE mallory LOGIN").unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name} OWNER mallory")).unwrap();
+    cluster.connect_to(name)
 }
 
 #[test]
 fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
     let cluster = Cluster::builder("upgrade").start();
-    let mut admin = cluster.connect();
-    // One statement each: CREATE DATABASE refuses to run in a transaction block.
-    admin.batch_execute("CREATE DATABASE upgraded").unwrap();
-    admin.batch_execute("CREATE DATABASE fresh").unwrap();
-
+    cluster.connect().batch_execute("CREATE DATABASE upgraded").unwrap();
     let mut old = cluster.connect_to("upgraded");
     old.batch_execute(
         "CREATE EXTENSION snowflake_id VERSION '0.1.0';
@@ -94,27 +116,11 @@ fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
     assert!(row.get::<_, bool>(2));
     // The expression index is used and finds every row; the view decodes.
     old.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
-    let plan: String = old
-        .query(
-            "EXPLAIN (COSTS OFF) SELECT count(*) FROM orders WHERE snowflake_timestamp(id) > now() - interval '1 day'",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| row.get::<_, String>(0))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let in_index = "SELECT count(*) FROM orders WHERE snowflake_timestamp(id) > now() - interval '1 day'";
+    let plan = column::<String>(&mut old, &format!("EXPLAIN (COSTS OFF) {in_index}"), &[]).join("\n");
     assert!(plan.contains("orders_by_time"), "{plan}");
-    let in_index: i64 = old
-        .query_one(
-            "SELECT count(*) FROM orders WHERE snowflake_timestamp(id) > now() - interval '1 day'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(in_index, 2000);
-    let decoded: i64 = old.query_one("SELECT count(*) FROM order_parts WHERE shard = 3", &[]).unwrap().get(0);
-    assert_eq!(decoded, 2000);
+    assert_eq!(value::<i64>(&mut old, in_index, &[]), 2000);
+    assert_eq!(value::<i64>(&mut old, "SELECT count(*) FROM order_parts WHERE shard = 3", &[]), 2000);
     // The views over snowflake_decode are the same objects (their oids, owner, privileges,
     // options, comments and the view over them kept), now over the new function.
     assert_eq!(views(&mut old), views_before);
@@ -126,15 +132,13 @@ fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
         )
         .unwrap();
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, bool>(2)), (2000, 2000, true));
-    let decode_type: String = old
-        .query_one(
-            "SELECT DISTINCT p.prorettype::regtype::text FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
-             JOIN pg_proc p ON p.oid = d.refobjid
-             WHERE r.ev_class = 'order_parts'::regclass AND p.proname = 'snowflake_decode'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let decode_type: String = value(
+        &mut old,
+        "SELECT DISTINCT p.prorettype::regtype::text FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+         JOIN pg_proc p ON p.oid = d.refobjid
+         WHERE r.ev_class = 'order_parts'::regclass AND p.proname = 'snowflake_decode'",
+        &[],
+    );
     assert_eq!(decode_type, "snowflake_parts");
     assert!(
         !views(&mut old).iter().any(|view| view.contains("snowflake_id")),
@@ -146,12 +150,10 @@ fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
         "SELECT snowflake_convert_column('legacy', 'id', 4); INSERT INTO legacy DEFAULT VALUES;",
     )
     .unwrap();
-    let shard: i32 = old.query_one("SELECT snowflake_shard(max(id)) FROM legacy", &[]).unwrap().get(0);
-    assert_eq!(shard, 4);
+    assert_eq!(value::<i32>(&mut old, "SELECT snowflake_shard(max(id)) FROM legacy", &[]), 4);
 
     // Upgraded and freshly created extensions are the same, object by object.
-    let mut fresh = cluster.connect_to("fresh");
-    fresh.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    let mut fresh = fresh_install(&cluster, "CREATE EXTENSION snowflake_id");
     assert_eq!(version(&mut fresh), default_version);
     let upgraded_objects = extension_objects(&mut old);
     assert_eq!(upgraded_objects, extension_objects(&mut fresh));
@@ -166,14 +168,12 @@ fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
         upgraded_objects.iter().filter(|object| object.starts_with("type snowflake_parts[]")).count();
     assert_eq!(upgraded_objects.len() - array_types, old_objects.len() + 19);
     old.batch_execute("SET TimeZone = 'UTC'").unwrap();
-    let twitter: String = old
-        .query_one(
-            "SELECT (snowflake_decode((1 << 22) + (3 << 12) + 5, 'twitter'))::text
-             || ' ' || pg_typeof(snowflake_decode((1 << 22) + (3 << 12) + 5, 'twitter'))",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let twitter: String = value(
+        &mut old,
+        "SELECT (snowflake_decode((1 << 22) + (3 << 12) + 5, 'twitter'))::text
+         || ' ' || pg_typeof(snowflake_decode((1 << 22) + (3 << 12) + 5, 'twitter'))",
+        &[],
+    );
     assert_eq!(twitter, "(\"2010-11-04 01:42:54.658+00\",3,5) snowflake_parts");
     // The event trigger works on the upgraded database.
     old.batch_execute(
@@ -181,31 +181,20 @@ fn update_from_0_1_0_keeps_data_and_defaults_and_equals_a_fresh_install() {
          CREATE TABLE made_after (id bigserial PRIMARY KEY);",
     )
     .unwrap();
-    let default: String = old
-        .query_one(
-            "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'made_after'::regclass",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(default, "snowflake_nextval()");
+    assert_eq!(default_of(&mut old, "made_after"), "snowflake_nextval()");
 }
 
 /// Each view of the database: its oid, owner, privileges, options, comment and extension, as text.
 fn views(client: &mut Client) -> Vec<String> {
-    client
-        .query(
-            "SELECT concat_ws(' | ', c.relname, c.oid, c.relowner::regrole, c.relacl, c.reloptions,
+    column(
+        client,
+        "SELECT concat_ws(' | ', c.relname, c.oid, c.relowner::regrole, c.relacl, c.reloptions,
                               obj_description(c.oid, 'pg_class'),
                               (SELECT e.extname FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
                                WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'))
              FROM pg_class c WHERE c.relkind = 'v' AND c.relnamespace = 'public'::regnamespace ORDER BY c.relname",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
+        &[],
+    )
 }
 
 /// A materialized view and an index over `snowflake_decode` cannot be carried over: the update
@@ -223,8 +212,7 @@ fn update_to_0_6_0_stops_on_objects_over_snowflake_decode_other_than_views() {
              CREATE INDEX orders_by_seq ON orders (((snowflake_decode(id)).seq));",
         )
         .unwrap();
-    let err = client.batch_execute("ALTER EXTENSION snowflake_id UPDATE TO '0.6.0'").unwrap_err();
-    let db = err.as_db_error().expect("a server error");
+    let db = db_error(&mut client, "ALTER EXTENSION snowflake_id UPDATE TO '0.6.0'");
     assert_eq!(db.code().code(), "2BP01", "{db:?}");
     let detail = db.detail().unwrap_or_default();
     assert!(
@@ -233,9 +221,10 @@ fn update_to_0_6_0_stops_on_objects_over_snowflake_decode_other_than_views() {
     );
     assert!(db.hint().unwrap_or_default().contains("ALTER EXTENSION snowflake_id UPDATE"), "{db:?}");
     assert_eq!(version(&mut client), "0.5.0");
-    let record: String =
-        client.query_one("SELECT pg_typeof(snowflake_decode(1 << 22))::text", &[]).unwrap().get(0);
-    assert_eq!(record, "record");
+    assert_eq!(
+        value::<String>(&mut client, "SELECT pg_typeof(snowflake_decode(1 << 22))::text", &[]),
+        "record"
+    );
 
     client
         .batch_execute(
@@ -245,40 +234,20 @@ fn update_to_0_6_0_stops_on_objects_over_snowflake_decode_other_than_views() {
         )
         .unwrap();
     assert_eq!(version(&mut client), "0.6.0");
-    let shards: i64 = client.query_one("SELECT count(*) FROM shards WHERE shard = 3", &[]).unwrap().get(0);
-    assert_eq!(shards, 10);
-}
-
-/// A connection to the database `dbname` of `cluster` as `role`.
-fn connect_as(cluster: &Cluster, role: &str, dbname: &str) -> Client {
-    let mut config = cluster.config();
-    config.user(role).dbname(dbname);
-    config.connect(NoTls).unwrap_or_else(|error| panic!("connect to {dbname} as {role}: {error}"))
+    assert_eq!(value::<i64>(&mut client, "SELECT count(*) FROM shards WHERE shard = 3", &[]), 10);
 }
 
 /// The functions named `snowflake_auto_keys_schemas`: schema, owner, and the extension they
 /// belong to (empty for none), sorted.
 fn auto_keys_schemas_functions(client: &mut Client) -> Vec<String> {
-    client
-        .query(
-            "SELECT concat_ws(' | ', p.pronamespace::regnamespace::text, p.proowner::regrole::text,
+    column(
+        client,
+        "SELECT concat_ws(' | ', p.pronamespace::regnamespace::text, p.proowner::regrole::text,
                               coalesce((SELECT e.extname FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
                                         WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'), ''))
              FROM pg_proc p WHERE p.proname = 'snowflake_auto_keys_schemas' ORDER BY 1",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
-}
-
-/// The default version: what `ALTER EXTENSION snowflake_id UPDATE` updates to.
-fn default_version(client: &mut Client) -> String {
-    client
-        .query_one("SELECT default_version FROM pg_available_extensions WHERE name = 'snowflake_id'", &[])
-        .unwrap()
-        .get(0)
+        &[],
+    )
 }
 
 /// (Issue 52, finding 9.) The owner of the extension's schema can block an update by creating,
@@ -292,11 +261,7 @@ fn default_version(client: &mut Client) -> String {
 #[test]
 fn a_function_squatted_in_public_stops_the_update_until_a_superuser_drops_it() {
     let cluster = Cluster::builder("upgrade_squatted").start();
-    let mut admin = cluster.connect();
-    admin.batch_execute("CREATE ROLE mallory LOGIN").unwrap();
-    admin.batch_execute("CREATE DATABASE squatted OWNER mallory").unwrap();
-    admin.batch_execute("CREATE DATABASE fresh").unwrap();
-    let mut superuser = cluster.connect_to("squatted");
+    let mut superuser = database_of_mallory(&cluster, "squatted");
     superuser
         .batch_execute(
             "CREATE EXTENSION snowflake_id VERSION '0.7.0';
@@ -304,13 +269,14 @@ fn a_function_squatted_in_public_stops_the_update_until_a_superuser_drops_it() {
              INSERT INTO orders SELECT FROM generate_series(1, 10);",
         )
         .unwrap();
-    let owner: String = superuser
-        .query_one("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'public'", &[])
-        .unwrap()
-        .get(0);
+    let owner: String = value(
+        &mut superuser,
+        "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'public'",
+        &[],
+    );
     assert_eq!(owner, "pg_database_owner");
 
-    let mut mallory = connect_as(&cluster, "mallory", "squatted");
+    let mut mallory = cluster.connect_as("mallory", "squatted");
     mallory
         .batch_execute(
             "CREATE FUNCTION public.snowflake_auto_keys_schemas() RETURNS text[]
@@ -328,10 +294,8 @@ fn a_function_squatted_in_public_stops_the_update_until_a_superuser_drops_it() {
     assert_eq!(version(&mut superuser), "0.7.0");
     assert_eq!(extension_objects(&mut superuser), objects_before);
     assert_eq!(auto_keys_schemas_functions(&mut superuser), squatted);
-    let shard: i32 = superuser
-        .query_one("INSERT INTO orders DEFAULT VALUES RETURNING snowflake_shard(id)", &[])
-        .unwrap()
-        .get(0);
+    let shard: i32 =
+        value(&mut superuser, "INSERT INTO orders DEFAULT VALUES RETURNING snowflake_shard(id)", &[]);
     assert_eq!(shard, 3);
 
     // The remedy: a superuser drops the squatted function in the update's transaction (so that
@@ -350,11 +314,9 @@ fn a_function_squatted_in_public_stops_the_update_until_a_superuser_drops_it() {
         auto_keys_schemas_functions(&mut superuser),
         vec!["public | postgres | snowflake_id".to_string()]
     );
-    let mut fresh = cluster.connect_to("fresh");
-    fresh.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
+    let mut fresh = fresh_install(&cluster, "CREATE EXTENSION snowflake_id");
     assert_eq!(extension_objects(&mut superuser), extension_objects(&mut fresh));
-    let count: i64 = superuser.query_one("SELECT count(*) FROM orders", &[]).unwrap().get(0);
-    assert_eq!(count, 11);
+    assert_eq!(value::<i64>(&mut superuser, "SELECT count(*) FROM orders", &[]), 11);
 }
 
 /// (Issue 52, finding 9.) The extension created in a schema of its own, where no untrusted role
@@ -367,11 +329,7 @@ fn a_function_squatted_in_public_stops_the_update_until_a_superuser_drops_it() {
 #[test]
 fn an_extension_in_a_schema_of_its_own_cannot_be_squatted() {
     let cluster = Cluster::builder("upgrade_own_schema").start();
-    let mut admin = cluster.connect();
-    admin.batch_execute("CREATE ROLE mallory LOGIN").unwrap();
-    admin.batch_execute("CREATE DATABASE own_schema OWNER mallory").unwrap();
-    admin.batch_execute("CREATE DATABASE fresh").unwrap();
-    let mut superuser = cluster.connect_to("own_schema");
+    let mut superuser = database_of_mallory(&cluster, "own_schema");
     superuser
         .batch_execute(
             "CREATE SCHEMA snowflake;
@@ -380,7 +338,7 @@ fn an_extension_in_a_schema_of_its_own_cannot_be_squatted() {
              INSERT INTO orders SELECT FROM generate_series(1, 10);",
         )
         .unwrap();
-    let mut mallory = connect_as(&cluster, "mallory", "own_schema");
+    let mut mallory = cluster.connect_as("mallory", "own_schema");
     mallory
         .batch_execute(
             "CREATE FUNCTION public.snowflake_auto_keys_schemas() RETURNS text[]
@@ -400,8 +358,8 @@ fn an_extension_in_a_schema_of_its_own_cannot_be_squatted() {
         auto_keys_schemas_functions(&mut superuser),
         vec!["public | mallory | ".to_string(), "snowflake | postgres | snowflake_id".to_string()]
     );
-    let mut fresh = cluster.connect_to("fresh");
-    fresh.batch_execute("CREATE SCHEMA snowflake; CREATE EXTENSION snowflake_id SCHEMA snowflake").unwrap();
+    let mut fresh =
+        fresh_install(&cluster, "CREATE SCHEMA snowflake; CREATE EXTENSION snowflake_id SCHEMA snowflake");
     assert_eq!(extension_objects(&mut superuser), extension_objects(&mut fresh));
 
     // It works from its own schema: the default issues shard 3; the narrow-default check
@@ -425,12 +383,5 @@ fn an_extension_in_a_schema_of_its_own_cannot_be_squatted() {
              CREATE TABLE made_after (id bigserial PRIMARY KEY);",
         )
         .unwrap();
-    let default: String = superuser
-        .query_one(
-            "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'made_after'::regclass",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(default, "snowflake.snowflake_nextval()");
+    assert_eq!(default_of(&mut superuser, "made_after"), "snowflake.snowflake_nextval()");
 }
