@@ -160,9 +160,7 @@ fn a_standby_restarted_before_its_promotion_keeps_its_primarys_longer_lead() {
         a_standby_down_before_promotion_keeps_its_primarys_lead("restarted-lead", Down::Restarted);
     // Restarted again, now as a primary, before the clock has caught up: the lead it keeps is
     // in its record too, and its calls are still served.
-    let mut client = promoted.connect();
-    let (_, before) = next_id_ahead_ms(&mut client, 1);
-    drop(client);
+    let (_, before) = next_id_ahead_ms(&mut promoted.connect(), 1);
     promoted.stop("fast");
     promoted.start_with(&[]);
     let mut client = promoted.wait_until_accepting();

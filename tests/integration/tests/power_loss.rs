@@ -59,8 +59,7 @@ fn ids_survive_power_loss_with_the_clock_behind(name: &str, settings: &[&str]) {
     clock.start(&mut cluster);
     let mut client = cluster.wait_until_accepting();
     for &(shard, id) in &acknowledged {
-        let before = seen.entry(shard).or_insert(id);
-        *before = (*before).max(id);
+        seen.entry(shard).and_modify(|before| *before = (*before).max(id)).or_insert(id);
     }
     // First, before the clock catches up: each shard resumes above every ID it had given
     // out, committed or only seen.

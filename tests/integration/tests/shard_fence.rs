@@ -40,10 +40,8 @@ fn a_fenced_server_issues_only_its_shards() {
             error.detail(),
             Some("snowflake_id.shards = '0-5,9' names the shards this server may issue. Nothing was issued.")
         );
-        assert!(error
-            .hint()
-            .unwrap()
-            .starts_with(&format!("Issue shard {shard} on the server that owns it.")));
+        let hint = error.hint().unwrap();
+        assert!(hint.starts_with(&format!("Issue shard {shard} on the server that owns it.")), "{hint}");
     }
     assert_eq!(issued(&mut client, 7), 0, "a refused call issued IDs");
     assert_eq!(issued(&mut client, 6), 0, "a refused call issued IDs");
@@ -152,9 +150,9 @@ fn a_moved_fence_stops_statements_already_running() {
         let last_ms = id_unix_ms(&mut client, last);
         assert_eq!(shard, 7, "{generator}");
         // The default layout's time part, counted from its epoch (checked on the last ID).
-        let unix_ms = |id: i64| (id >> 22) + 1_704_067_200_000;
-        assert_eq!(unix_ms(last), last_ms);
-        let late = ids.iter().filter(|&&id| unix_ms(id) > applied_ms).count();
+        let time_ms = |id: i64| (id >> 22) + 1_704_067_200_000;
+        assert_eq!(time_ms(last), last_ms);
+        let late = ids.iter().filter(|&&id| time_ms(id) > applied_ms).count();
         let Some(error) = error else {
             panic!(
                 "{generator}: the statement ran to its end ({} IDs of shard 7) after the fence moved shard 7 \
