@@ -64,3 +64,34 @@ pub fn column<T: FromSqlOwned>(client: &mut Client, query: &str, params: &[&(dyn
     let rows = client.query(query, params).unwrap_or_else(|error| panic!("{query}: {error}"));
     rows.iter().map(|row| row.get(0)).collect()
 }
+
+/// The time part of `id` as the server decodes it, in Unix ms.
+pub fn id_unix_ms(client: &mut Client, id: i64) -> i64 {
+    value(client, "SELECT (extract(epoch FROM snowflake_timestamp($1)) * 1000)::int8", &[&id])
+}
+
+/// How far the time part of `id` lies ahead of the server's clock, in ms (negative: behind).
+pub fn id_ahead_ms(client: &mut Client, id: i64) -> f64 {
+    value(
+        client,
+        "SELECT extract(epoch FROM snowflake_timestamp($1) - clock_timestamp())::float8 * 1000",
+        &[&id],
+    )
+}
+
+/// Asserts that the IDs each connection received (one list each) increase, and that no ID came
+/// twice among all of them; returns how many there are.
+pub fn assert_unique_and_increasing(streams: &[Vec<i64>]) -> usize {
+    let mut all = Vec::new();
+    for (connection, ids) in streams.iter().enumerate() {
+        if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
+            panic!("connection {connection}'s IDs went back: {} then {}", w[0], w[1]);
+        }
+        all.extend_from_slice(ids);
+    }
+    let issued = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), issued, "{} duplicate IDs", issued - all.len());
+    issued
+}

@@ -2,17 +2,13 @@
 //! the lead bound waits for the clock when allowed to, and fails cleanly when not.
 
 use postgres::Client;
-use snowflake_id_integration::{apply_settings, db_error, Cluster};
+use snowflake_id_integration::{apply_settings, db_error, value, Cluster};
 
 /// Advances shard 2 to 450 ms ahead of the clock (within a 500 ms bound); returns that ID.
 fn advance_ahead(client: &mut Client) -> i64 {
-    client
-        .query_one(
-            "SELECT snowflake_advance(2, snowflake_compose(clock_timestamp() + interval '450 ms', 2, 0))",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+    let advance =
+        "SELECT snowflake_advance(2, snowflake_compose(clock_timestamp() + interval '450 ms', 2, 0))";
+    value(client, advance, &[])
 }
 
 /// 400 ms worth of IDs (4,096 per ms): from 450 ms ahead, this needs about 850 ms of lead,
@@ -26,9 +22,8 @@ const BATCH: &str = "SELECT count(*), min(id), max(id), \
 
 #[test]
 fn past_the_lead_bound_a_call_fails_or_waits_as_configured() {
-    let cluster = Cluster::builder("clock-policy").start();
+    let cluster = Cluster::builder("clock-policy").setup("CREATE EXTENSION snowflake_id").start();
     let mut client = cluster.connect();
-    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
 
     // No waiting allowed: refused at once, nothing issued.
     apply_settings(&mut client, &[("snowflake_id.max_lead_ms", "500ms"), ("snowflake_id.max_wait_ms", "0")]);
@@ -49,8 +44,8 @@ fn past_the_lead_bound_a_call_fails_or_waits_as_configured() {
         ),
         "{detail}"
     );
-    let next: i64 = client.query_one("SELECT snowflake_nextval(2)", &[]).unwrap().get(0);
-    let seq: i32 = client.query_one("SELECT snowflake_seq($1)", &[&next]).unwrap().get(0);
+    let next: i64 = value(&mut client, "SELECT snowflake_nextval(2)", &[]);
+    let seq: i32 = value(&mut client, "SELECT snowflake_seq($1)", &[&next]);
     assert!(next > ahead);
     assert!(seq <= 1, "the refused batch consumed IDs (next seq {seq})");
 

@@ -5,7 +5,7 @@
 
 use postgres::Client;
 use snowflake_id_integration::engine::{Op, Route, Transaction, Workload, Writer};
-use snowflake_id_integration::{Cluster, FakeClock, Pick};
+use snowflake_id_integration::{assert_unique_and_increasing, Cluster, FakeClock, Pick};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -95,41 +95,25 @@ fn clock_steps_back_while_running() {
     stop.store(true, Ordering::Relaxed);
     let histories: Vec<Vec<Op<()>>> = loaders.into_iter().map(|loader| loader.join().unwrap()).collect();
 
-    let mut all = Vec::new();
-    let mut refusals = Vec::new();
-    for history in &histories {
-        let ids: Vec<i64> = history.iter().flat_map(|op| op.bare.iter().copied()).collect();
-        if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
-            panic!("a connection's IDs went back: {} then {}", w[0], w[1]);
-        }
-        all.extend(ids);
-        for op in history.iter().filter(|op| !op.succeeded()) {
-            refusals.push((op.error.clone().unwrap(), op.message.clone().unwrap_or_default()));
-        }
-    }
-    let issued = all.len();
-    all.sort_unstable();
-    all.dedup();
-    assert_eq!(all.len(), issued, "duplicate IDs");
+    let streams: Vec<Vec<i64>> =
+        histories.iter().map(|history| history.iter().flat_map(|op| op.bare.clone()).collect()).collect();
+    let issued = assert_unique_and_increasing(&streams);
     assert!(issued >= 10_000, "only {issued} IDs");
 
     // The large step was refused, and only as the clock policy says.
+    let refusals: Vec<&Op<()>> = histories.iter().flatten().filter(|op| !op.succeeded()).collect();
     assert!(!refusals.is_empty(), "the 1 h step back was not refused");
-    for (code, message) in &refusals {
-        assert_eq!(code, "55000", "{message}");
+    for op in &refusals {
+        let message = op.message.clone().unwrap_or_default();
+        assert_eq!(op.error.as_deref(), Some("55000"), "{message}");
         assert!(
             message.starts_with("shard 1 would run ") && message.ends_with(" ms ahead of the wall clock"),
             "{message}"
         );
     }
     // The server saw the steps, waited for the medium one, and stayed within the lead bound.
-    let row = cluster
-        .connect()
-        .query_one(
-            "SELECT clock_regressions, waits, wait_ms, lead_ms FROM snowflake_stats() WHERE shard = 1",
-            &[],
-        )
-        .unwrap();
+    let stats = "SELECT clock_regressions, waits, wait_ms, lead_ms FROM snowflake_stats() WHERE shard = 1";
+    let row = cluster.connect().query_one(stats, &[]).unwrap();
     let (regressions, waits, wait_ms, lead_ms): (i64, i64, i64, i64) =
         (row.get(0), row.get(1), row.get(2), row.get(3));
     assert!(regressions >= 3, "{regressions} clock regressions counted");

@@ -4,7 +4,7 @@
 //! with the new default; no insert fails, no row is lost, and every new key sorts after every
 //! old one, in each connection's own order too.
 
-use snowflake_id_integration::{count, wait_until, Cluster, Write, Writers};
+use snowflake_id_integration::{count, value, wait_until, Cluster, Write, Writers};
 
 /// What the writers insert: a customer (the converted key), or an order of the newest customer
 /// (a row checked against the key through the foreign key). Both return the customer key;
@@ -18,17 +18,16 @@ const SHARD: i32 = 5;
 
 #[test]
 fn conversion_under_concurrent_inserts_keeps_rows_keys_and_order() {
-    let cluster = Cluster::builder("convert").start();
-    let mut client = cluster.connect();
-    client
-        .batch_execute(
+    let cluster = Cluster::builder("convert")
+        .setup(
             "CREATE EXTENSION snowflake_id;
              CREATE TABLE customers (id serial PRIMARY KEY, name text);
              CREATE TABLE orders (id serial PRIMARY KEY, customer integer NOT NULL REFERENCES customers);
              INSERT INTO customers (name) SELECT 'before' FROM generate_series(1, 1000);
              INSERT INTO orders (customer) SELECT 1 + g % 1000 FROM generate_series(1, 5000) g;",
         )
-        .unwrap();
+        .start();
+    let mut client = cluster.connect();
 
     let writers = Writers::start(&cluster, (0..4).map(|i| Write::text(WRITES[i % 2], &[])).collect());
     wait_until("the writers are running", || writers.rows() >= 400);
@@ -55,8 +54,9 @@ fn conversion_under_concurrent_inserts_keeps_rows_keys_and_order() {
         keys.into_iter().enumerate().map(|(i, keys)| (WRITES[i % 2], keys)).collect();
 
     // Every acknowledged customer is there; old keys are the sequence's, new ones shard 5's.
-    let acknowledged_customers: usize =
-        results.iter().filter(|(write, _)| *write == WRITES[0]).map(|(_, keys)| keys.len()).sum();
+    let acknowledged = |statement: &str| -> usize {
+        results.iter().filter(|(write, _)| *write == statement).map(|(_, keys)| keys.len()).sum()
+    };
     let row = client
         .query_one(
             "SELECT count(*), count(*) FILTER (WHERE id < 2147483648),
@@ -66,7 +66,7 @@ fn conversion_under_concurrent_inserts_keeps_rows_keys_and_order() {
         )
         .unwrap();
     let (total, old, new): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
-    assert_eq!(total as usize, 1000 + acknowledged_customers);
+    assert_eq!(total as usize, 1000 + acknowledged(WRITES[0]));
     assert_eq!(old + new, total, "keys that are neither sequence values nor shard {SHARD}'s IDs");
     assert!(old > 1000 && new > 0, "inserts before ({old} keys) and after ({new}) the conversion");
     let new_after_old = count(
@@ -84,17 +84,13 @@ fn conversion_under_concurrent_inserts_keeps_rows_keys_and_order() {
     let orders = count(&mut client, "SELECT count(*) FROM orders");
     let joined = count(&mut client, "SELECT count(*) FROM orders o JOIN customers c ON c.id = o.customer");
     assert_eq!(orders, joined);
-    let acknowledged_orders: usize =
-        results.iter().filter(|(write, _)| *write == WRITES[1]).map(|(_, keys)| keys.len()).sum();
-    assert_eq!(orders as usize, 5000 + acknowledged_orders);
-    let types: String = client
-        .query_one(
-            "SELECT string_agg(format_type(atttypid, NULL), ',' ORDER BY attrelid::regclass::text)
-             FROM pg_attribute WHERE (attrelid, attname) IN (('customers'::regclass, 'id'), ('orders'::regclass, 'customer'))",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    assert_eq!(orders as usize, 5000 + acknowledged(WRITES[1]));
+    let types: String = value(
+        &mut client,
+        "SELECT string_agg(format_type(atttypid, NULL), ',' ORDER BY attrelid::regclass::text)
+         FROM pg_attribute WHERE (attrelid, attname) IN (('customers'::regclass, 'id'), ('orders'::regclass, 'customer'))",
+        &[],
+    );
     assert_eq!(types, "bigint,bigint");
     assert_eq!(count(&mut client, "SELECT count(*) FROM pg_class WHERE relname = 'customers_id_seq'"), 0);
 }

@@ -3,7 +3,7 @@
 //! followed by more load. After every crash each shard resumes above all its earlier IDs.
 
 use snowflake_id_integration::{
-    assert_no_duplicates, assert_rounds_increase, kill_9, Cluster, Load, LOAD_TABLE,
+    assert_no_duplicates, assert_rounds_increase, kill_9, value, Cluster, Load, LOAD_TABLE,
 };
 
 const ROUNDS: i32 = 6;
@@ -20,8 +20,8 @@ fn kill_9_and_immediate_shutdown_under_load_never_repeat_an_id() {
     // the clock from the round before (the borrowed range, plus the reservation's headroom).
     let mut cluster = Cluster::builder("crash")
         .settings(&["restart_after_crash = on", "snowflake_id.max_wait_ms = 5s"])
+        .setup(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}"))
         .start();
-    cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
 
     let mut acknowledged = Vec::new();
     for round in 0..ROUNDS {
@@ -61,14 +61,12 @@ fn kill_9_and_immediate_shutdown_under_load_never_repeat_an_id() {
     // index makes the lookup fast; it is not unique, so it hides no duplicate.)
     client.batch_execute("CREATE INDEX ON ids (id)").unwrap();
     let (acked_shards, acked_ids): (Vec<i32>, Vec<i64>) = acknowledged.iter().copied().unzip();
-    let missing_or_wrong: i64 = client
-        .query_one(
-            "SELECT count(*) FROM unnest($1::int[], $2::bigint[]) AS a(shard, id)
-             WHERE snowflake_shard(a.id) <> a.shard OR NOT EXISTS (SELECT 1 FROM ids WHERE ids.id = a.id)",
-            &[&acked_shards, &acked_ids],
-        )
-        .unwrap()
-        .get(0);
+    let missing_or_wrong: i64 = value(
+        &mut client,
+        "SELECT count(*) FROM unnest($1::int[], $2::bigint[]) AS a(shard, id)
+         WHERE snowflake_shard(a.id) <> a.shard OR NOT EXISTS (SELECT 1 FROM ids WHERE ids.id = a.id)",
+        &[&acked_shards, &acked_ids],
+    );
     assert_eq!(missing_or_wrong, 0);
     let crashes = cluster.log().matches("terminating any other active server processes").count();
     assert!(crashes >= (ROUNDS / 2) as usize, "only {crashes} crash restarts in the log");

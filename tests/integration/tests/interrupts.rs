@@ -3,7 +3,8 @@
 //! was claimed whole before, so a cancelled call leaves the shard past all of it, as a
 //! rolled-back nextval leaves a sequence: nothing half-claimed, nothing issued twice.
 
-use snowflake_id_integration::{db_error, issued, wait_until, Cluster};
+use snowflake_id_integration::engine::unix_ms;
+use snowflake_id_integration::{db_error, issued, next_id_ahead_ms, value, wait_until, Cluster};
 use std::time::{Duration, Instant};
 
 const BATCH: &str = "SELECT count(*) FROM snowflake_nextvals(7, 100000000)";
@@ -24,15 +25,11 @@ fn statement_timeout_and_cancel_stop_a_huge_batch_promptly() {
             "snowflake_id.max_wait_ms = 5000",
             "snowflake_id.reserve_ms = 30000",
         ])
+        .setup("CREATE EXTENSION snowflake_id")
         .start();
     let mut client = cluster.connect();
-    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     wait_until("the reservation is recorded 25 s ahead of the clock", || {
-        let now_ms: i64 = client
-            .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8", &[])
-            .unwrap()
-            .get(0);
-        cluster.recorded_ceiling_unix_ms() > now_ms + 25_000
+        cluster.recorded_ceiling_unix_ms() > unix_ms() + 25_000
     });
 
     client.batch_execute("SET statement_timeout = '100ms'").unwrap();
@@ -44,40 +41,30 @@ fn statement_timeout_and_cancel_stop_a_huge_batch_promptly() {
     assert!(elapsed < PROMPTLY, "statement_timeout took {elapsed:?} to stop the batch");
     // Claimed whole, then abandoned: the shard is past every ID of the batch.
     assert_eq!(issued(&mut client, 7), 100_000_000);
-    let lead_s: f64 = client
-        .query_one(
-            "SELECT extract(epoch FROM snowflake_timestamp(snowflake_nextval(7)) - clock_timestamp())::float8",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert!(lead_s > 20.0, "the next ID is only {lead_s} s ahead: the cancelled batch was not claimed whole");
+    let (lead_ms, _) = next_id_ahead_ms(&mut client, 7);
+    assert!(
+        lead_ms > 20_000.0,
+        "the next ID is only {lead_ms} ms ahead: the cancelled batch was not claimed whole"
+    );
 
     client.batch_execute("RESET statement_timeout").unwrap();
-    let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-    let config = cluster.config();
+    let pid: i32 = value(&mut client, "SELECT pg_backend_pid()", &[]);
     let (cancelled_at, error) = std::thread::scope(|scope| {
         let batch = scope.spawn(|| {
             let error = db_error(&mut client, BATCH);
             (Instant::now(), error)
         });
-        let mut watcher = config.connect(postgres::NoTls).unwrap();
+        let mut watcher = cluster.connect();
         // Cancelled once it has been running a moment (the claim is instant; storing is not).
-        loop {
-            let running: bool = watcher
-                .query_one(
-                    "SELECT count(*) = 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active'
-                     AND query_start < clock_timestamp() - interval '100 ms'",
-                    &[&pid],
-                )
-                .unwrap()
-                .get(0);
-            if running {
-                break;
-            }
+        wait_until("the batch has been running 100 ms", || {
             assert!(!batch.is_finished(), "the batch ended before it could be cancelled");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+            value(
+                &mut watcher,
+                "SELECT count(*) = 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active'
+                 AND query_start < clock_timestamp() - interval '100 ms'",
+                &[&pid],
+            )
+        });
         let cancelled_at = Instant::now();
         watcher.query_one("SELECT pg_cancel_backend($1)", &[&pid]).unwrap();
         let (ended_at, error) = batch.join().unwrap();

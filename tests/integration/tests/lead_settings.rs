@@ -8,17 +8,16 @@
 //!   shard 30 s ahead, asynchronous replication, the primary killed with `kill -9`: the
 //!   promotion resumes the bound of the primary's settings ahead (60.75 s, not 2.75 s), since
 //!   the ceilings' WAL records carry them, and the first call is served.
-//! * The same after the standby went down between its last ceiling and its promotion (0.8.1):
-//!   its primary (60 s by `ALTER SYSTEM`, which is not replicated) ran a shard 40 s ahead, a
-//!   restartpoint passed the last ceiling's WAL record, the primary was killed with `kill -9`,
-//!   and the standby was restarted cleanly, or killed with `kill -9` and started again, before
-//!   its promotion: its recovery replays no ceiling, and only its record file says what the
-//!   primary ran with. Its first call is served, above the primary's IDs and within the
+//! * The same after the standby went down (restarted, or crashed) between its last ceiling and
+//!   its promotion (0.8.1): its recovery replays no ceiling, and only its record file says what
+//!   the primary ran with. Its first call is served, above the primary's IDs and within the
 //!   primary's bound (0.8.0 refused every call for about a minute: "would carry ... 57 s ahead").
 //!   Restarted once more after the promotion, it still issues under the lead it keeps.
 
 use postgres::Client;
-use snowflake_id_integration::{apply_settings, db_error, next_id_ahead_ms, wait_until, Cluster, Pair};
+use snowflake_id_integration::{
+    apply_settings, db_error, next_id_ahead_ms, value, wait_until, Cluster, Pair,
+};
 
 /// Moves `shard` so that its next ID lies `ahead_ms` ahead of the clock.
 fn run_ahead(client: &mut Client, shard: i32, ahead_ms: i64) {
@@ -75,25 +74,40 @@ fn a_standby_with_a_shorter_lead_resumes_above_its_primary_and_issues() {
         client.batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000)").unwrap();
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
-    let highest: i64 = client.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
-    let lsn: String = client.query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).unwrap().get(0);
+    let highest: i64 = value(&mut client, "SELECT max(id) FROM t", &[]);
+    let lsn: String = value(&mut client, "SELECT pg_current_wal_insert_lsn()::text", &[]);
     standby.wait_for_replay(&lsn);
     drop(client);
     primary.kill_postmaster();
-    standby.promote();
-    let mut client = standby.wait_until_accepting();
-    let (ahead_ms, first) = next_id_ahead_ms(&mut client, 1);
-    println!("settings drift: the promoted standby's first ID is {ahead_ms:.0} ms ahead of the clock");
-    assert!(first > highest, "the first ID {first} is not above the old primary's {highest}");
+    let ahead_ms = promote_above(&standby, highest, "settings drift");
     // Its own settings' bound is 2,751 + 500 ms; the primary's 60,251 + 500 ms.
     assert!(ahead_ms > 55_000.0, "resumed only {ahead_ms:.0} ms ahead: the primary's settings were not used");
+}
+
+/// Promotes `standby`, whose primary (`max_lead_ms = 60000`) issued up to `highest` and was
+/// killed: its first call must be served, above `highest`, under the primary's lead (its log
+/// says so), and other shards issue too. Returns how far ahead of the clock the first ID lies.
+fn promote_above(standby: &Cluster, highest: i64, name: &str) -> f64 {
+    standby.promote();
+    let mut client = standby.wait_until_accepting();
+    let first = client.query_one(
+        "SELECT id, extract(epoch FROM snowflake_timestamp(id) - clock_timestamp())::float8 * 1000
+         FROM (SELECT snowflake_nextval(1) AS id) AS issued",
+        &[],
+    );
+    let first =
+        first.unwrap_or_else(|error| panic!("the promoted standby refused its first call: {error:?}"));
+    let (first, ahead_ms): (i64, f64) = (first.get(0), first.get(1));
+    println!("{name}: the promoted standby's first ID is {ahead_ms:.0} ms ahead of the clock");
+    assert!(first > highest, "the first ID {first} is not above the old primary's {highest}");
     assert!(
         standby.log().contains("the old primary ran with snowflake_id.max_lead_ms = 60000 ms"),
-        "not logged"
+        "the promotion did not keep the primary's lead"
     );
     // Other shards issue too, at the resumed position.
     let (_, second) = next_id_ahead_ms(&mut client, 2);
-    assert!(second > 0);
+    assert!(second > first);
+    ahead_ms
 }
 
 /// How the standby goes down before its promotion, after a restartpoint past the last ceiling
@@ -116,12 +130,12 @@ fn a_standby_down_before_promotion_keeps_its_primarys_lead(name: &str, down: Dow
     apply_settings(&mut client, &[("snowflake_id.max_lead_ms", "1min")]);
     run_ahead(&mut client, 1, 40_000);
     client.batch_execute("INSERT INTO t SELECT FROM generate_series(1, 1000)").unwrap();
-    let highest: i64 = client.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    let highest: i64 = value(&mut client, "SELECT max(id) FROM t", &[]);
     // The primary's worker writes no ceiling for the next 40 s (the one it has lies ahead of
     // the shard): after this checkpoint and the standby's restartpoint, a restarted standby's
     // recovery replays none.
     client.batch_execute("CHECKPOINT").unwrap();
-    let lsn: String = client.query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).unwrap().get(0);
+    let lsn: String = value(&mut client, "SELECT pg_current_wal_insert_lsn()::text", &[]);
     standby.wait_for_replay(&lsn);
     standby.connect().batch_execute("CHECKPOINT").unwrap();
     drop(client);
@@ -134,27 +148,9 @@ fn a_standby_down_before_promotion_keeps_its_primarys_lead(name: &str, down: Dow
     }
     standby.start_with(&[]);
     drop(standby.wait_until_accepting());
-    standby.promote();
-    let mut client = standby.wait_until_accepting();
-    let first = client.query_one(
-        "SELECT id, extract(epoch FROM snowflake_timestamp(id) - clock_timestamp())::float8 * 1000
-         FROM (SELECT snowflake_nextval(1) AS id) AS issued",
-        &[],
-    );
-    let first =
-        first.unwrap_or_else(|error| panic!("the promoted standby refused its first call: {error:?}"));
-    let (first, ahead_ms): (i64, f64) = (first.get(0), first.get(1));
-    println!("{name}: the promoted standby's first ID is {ahead_ms:.0} ms ahead of the clock");
-    assert!(first > highest, "the first ID {first} is not above the old primary's {highest}");
+    let ahead_ms = promote_above(&standby, highest, name);
     // The primary's bound: 60,000 + 1 + 500 ms (reserve_ms), and max_clock_skew_ms (250 ms) on top.
     assert!(ahead_ms <= 60_751.0, "resumed {ahead_ms:.0} ms ahead, beyond the primary's bound");
-    assert!(
-        standby.log().contains("the old primary ran with snowflake_id.max_lead_ms = 60000 ms"),
-        "the promotion did not keep the primary's lead"
-    );
-    // Other shards issue too, at the resumed position.
-    let (_, second) = next_id_ahead_ms(&mut client, 2);
-    assert!(second > first);
     standby
 }
 
@@ -164,9 +160,7 @@ fn a_standby_restarted_before_its_promotion_keeps_its_primarys_longer_lead() {
         a_standby_down_before_promotion_keeps_its_primarys_lead("restarted-lead", Down::Restarted);
     // Restarted again, now as a primary, before the clock has caught up: the lead it keeps is
     // in its record too, and its calls are still served.
-    let mut client = promoted.connect();
-    let (_, before) = next_id_ahead_ms(&mut client, 1);
-    drop(client);
+    let (_, before) = next_id_ahead_ms(&mut promoted.connect(), 1);
     promoted.stop("fast");
     promoted.start_with(&[]);
     let mut client = promoted.wait_until_accepting();

@@ -6,7 +6,7 @@
 //! with a lead bound of 10 s) that the clock has not reached it when the server is back, so
 //! only the reservation can keep the IDs above it.
 
-use snowflake_id_integration::Cluster;
+use snowflake_id_integration::{id_ahead_ms, id_unix_ms, value, Cluster};
 
 /// Runs `call` (returning the ID it moved past), kills the postmaster at once, restarts, and
 /// checks that the next ID of each of `shards` is above that ID.
@@ -14,18 +14,15 @@ fn survives_a_kill_9_right_after(name: &str, call: &str, shards: &[i32]) {
     let mut cluster = Cluster::builder(name).settings(&["snowflake_id.max_lead_ms = 10s"]).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
-    let moved_past: i64 = client.query_one(call, &[]).unwrap().get(0);
-    let moved_past_unix_ms: i64 = client
-        .query_one("SELECT (extract(epoch FROM snowflake_timestamp($1)) * 1000)::bigint", &[&moved_past])
-        .unwrap()
-        .get(0);
+    let moved_past: i64 = value(&mut client, call, &[]);
+    let moved_past_unix_ms = id_unix_ms(&mut client, moved_past);
     let recorded = cluster.recorded_ceiling_unix_ms();
     cluster.kill_postmaster();
 
     cluster.start_with(&[]);
     let mut client = cluster.wait_until_accepting();
     for shard in shards {
-        let next: i64 = client.query_one("SELECT snowflake_nextval($1)", &[shard]).unwrap().get(0);
+        let next: i64 = value(&mut client, "SELECT snowflake_nextval($1)", &[shard]);
         assert!(
             next > moved_past,
             "{name}: after the crash shard {shard} issued {next}, not above {moved_past}"
@@ -35,13 +32,7 @@ fn survives_a_kill_9_right_after(name: &str, call: &str, shards: &[i32]) {
         recorded > moved_past_unix_ms,
         "{name}: the record ({recorded}) is not past the ID's ms ({moved_past_unix_ms})"
     );
-    let lead_ms: f64 = client
-        .query_one(
-            "SELECT extract(epoch FROM snowflake_timestamp($1) - clock_timestamp())::float8 * 1000",
-            &[&moved_past],
-        )
-        .unwrap()
-        .get(0);
+    let lead_ms = id_ahead_ms(&mut client, moved_past);
     assert!(lead_ms > 0.0, "{name}: the clock passed the ID during the restart: the test shows nothing");
     println!("{name}: an ID 8 s ahead, kill -9, restarted: the next IDs are above it ({lead_ms:.0} ms ahead of the clock at the restart)");
 }

@@ -8,7 +8,7 @@
 //! too) and without (`snowflake_id.wal_rmgr_id = 0`, for a server without standbys), where the
 //! reservation file alone must hold, so its fsync is what this test guards.
 
-use snowflake_id_integration::{next_id_ahead_ms, Cluster, Disk, FakeClock, Load, LOAD_TABLE};
+use snowflake_id_integration::{next_id_ahead_ms, value, Cluster, Disk, FakeClock, Load, LOAD_TABLE};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -20,14 +20,13 @@ const CLOCK_BEHIND: &str = "-15";
 const SHARDS: [i32; 8] = [1, 1, 1, 1, 2, 3, 4, 5];
 
 fn ids_survive_power_loss_with_the_clock_behind(name: &str, settings: &[&str]) {
-    let mut all_settings = vec![
-        "restart_after_crash = on",
-        // The reservation lies a few seconds ahead of the clock that comes back: calls may
-        // issue that far ahead rather than wait.
-        "snowflake_id.max_lead_ms = 20s",
-    ];
-    all_settings.extend_from_slice(settings);
-    let mut cluster = Cluster::builder(name).disk(Disk::PowerLoss).settings(&all_settings).create();
+    // The reservation lies a few seconds ahead of the clock that comes back: calls may issue
+    // that far ahead rather than wait (max_lead_ms).
+    let mut cluster = Cluster::builder(name)
+        .disk(Disk::PowerLoss)
+        .settings(&["restart_after_crash = on", "snowflake_id.max_lead_ms = 20s"])
+        .settings(settings)
+        .create();
     let clock = FakeClock::of(&cluster);
     clock.start(&mut cluster);
     cluster
@@ -43,14 +42,9 @@ fn ids_survive_power_loss_with_the_clock_behind(name: &str, settings: &[&str]) {
     // IDs taken without a commit, as an application takes them for use elsewhere: seen, so
     // never to be issued again, though nothing of them is in the WAL.
     let mut client = cluster.connect();
-    let mut seen: BTreeMap<i32, i64> = BTreeMap::new();
-    for &shard in &SHARDS[3..] {
-        let max: i64 = client
-            .query_one("SELECT max(id) FROM snowflake_nextvals($1, 1000) AS id", &[&shard])
-            .unwrap()
-            .get(0);
-        seen.insert(shard, max);
-    }
+    let take = "SELECT max(id) FROM snowflake_nextvals($1, 1000) AS id";
+    let mut seen: BTreeMap<i32, i64> =
+        SHARDS[3..].iter().map(|&shard| (shard, value(&mut client, take, &[&shard]))).collect();
     // A control: a file written and never fsynced, which the power loss must take.
     cluster.write_data_file("unsynced-control", b"");
     std::fs::write(cluster.data_dir().join("unsynced-control"), b"written, not fsynced").unwrap();
@@ -65,8 +59,7 @@ fn ids_survive_power_loss_with_the_clock_behind(name: &str, settings: &[&str]) {
     clock.start(&mut cluster);
     let mut client = cluster.wait_until_accepting();
     for &(shard, id) in &acknowledged {
-        let before = seen.entry(shard).or_insert(id);
-        *before = (*before).max(id);
+        seen.entry(shard).and_modify(|before| *before = (*before).max(id)).or_insert(id);
     }
     // First, before the clock catches up: each shard resumes above every ID it had given
     // out, committed or only seen.
@@ -84,13 +77,11 @@ fn ids_survive_power_loss_with_the_clock_behind(name: &str, settings: &[&str]) {
     // Every acknowledged commit survived.
     client.batch_execute("CREATE INDEX ON ids (id)").unwrap();
     let ids: Vec<i64> = acknowledged.iter().map(|&(_, id)| id).collect();
-    let missing: i64 = client
-        .query_one(
-            "SELECT count(*) FROM unnest($1::bigint[]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM ids WHERE ids.id = a.id)",
-            &[&ids],
-        )
-        .unwrap()
-        .get(0);
+    let missing: i64 = value(
+        &mut client,
+        "SELECT count(*) FROM unnest($1::bigint[]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM ids WHERE ids.id = a.id)",
+        &[&ids],
+    );
     assert_eq!(missing, 0, "acknowledged commits lost in the power loss");
     println!(
         "{name}: {} acknowledged rows, all kept; the clock came back {CLOCK_BEHIND} s",

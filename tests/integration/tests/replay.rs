@@ -3,7 +3,8 @@
 //! `SNOWFLAKE_REPLAY_RECORDS=10000` measures replay at the size docs/performance.md reports
 //! (the figure is printed, not asserted).
 
-use snowflake_id_integration::{kill_9, Cluster, FsyncFault};
+use snowflake_id_integration::engine::unix_ms;
+use snowflake_id_integration::{id_ahead_ms, id_unix_ms, kill_9, value, Cluster, FsyncFault};
 use std::time::Duration;
 
 #[test]
@@ -30,13 +31,13 @@ fn crash_recovery_over_many_ceiling_records_resumes_above_every_id() {
             &[&records],
         )
         .unwrap();
-    let highest: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    let highest: i64 = value(&mut client, "SELECT snowflake_nextval(1)", &[]);
     drop(client);
     cluster.kill_postmaster();
 
     cluster.start_with(&[]);
     let mut client = cluster.wait_until_accepting();
-    let next: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    let next: i64 = value(&mut client, "SELECT snowflake_nextval(1)", &[]);
     assert!(next > highest, "after crash recovery shard 1 issued {next}, not above {highest}");
     let log = cluster.log();
     let redo =
@@ -62,9 +63,7 @@ fn crash_recovery_never_resumes_below_the_recorded_file() {
     drop(client);
     cluster.kill_postmaster();
 
-    let now_ms =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-    let file_ceiling_ms = now_ms + 300_000;
+    let file_ceiling_ms = unix_ms() + 300_000;
     std::fs::write(
         cluster.data_dir().join("snowflake_id.reservation"),
         format!("snowflake_id reservation ceiling_unix_ms={file_ceiling_ms}\n"),
@@ -74,10 +73,8 @@ fn crash_recovery_never_resumes_below_the_recorded_file() {
     let mut client = cluster.wait_until_accepting();
     let log = cluster.log();
     assert!(log.contains("redo done at"), "no crash recovery replayed records:\n{log}");
-    let next_ms: i64 = client
-        .query_one("SELECT (extract(epoch FROM snowflake_timestamp(snowflake_nextval(1))) * 1000)::int8", &[])
-        .unwrap()
-        .get(0);
+    let next: i64 = value(&mut client, "SELECT snowflake_nextval(1)", &[]);
+    let next_ms = id_unix_ms(&mut client, next);
     assert!(
         (file_ceiling_ms..file_ceiling_ms + 10_000).contains(&next_ms),
         "after crash recovery shard 1 issued at {next_ms} ms, not at the recorded ceiling {file_ceiling_ms} ms"
@@ -89,12 +86,10 @@ fn crash_recovery_never_resumes_below_the_recorded_file() {
 /// nothing is issued. A line as 0.4.0 wrote it (no checksum) is read.
 #[test]
 fn a_damaged_reservation_record_stops_the_start_and_an_old_one_is_read() {
-    let mut cluster =
-        Cluster::builder("record-checksum").settings(&["snowflake_id.max_lead_ms = '10min'"]).start();
-    let mut client = cluster.connect();
-    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
-    client.query("SELECT snowflake_nextval(1) FROM generate_series(1, 1000)", &[]).unwrap();
-    drop(client);
+    let mut cluster = Cluster::builder("record-checksum")
+        .settings(&["snowflake_id.max_lead_ms = '10min'"])
+        .setup("CREATE EXTENSION snowflake_id; SELECT snowflake_nextval(1) FROM generate_series(1, 1000)")
+        .start();
     cluster.stop("fast");
 
     let file = cluster.data_dir().join("snowflake_id.reservation");
@@ -112,16 +107,12 @@ fn a_damaged_reservation_record_stops_the_start_and_an_old_one_is_read() {
 
     // Repaired as the hint says, in the format of 0.4.0 (zero-padded, no checksum): five
     // minutes ahead, where shards then resume.
-    let now_ms =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-    let ceiling_ms = now_ms + 300_000;
+    let ceiling_ms = unix_ms() + 300_000;
     std::fs::write(&file, format!("snowflake_id reservation ceiling_unix_ms={ceiling_ms:020}\n")).unwrap();
     cluster.start_with(&[]);
-    let next_ms: i64 = cluster
-        .connect()
-        .query_one("SELECT (extract(epoch FROM snowflake_timestamp(snowflake_nextval(1))) * 1000)::int8", &[])
-        .unwrap()
-        .get(0);
+    let mut client = cluster.connect();
+    let next: i64 = value(&mut client, "SELECT snowflake_nextval(1)", &[]);
+    let next_ms = id_unix_ms(&mut client, next);
     assert!(
         (ceiling_ms..ceiling_ms + 10_000).contains(&next_ms),
         "resumed at {next_ms} ms, not at {ceiling_ms} ms"
@@ -162,23 +153,17 @@ fn a_clean_restart_after_crash_recovery_issues_nothing_below_a_horizon_it_gave()
     std::thread::sleep(Duration::from_secs(1));
     let mut client = cluster.wait_until_accepting();
     assert!(cluster.log().contains("reinitializing"), "no crash restart after the worker was killed");
-    let horizon: i64 = client.query_one("SELECT snowflake_horizon()", &[]).unwrap().get(0);
-    let ahead_ms: i64 = client
-        .query_one(
-            "SELECT (extract(epoch FROM snowflake_timestamp($1) - clock_timestamp()) * 1000)::int8",
-            &[&horizon],
-        )
-        .unwrap()
-        .get(0);
+    let horizon: i64 = value(&mut client, "SELECT snowflake_horizon()", &[]);
+    let ahead_ms = id_ahead_ms(&mut client, horizon);
     assert!(
-        ahead_ms > 20_000,
-        "the horizon after crash recovery is only {ahead_ms} ms ahead: no record replayed"
+        ahead_ms > 20_000.0,
+        "the horizon after crash recovery is only {ahead_ms:.0} ms ahead: no record replayed"
     );
     drop(client);
     cluster.stop("fast");
     cluster.start_with(&[]);
     let mut client = cluster.wait_until_accepting();
-    let next: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    let next: i64 = value(&mut client, "SELECT snowflake_nextval(1)", &[]);
     assert!(
         next >= horizon,
         "after a clean restart shard 1 issued {next}, below the horizon {horizon} given before it"

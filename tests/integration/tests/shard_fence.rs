@@ -5,8 +5,10 @@
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
 use postgres::Client;
-use snowflake_id_integration::{apply_settings, db_error, issued, wait_until, Cluster, StoppedWorker};
-use std::time::{SystemTime, UNIX_EPOCH};
+use snowflake_id_integration::engine::unix_ms;
+use snowflake_id_integration::{
+    apply_settings, db_error, id_unix_ms, issued, value, wait_until, Cluster, StoppedWorker,
+};
 
 /// Sets the fence with ALTER SYSTEM and a reload; returns a session that has it.
 fn set_fence(cluster: &Cluster, shards: &str) -> Client {
@@ -20,7 +22,7 @@ fn a_fenced_server_issues_only_its_shards() {
     let cluster = Cluster::builder("fence").settings(&["snowflake_id.shards = '0-5,9'"]).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
-    let nine: i64 = client.query_one("SELECT snowflake_nextval(9)", &[]).unwrap().get(0);
+    let nine: i64 = value(&mut client, "SELECT snowflake_nextval(9)", &[]);
     client.query("SELECT snowflake_nextvals(3, 10)", &[]).unwrap();
 
     for call in [
@@ -38,10 +40,8 @@ fn a_fenced_server_issues_only_its_shards() {
             error.detail(),
             Some("snowflake_id.shards = '0-5,9' names the shards this server may issue. Nothing was issued.")
         );
-        assert!(error
-            .hint()
-            .unwrap()
-            .starts_with(&format!("Issue shard {shard} on the server that owns it.")));
+        let hint = error.hint().unwrap();
+        assert!(hint.starts_with(&format!("Issue shard {shard} on the server that owns it.")), "{hint}");
     }
     assert_eq!(issued(&mut client, 7), 0, "a refused call issued IDs");
     assert_eq!(issued(&mut client, 6), 0, "a refused call issued IDs");
@@ -54,7 +54,7 @@ fn a_fenced_server_issues_only_its_shards() {
     let mut client = set_fence(&cluster, "none");
     assert_eq!(db_error(&mut client, "SELECT snowflake_nextval(7)").code().code(), "55000");
     let mut client = set_fence(&cluster, "");
-    let next: i64 = client.query_one("SELECT snowflake_nextval(9)", &[]).unwrap().get(0);
+    let next: i64 = value(&mut client, "SELECT snowflake_nextval(9)", &[]);
     assert!(next > nine);
 
     // Only the server's configuration sets it: a session cannot lift its own fence.
@@ -95,13 +95,11 @@ fn fence_applied_lines(cluster: &Cluster, shards: &str) -> usize {
 /// the wall clock then, in Unix ms.
 fn move_fence(cluster: &Cluster, shards: &str) -> i64 {
     let before = fence_applied_lines(cluster, shards);
-    let mut client = cluster.connect();
-    client.batch_execute(&format!("ALTER SYSTEM SET snowflake_id.shards = '{shards}'")).unwrap();
-    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    set_fence(cluster, shards);
     wait_until(&format!("the reservation worker applied snowflake_id.shards = '{shards}'"), || {
         fence_applied_lines(cluster, shards) > before
     });
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+    unix_ms()
 }
 
 #[test]
@@ -115,9 +113,9 @@ fn a_moved_fence_stops_statements_already_running() {
             "snowflake_id.max_lead_ms = 100",
             "snowflake_id.reserve_ms = 100",
         ])
+        .setup("CREATE EXTENSION snowflake_id")
         .start();
     let mut client = cluster.connect();
-    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
     const IDS: usize = 10_000_000;
     // Ten million IDs each, streamed: the server issues them only as fast as this test reads
     // them, so the statement is still running, waiting for the test, when the fence moves.
@@ -148,18 +146,13 @@ fn a_moved_fence_stops_statements_already_running() {
 
         assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{generator}: IDs not increasing");
         let last = *ids.last().unwrap();
-        let row = client
-            .query_one(
-                "SELECT snowflake_shard($1), (extract(epoch FROM snowflake_timestamp($1)) * 1000)::int8",
-                &[&last],
-            )
-            .unwrap();
-        let (shard, last_ms): (i32, i64) = (row.get(0), row.get(1));
+        let shard: i32 = value(&mut client, "SELECT snowflake_shard($1)", &[&last]);
+        let last_ms = id_unix_ms(&mut client, last);
         assert_eq!(shard, 7, "{generator}");
         // The default layout's time part, counted from its epoch (checked on the last ID).
-        let unix_ms = |id: i64| (id >> 22) + 1_704_067_200_000;
-        assert_eq!(unix_ms(last), last_ms);
-        let late = ids.iter().filter(|&&id| unix_ms(id) > applied_ms).count();
+        let time_ms = |id: i64| (id >> 22) + 1_704_067_200_000;
+        assert_eq!(time_ms(last), last_ms);
+        let late = ids.iter().filter(|&&id| time_ms(id) > applied_ms).count();
         let Some(error) = error else {
             panic!(
                 "{generator}: the statement ran to its end ({} IDs of shard 7) after the fence moved shard 7 \
@@ -195,10 +188,8 @@ fn a_session_given_a_shard_waits_for_the_worker_to_apply_it() {
             "snowflake_id.reserve_ms = '20s'",
             "snowflake_id.max_reservation_wait_ms = '1s'",
         ])
+        .setup("CREATE EXTENSION snowflake_id; SELECT snowflake_nextval(7)")
         .start();
-    let mut client = cluster.connect();
-    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
-    client.query_one("SELECT snowflake_nextval(7)", &[]).unwrap();
 
     // The worker has not applied the reload that gives this server shard 9: a session that has
     // it waits for the worker, at most max_reservation_wait_ms, and is then refused.

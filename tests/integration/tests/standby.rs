@@ -1,6 +1,6 @@
 //! A hot standby refuses to issue IDs (SQLSTATE 25006) and still decodes them.
 
-use snowflake_id_integration::{db_error, Pair};
+use snowflake_id_integration::{db_error, value, Pair};
 
 #[test]
 fn a_hot_standby_refuses_to_generate_and_decodes() {
@@ -9,8 +9,7 @@ fn a_hot_standby_refuses_to_generate_and_decodes() {
                  INSERT INTO t SELECT FROM generate_series(1, 10);";
     let pair = Pair::builder("standby").setup(setup).start();
     let mut on_standby = pair.standby.connect();
-    let in_recovery: bool = on_standby.query_one("SELECT pg_is_in_recovery()", &[]).unwrap().get(0);
-    assert!(in_recovery);
+    assert!(value::<bool>(&mut on_standby, "SELECT pg_is_in_recovery()", &[]));
 
     on_standby.batch_execute("SET snowflake_id.shard = 4").unwrap();
     for (call, function) in [
@@ -44,10 +43,8 @@ fn a_standby_that_cannot_write_its_owed_guard_does_not_start() {
         Pair::builder("owed").setup("CREATE EXTENSION snowflake_id").create_standby();
     let blocker = standby.data_dir().join("snowflake_id.promotion_pending.tmp");
     std::fs::create_dir(&blocker).unwrap();
-    let log = match standby.try_start_with(&[]) {
-        Ok(()) => panic!("the standby started without writing that it owes a promotion guard"),
-        Err(log) => log,
-    };
+    let refused = standby.try_start_with(&[]);
+    let log = refused.expect_err("the standby started without writing that it owes a promotion guard");
     assert!(
         log.contains("could not record that a promotion guard is owed in \"snowflake_id.promotion_pending\" at a start in recovery: Is a directory"),
         "{log}"
@@ -56,6 +53,5 @@ fn a_standby_that_cannot_write_its_owed_guard_does_not_start() {
     std::fs::remove_dir(&blocker).unwrap();
     standby.start_with(&[]);
     assert!(standby.data_dir().join("snowflake_id.promotion_pending").exists());
-    let in_recovery: bool = standby.connect().query_one("SELECT pg_is_in_recovery()", &[]).unwrap().get(0);
-    assert!(in_recovery);
+    assert!(value::<bool>(&mut standby.connect(), "SELECT pg_is_in_recovery()", &[]));
 }

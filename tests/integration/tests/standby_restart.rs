@@ -7,8 +7,9 @@
 //! killed with SIGKILL, after which the postmaster re-creates shared memory and recovers),
 //! stops the old primary and promotes the standby.
 
+use snowflake_id_integration::engine::unix_ms;
 use snowflake_id_integration::{
-    apply_settings, first_id_once_issuing, wait_until, Cluster, FakeClock, Pair, TABLE_T,
+    apply_settings, first_id_once_issuing, value, wait_until, Cluster, FakeClock, Pair, TABLE_T,
 };
 
 /// How a test restarts the standby before the promotion.
@@ -77,18 +78,15 @@ fn a_standby_promoted_after_the_clock_ran_fast_and_was_set_back_resumes_above_wh
 
     clock.set("+15");
     wait_until("the standby replayed a ceiling of the fast clock", || {
-        standby.recorded_ceiling_unix_ms() > real_now_ms() + 14_000
+        standby.recorded_ceiling_unix_ms() > unix_ms() + 14_000
     });
     standby.stop("fast");
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let highest: i64 = primary
-        .connect()
-        .query_one(
-            "WITH new AS (INSERT INTO t SELECT FROM generate_series(1, 1000) RETURNING id) SELECT max(id) FROM new",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let highest: i64 = value(
+        &mut primary.connect(),
+        "WITH new AS (INSERT INTO t SELECT FROM generate_series(1, 1000) RETURNING id) SELECT max(id) FROM new",
+        &[],
+    );
     clock.set("+0");
     primary.stop("immediate");
     clock.start(&mut standby);
@@ -129,13 +127,10 @@ fn a_standby_drops_its_reading_of_a_clock_jump_when_the_primary_lowers_its_ceili
     // The primary reserves up there first, then the standby replays that: its own reading of
     // the jump alone (taken as it replays an older record) would pass the second wait too.
     wait_until("the primary reserved at the jump", || {
-        primary.recorded_ceiling_unix_ms() > real_now_ms() + 100_000
+        primary.recorded_ceiling_unix_ms() > unix_ms() + 100_000
     });
-    let lsn: String =
-        primary.connect().query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).unwrap().get(0);
-    let mut client = primary.connect();
-    client.batch_execute("CREATE TABLE writes (at timestamptz)").unwrap();
-    drop(client);
+    let lsn: String = value(&mut primary.connect(), "SELECT pg_current_wal_insert_lsn()::text", &[]);
+    primary.connect().batch_execute("CREATE TABLE writes (at timestamptz)").unwrap();
     standby.wait_for_replay(&lsn);
     clock.set("+0");
     // A commit that wrote WAL flushes the primary's WAL, ceilings included: its WAL writer,
@@ -143,7 +138,7 @@ fn a_standby_drops_its_reading_of_a_clock_jump_when_the_primary_lowers_its_ceili
     let mut client = primary.connect();
     wait_until("the standby followed the primary's lowered ceiling", || {
         client.batch_execute("INSERT INTO writes VALUES (clock_timestamp())").unwrap();
-        standby.recorded_ceiling_unix_ms() < real_now_ms() + 10_000
+        standby.recorded_ceiling_unix_ms() < unix_ms() + 10_000
     });
     drop(client);
     primary.stop("fast");
@@ -151,11 +146,6 @@ fn a_standby_drops_its_reading_of_a_clock_jump_when_the_primary_lowers_its_ceili
     let mut client = standby.wait_until_accepting();
     let issued = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]);
     assert!(issued.is_ok(), "the promoted standby refused to issue: {issued:?}");
-}
-
-/// The real time, in Unix ms (the servers' clocks are faked, the test's is not).
-fn real_now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 /// Moves shard 1 of `primary` `ahead` of its clock (`snowflake_advance`) and issues an ID
@@ -167,21 +157,13 @@ fn real_now_ms() -> i64 {
 fn issue_ahead(Pair { primary, standby }: &Pair, ahead: &str) -> i64 {
     let before = standby.recorded_ceiling_unix_ms();
     wait_until("the standby rewrote its reservation record", || standby.recorded_ceiling_unix_ms() != before);
-    let mut client = primary.connect();
-    let (highest, lsn): (i64, String) = {
-        let row = client
-            .query_one(
-                &format!(
-                    "WITH advanced AS (SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '{ahead}', 0, 0)))
-                     INSERT INTO t SELECT snowflake_nextval(1) FROM advanced RETURNING id, pg_current_wal_lsn()::text"
-                ),
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
-    standby.wait_for_replay(&lsn);
-    highest
+    let issue = format!(
+        "WITH advanced AS (SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '{ahead}', 0, 0)))
+         INSERT INTO t SELECT snowflake_nextval(1) FROM advanced RETURNING id, pg_current_wal_lsn()::text"
+    );
+    let row = primary.connect().query_one(&issue, &[]).unwrap();
+    standby.wait_for_replay(row.get(1));
+    row.get(0)
 }
 
 /// Checkpoints both servers (the standby's restartpoint moves its redo point past the
@@ -191,7 +173,7 @@ fn issue_ahead(Pair { primary, standby }: &Pair, ahead: &str) -> i64 {
 fn promote_after_restart(Pair { mut primary, mut standby }: Pair, restart: Restart, highest: i64) {
     let mut client = primary.connect();
     client.batch_execute("CHECKPOINT").unwrap();
-    let lsn: String = client.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+    let lsn: String = value(&mut client, "SELECT pg_current_wal_lsn()::text", &[]);
     drop(client);
     standby.wait_for_replay(&lsn);
     standby.connect().batch_execute("CHECKPOINT").unwrap();
@@ -203,7 +185,7 @@ fn promote_after_restart(Pair { mut primary, mut standby }: Pair, restart: Resta
         Restart::BackendKilled => {
             // Connected while it is killed: a backend that has exited cleanly resets nothing.
             let mut victim = standby.connect();
-            let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+            let pid: i32 = value(&mut victim, "SELECT pg_backend_pid()", &[]);
             standby.kill_backend(pid as u32);
             drop(victim);
         }
@@ -214,13 +196,9 @@ fn promote_after_restart(Pair { mut primary, mut standby }: Pair, restart: Resta
 
     let mut client = standby.wait_until_accepting();
     let first = first_id_once_issuing(&mut client);
-    let new: Vec<i64> = client
-        .query("INSERT INTO t SELECT snowflake_nextval(1) FROM generate_series(1, 1000) RETURNING id", &[])
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    let lowest = new.iter().copied().chain([first]).min().unwrap();
+    let insert = "INSERT INTO t SELECT snowflake_nextval(1) FROM generate_series(1, 1000) RETURNING id";
+    let new = client.query(insert, &[]).unwrap();
+    let lowest = new.iter().map(|row| row.get(0)).chain([first]).min().unwrap();
     // The time part starts at bit 22 of the default layout.
     assert!(
         lowest > highest,

@@ -7,7 +7,7 @@
 //! ahead, as before.
 
 use snowflake_id_integration::{
-    as_server_owner, next_id_ahead_ms, run, wait_until, Cluster, Disk, Pair, TABLE_T,
+    as_server_owner, id_unix_ms, next_id_ahead_ms, run, value, wait_until, Cluster, Disk, Pair, TABLE_T,
 };
 
 /// The primary and its standby, the primary having issued IDs; returns them and the highest ID.
@@ -22,13 +22,13 @@ fn pair(name: &str) -> (Cluster, Cluster, i64) {
         client.batch_execute("INSERT INTO t SELECT FROM generate_series(1, 2000)").unwrap();
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
-    let highest: i64 = client.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    let highest: i64 = value(&mut client, "SELECT max(id) FROM t", &[]);
     (primary, standby, highest)
 }
 
 /// The server's clock, in Unix ms.
 fn clock_ms(client: &mut postgres::Client) -> i64 {
-    client.query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8", &[]).unwrap().get(0)
+    value(client, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8", &[])
 }
 
 /// The location of the last checkpoint in a stopped cluster's control file.
@@ -50,10 +50,7 @@ fn promote_after_clean_stop(primary: &Cluster, standby: &Cluster) -> postgres::C
     let checkpoint = latest_checkpoint(primary);
     let mut on_standby = standby.connect();
     wait_until(&format!("the standby replayed the shutdown checkpoint at {checkpoint}"), || {
-        on_standby
-            .query_one("SELECT pg_last_wal_replay_lsn() > $1::text::pg_lsn", &[&checkpoint])
-            .unwrap()
-            .get(0)
+        value(&mut on_standby, "SELECT pg_last_wal_replay_lsn() > $1::text::pg_lsn", &[&checkpoint])
     });
     drop(on_standby);
     standby.promote();
@@ -86,11 +83,7 @@ fn a_promotion_after_a_crash_keeps_the_guard() {
     standby.promote();
     let mut client = standby.wait_until_accepting();
     let (ahead_ms, first) = next_id_ahead_ms(&mut client, 1);
-    let first_ms: i64 = client
-        .query_one("SELECT (extract(epoch FROM snowflake_timestamp($1)) * 1000)::int8", &[&first])
-        .unwrap()
-        .get(0);
-    let past_ms = first_ms - before_promotion_ms;
+    let past_ms = id_unix_ms(&mut client, first) - before_promotion_ms;
     println!(
         "switchover: after an immediate stop, the first ID is {ahead_ms:.0} ms ahead of the clock, \
          {past_ms} ms past a reading before the promotion"
@@ -119,24 +112,18 @@ fn a_switchover_after_a_power_loss_resumes_above_the_ids_its_file_kept() {
         // The WAL writer flushes asynchronous WAL (the worker's records) at most every 10 s.
         "wal_writer_delay = 10s",
     ];
-    let mut primary = Cluster::builder("f5-primary").disk(Disk::PowerLoss).settings(&settings).create();
-    primary.start_with(&[]);
-    let mut client = primary.connect();
-    client
-        .batch_execute(
-            "CREATE EXTENSION snowflake_id;
-             CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(1));
-             INSERT INTO t SELECT FROM generate_series(1, 1000);",
-        )
-        .unwrap();
+    let primary = Cluster::builder("f5-primary")
+        .disk(Disk::PowerLoss)
+        .settings(&settings)
+        .setup(&format!("{TABLE_T}; INSERT INTO t SELECT FROM generate_series(1, 1000)"))
+        .start();
     // Reconnecting at once when its primary comes back (the default waits 5 s).
-    drop(client);
     let Pair { mut primary, standby } = Pair::builder("f5")
         .standby_settings(&["wal_retrieve_retry_interval = 100ms"])
         .start_standby_of(primary);
     let mut client = primary.connect();
     let flushed_lsn = |client: &mut postgres::Client| -> String {
-        client.query_one("SELECT pg_current_wal_flush_lsn()::text", &[]).unwrap().get(0)
+        value(client, "SELECT pg_current_wal_flush_lsn()::text", &[])
     };
     // A commit flushes the WAL; the batch, with no WAL of its own, makes the worker record a
     // ceiling about 15.5 s ahead, whose record stays unflushed until the WAL writer's next round.
@@ -145,8 +132,7 @@ fn a_switchover_after_a_power_loss_resumes_above_the_ids_its_file_kept() {
     for _ in 0..5 {
         client.batch_execute("INSERT INTO t SELECT FROM generate_series(1, 100)").unwrap();
         let committed = flushed_lsn(&mut client);
-        let max: i64 =
-            client.query_one("SELECT max(id) FROM snowflake_nextvals(1, 240000) AS id", &[]).unwrap().get(0);
+        let max: i64 = value(&mut client, "SELECT max(id) FROM snowflake_nextvals(1, 240000) AS id", &[]);
         if flushed_lsn(&mut client) == committed {
             batch_max = Some(max);
             break;
@@ -167,10 +153,7 @@ fn a_switchover_after_a_power_loss_resumes_above_the_ids_its_file_kept() {
     // And its standby streaming again, as a switchover waits for.
     let mut client = primary.connect();
     wait_until("the standby streams from the restarted primary", || {
-        client
-            .query_one("SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'", &[])
-            .unwrap()
-            .get(0)
+        value(&mut client, "SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'", &[])
     });
     drop(client);
     // The switchover, at once: a clean stop, the standby catches up, then its promotion.

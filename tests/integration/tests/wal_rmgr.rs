@@ -4,21 +4,17 @@
 //! (`snowflake_id.legacy_wal_rmgr_id`, by default 128 only while such records may remain).
 //! Ids PostgreSQL keeps for itself are refused at start.
 
-use postgres::Client;
-use snowflake_id_integration::{wait_until, Cluster};
+use snowflake_id_integration::{value, wait_until, Cluster};
 
 /// Moves shard 1 a second ahead `records` times (a reservation record each), then crashes
 /// the server (kill -9); returns the highest ID shard 1 issued before the crash.
-fn write_records_then_crash(cluster: &mut Cluster, mut client: Client, records: usize) -> i64 {
+fn write_records_then_crash(cluster: &mut Cluster, records: usize) -> i64 {
+    let mut client = cluster.connect();
+    let advance = "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '1 s', 0, 0))";
     for _ in 0..records {
-        client
-            .query_one(
-                "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '1 s', 0, 0))",
-                &[],
-            )
-            .unwrap();
+        client.query_one(advance, &[]).unwrap();
     }
-    let highest: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    let highest: i64 = value(&mut client, "SELECT snowflake_nextval(1)", &[]);
     drop(client);
     cluster.kill_postmaster();
     highest
@@ -33,11 +29,10 @@ fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
             "snowflake_id.legacy_wal_rmgr_id = 0",
             "checkpoint_timeout = 1h",
         ])
+        .setup("CREATE EXTENSION snowflake_id; CHECKPOINT")
         .start();
-    let mut client = cluster.connect();
-    client.batch_execute("CREATE EXTENSION snowflake_id; CHECKPOINT").unwrap();
     // Records after the checkpoint: crash recovery must replay them.
-    let highest = write_records_then_crash(&mut cluster, client, 5);
+    let highest = write_records_then_crash(&mut cluster, 5);
 
     // The update: the new defaults (written here as lines, later lines win).
     cluster.configure(&["snowflake_id.wal_rmgr_id = 213", "snowflake_id.legacy_wal_rmgr_id = -1"]);
@@ -47,14 +42,15 @@ fn wal_written_under_128_replays_after_the_update_to_the_new_id() {
     assert!(log.contains("registered custom resource manager \"snowflake_id\" with ID 213"), "{log}");
     assert!(log.contains("registered custom resource manager \"snowflake_id_0.2\" with ID 128"), "{log}");
     assert!(log.contains("redo done at"), "crash recovery replayed nothing:\n{log}");
-    let next: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    let next: i64 = value(&mut client, "SELECT snowflake_nextval(1)", &[]);
     assert!(next > highest, "after recovery shard 1 issued {next}, not above {highest}");
     // New records go under 213 and replay as well.
     client.batch_execute("CHECKPOINT").unwrap();
-    let highest = write_records_then_crash(&mut cluster, client, 1);
+    drop(client);
+    let highest = write_records_then_crash(&mut cluster, 1);
     cluster.start_with(&[]);
     let mut client = cluster.wait_until_accepting();
-    let next: i64 = client.query_one("SELECT snowflake_nextval(1)", &[]).unwrap().get(0);
+    let next: i64 = value(&mut client, "SELECT snowflake_nextval(1)", &[]);
     assert!(next > highest);
 
     // Once a checkpoint has completed since the update, no record under 128 is left to

@@ -4,17 +4,24 @@
 //! cannot record in time (fsyncs of 5 s) makes calls fail with 55000 and a hint, never hang; a
 //! worker whose fsync fails lets no call past the ceiling it last recorded.
 
-use snowflake_id_integration::{assert_no_duplicates, Cluster, FsyncFault, Load, LOAD_TABLE};
+use snowflake_id_integration::{assert_no_duplicates, wait_until, Cluster, FsyncFault, Load, LOAD_TABLE};
 use std::time::{Duration, Instant};
 
 const WRITERS: [i32; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 
+/// A server of its own with the load table, and eight writers, one shard each, that have
+/// inserted `rows` rows.
+fn loaded(name: &str, rows: usize) -> (Cluster, Load) {
+    let cluster =
+        Cluster::builder(name).setup(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).start();
+    let load = Load::start(&cluster, &WRITERS, 0);
+    load.wait_for(rows);
+    (cluster, load)
+}
+
 #[test]
 fn terminating_the_worker_twice_under_eight_writers_fails_no_insert() {
-    let cluster = Cluster::builder("worker-terminated").start();
-    cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
-    let load = Load::start(&cluster, &WRITERS, 0);
-    load.wait_for(20_000);
+    let (cluster, load) = loaded("worker-terminated", 20_000);
     let first = cluster.reservation_worker_pid().unwrap();
     let second = cluster.restart_reservation_worker();
     load.wait_for(load.inserted() + 20_000);
@@ -31,10 +38,7 @@ fn terminating_the_worker_twice_under_eight_writers_fails_no_insert() {
 
 #[test]
 fn a_worker_whose_fsync_takes_2_s_slows_eight_writers_and_fails_no_insert() {
-    let cluster = Cluster::builder("worker-fsync-2s").start();
-    cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
-    let load = Load::start(&cluster, &WRITERS, 0);
-    load.wait_for(10_000);
+    let (cluster, load) = loaded("worker-fsync-2s", 10_000);
     let before = load.inserted();
     let slow = FsyncFault::slow(cluster.reservation_worker_pid().unwrap(), Duration::from_secs(2));
     // Long enough for several slow recordings, the first (sized for a fast disk) included.
@@ -49,12 +53,9 @@ fn a_worker_whose_fsync_takes_2_s_slows_eight_writers_and_fails_no_insert() {
     let mut client = cluster.connect();
     let rows = assert_no_duplicates(&mut client);
     assert_eq!(rows as usize, acknowledged.len());
-    let (waits, wait_ms): (i64, i64) = {
-        let row = client
-            .query_one("SELECT sum(waits)::int8, sum(wait_ms)::int8 FROM snowflake_stats()", &[])
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    let row =
+        client.query_one("SELECT sum(waits)::int8, sum(wait_ms)::int8 FROM snowflake_stats()", &[]).unwrap();
+    let (waits, wait_ms): (i64, i64) = (row.get(0), row.get(1));
     println!(
         "worker faults: fsync delayed 2 s for 15 s under 8 writers: {during} rows inserted meanwhile, 0 failed; \
          {waits} calls waited {wait_ms} ms in all; {rows} rows, 0 duplicates"
@@ -63,10 +64,7 @@ fn a_worker_whose_fsync_takes_2_s_slows_eight_writers_and_fails_no_insert() {
 
 #[test]
 fn a_worker_whose_fsync_takes_5_s_makes_calls_fail_with_a_hint_not_hang() {
-    let cluster = Cluster::builder("worker-slow-fsync").start();
-    cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
-    let load = Load::start(&cluster, &WRITERS, 0);
-    load.wait_for(10_000);
+    let (cluster, load) = loaded("worker-slow-fsync", 10_000);
     let slow = FsyncFault::slow(cluster.reservation_worker_pid().unwrap(), Duration::from_secs(5));
     // Every writer meets the end of the reservation within a few seconds and stops at its
     // first error; none may hang.
@@ -92,10 +90,7 @@ fn a_worker_whose_fsync_takes_5_s_makes_calls_fail_with_a_hint_not_hang() {
 /// failed recording: the writers would never stop, past anything a restart resumes above.
 #[test]
 fn a_worker_whose_fsync_fails_lets_no_call_past_its_recorded_ceiling() {
-    let cluster = Cluster::builder("worker-fsync-fails").start();
-    cluster.connect().batch_execute(&format!("CREATE EXTENSION snowflake_id; {LOAD_TABLE}")).unwrap();
-    let load = Load::start(&cluster, &WRITERS, 0);
-    load.wait_for(10_000);
+    let (cluster, load) = loaded("worker-fsync-fails", 10_000);
     let failing = FsyncFault::failing(cluster.reservation_worker_pid().unwrap());
     let (stopped_after, _) = every_writer_refused(
         load,
@@ -131,10 +126,8 @@ fn every_writer_refused(load: Load, stuck: &str) -> (Duration, Vec<String>) {
 /// fsyncs it was held in) and no row repeats an ID; the number of rows.
 fn issues_again_without_a_repeat(cluster: &Cluster) -> i64 {
     let mut client = cluster.connect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while client.query_one("SELECT snowflake_nextval(1)", &[]).is_err() {
-        assert!(Instant::now() < deadline, "no ID 60 s after the worker's disk worked again");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until("an ID is issued after the worker's disk worked again", || {
+        client.query_one("SELECT snowflake_nextval(1)", &[]).is_ok()
+    });
     assert_no_duplicates(&mut client)
 }
