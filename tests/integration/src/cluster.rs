@@ -731,3 +731,19 @@ impl Drop for StoppedWorker {
         let _ = Command::new("kill").args(["-CONT", &self.0.to_string()]).output();
     }
 }
+
+/// The log of a new server, named after `name`, with `settings` that must refuse to start.
+pub fn log_of_refused_start(name: &str, settings: &[&str]) -> String {
+    let mut cluster = Cluster::builder(name).settings(settings).create();
+    cluster.try_start_with(&[]).expect_err(&format!("the server started with {settings:?}"))
+}
+
+/// Asserts that a server's log refuses `setting` (`parameter = value`, as postgresql.conf has it)
+/// as PostgreSQL refuses an invalid value, with a hint to correct it.
+pub fn assert_setting_refused(log: &str, setting: &str) {
+    let (parameter, value) = setting.split_once(" = ").unwrap();
+    let value = value.trim_matches('\'');
+    let fatal = format!("FATAL:  invalid value for parameter \"{parameter}\": \"{value}\"");
+    assert!(log.contains(&fatal), "no line {fatal} in\n{log}");
+    assert!(log.contains("HINT:  Correct"), "no hint to correct {parameter} in\n{log}");
+}
