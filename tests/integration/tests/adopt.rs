@@ -6,7 +6,7 @@
 //! to exactly what the PL/pgSQL formula put into them. The SQL run is the page's own: the
 //! files under sql/adopt/, which the page must show word for word.
 
-use snowflake_id_integration::{count, wait_until, Cluster, Write, Writers};
+use snowflake_id_integration::{count, value, wait_until, Cluster, Write, Writers};
 
 const PAGE: &str = include_str!("../../../docs/adopting.md");
 
@@ -195,9 +195,8 @@ fn adopt(scheme: Scheme) {
     let row = client
         .query_one("SELECT time_bits, shard_bits, seq_bits, epoch::text FROM snowflake_layout()", &[])
         .unwrap();
-    let layout = (row.get::<_, i32>(0), row.get::<_, i32>(1), row.get::<_, i32>(2), row.get::<_, String>(3));
-    let expected = scheme.layout;
-    assert_eq!(layout, (expected.0, expected.1, expected.2, expected.3.to_string()), "the server's layout");
+    let layout = (row.get(0), row.get(1), row.get(2), row.get::<_, &str>(3));
+    assert_eq!(layout, scheme.layout, "the server's layout");
 
     // The database as it is before: the generator, its table, rows made by it.
     client.batch_execute(scheme.generator).unwrap();
@@ -246,10 +245,8 @@ fn adopt(scheme: Scheme) {
     let (rows, distinct): (i64, i64) = (row.get(0), row.get(1));
     assert_eq!(rows, distinct, "duplicate keys");
     assert_eq!(rows as usize, before + acknowledged.len(), "rows against acknowledged inserts");
-    let found = client
-        .query_one(&format!("SELECT count(*) FROM {table} WHERE id = ANY($1)"), &[&acknowledged])
-        .unwrap()
-        .get::<_, i64>(0);
+    let found: i64 =
+        value(&mut client, &format!("SELECT count(*) FROM {table} WHERE id = ANY($1)"), &[&acknowledged]);
     assert_eq!(found as usize, acknowledged.len(), "acknowledged keys missing");
 
     // Each key was made by the old DEFAULT or by the new one, and the new ones, all of the
