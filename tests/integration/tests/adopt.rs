@@ -10,15 +10,6 @@ use snowflake_id_integration::{count, value, wait_until, Cluster, Write, Writers
 
 const PAGE: &str = include_str!("../../../docs/adopting.md");
 
-const INSTAGRAM_CONF: &str = include_str!("../sql/adopt/instagram.conf");
-const INSTAGRAM_GENERATOR: &str = include_str!("../sql/adopt/instagram-generator.sql");
-const INSTAGRAM_SWITCH: &str = include_str!("../sql/adopt/instagram-switch.sql");
-const INSTAGRAM_CHECK: &str = include_str!("../sql/adopt/instagram-check.sql");
-const MASTODON_CONF: &str = include_str!("../sql/adopt/mastodon.conf");
-const MASTODON_GENERATOR: &str = include_str!("../sql/adopt/mastodon-generator.sql");
-const MASTODON_SWITCH: &str = include_str!("../sql/adopt/mastodon-switch.sql");
-const MASTODON_CHECK: &str = include_str!("../sql/adopt/mastodon-check.sql");
-
 /// The secret of the Mastodon-style generator, which the test restates to recompute its tail.
 const MASTODON_SECRET: &str = "b3c1d9e07a5f4a28";
 
@@ -47,6 +38,7 @@ CREATE TRIGGER record_parts BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTI
 /// What the writers run: ten rows through the key's DEFAULT, one transaction.
 const WRITES: usize = 10;
 
+/// A scheme to adopt; `conf`, `generator`, `switch` and `check` are the page's files.
 struct Scheme {
     name: &'static str,
     conf: &'static str,
@@ -75,10 +67,10 @@ struct Scheme {
 fn instagram() -> Scheme {
     Scheme {
         name: "adopt-instagram",
-        conf: INSTAGRAM_CONF,
-        generator: INSTAGRAM_GENERATOR,
-        switch: INSTAGRAM_SWITCH,
-        check: INSTAGRAM_CHECK,
+        conf: include_str!("../sql/adopt/instagram.conf"),
+        generator: include_str!("../sql/adopt/instagram-generator.sql"),
+        switch: include_str!("../sql/adopt/instagram-switch.sql"),
+        check: include_str!("../sql/adopt/instagram-check.sql"),
         table: "insta5.photos",
         shard: 5,
         layout: (40, 13, 10, "2019-01-01 00:00:00+00"),
@@ -112,10 +104,10 @@ fn instagram() -> Scheme {
 fn mastodon() -> Scheme {
     Scheme {
         name: "adopt-mastodon",
-        conf: MASTODON_CONF,
-        generator: MASTODON_GENERATOR,
-        switch: MASTODON_SWITCH,
-        check: MASTODON_CHECK,
+        conf: include_str!("../sql/adopt/mastodon.conf"),
+        generator: include_str!("../sql/adopt/mastodon-generator.sql"),
+        switch: include_str!("../sql/adopt/mastodon-switch.sql"),
+        check: include_str!("../sql/adopt/mastodon-check.sql"),
         table: "statuses",
         shard: 0,
         layout: (47, 0, 16, "1970-01-01 00:00:00+00"),
@@ -162,20 +154,18 @@ fn statements(sql: &str) -> Vec<String> {
 
 #[test]
 fn the_page_shows_the_sql_the_tests_run() {
-    for (tag, text) in [
-        ("conf", INSTAGRAM_CONF),
-        ("plpgsql", INSTAGRAM_GENERATOR),
-        ("plpgsql", INSTAGRAM_SWITCH),
-        ("plpgsql", INSTAGRAM_CHECK),
-        ("conf", MASTODON_CONF),
-        ("plpgsql", MASTODON_GENERATOR),
-        ("plpgsql", MASTODON_SWITCH),
-        ("plpgsql", MASTODON_CHECK),
-    ] {
-        let block = format!("```{tag}\n{text}```\n");
-        assert!(PAGE.contains(&block), "docs/adopting.md does not show, as a block of its own:\n{block}");
+    for scheme in [instagram(), mastodon()] {
+        for (tag, text) in [
+            ("conf", scheme.conf),
+            ("plpgsql", scheme.generator),
+            ("plpgsql", scheme.switch),
+            ("plpgsql", scheme.check),
+        ] {
+            let block = format!("```{tag}\n{text}```\n");
+            assert!(PAGE.contains(&block), "docs/adopting.md does not show, as a block of its own:\n{block}");
+        }
     }
-    assert!(MASTODON_GENERATOR.contains(MASTODON_SECRET));
+    assert!(mastodon().generator.contains(MASTODON_SECRET));
 }
 
 #[test]

@@ -23,7 +23,7 @@ fn a_promoted_standby_resumes_above_the_killed_primary() {
     let settings = [("synchronous_standby_names", "*"), ("synchronous_commit", "remote_apply")];
     apply_settings(&mut primary.connect(), &settings);
 
-    let shards: Vec<i32> = (0..12).map(|i| if i < 6 { 1 } else { 200 + i }).collect();
+    let mut shards: Vec<i32> = (0..12).map(|i| if i < 6 { 1 } else { 200 + i }).collect();
     let load = Load::start(&primary, &shards, 0);
     load.wait_for(100_000);
     // Shard 1 borrows about 5 s ahead of the clock and commits the ID above the batch:
@@ -42,9 +42,8 @@ fn a_promoted_standby_resumes_above_the_killed_primary() {
 
     let mut client = standby.wait_until_accepting();
     acknowledged.push((1, value(&mut client, "SELECT max(id) FROM ids WHERE shard = 1", &[])));
-    let mut distinct_shards: Vec<i32> = shards.clone();
-    distinct_shards.dedup();
-    for &shard in &distinct_shards {
+    shards.dedup();
+    for &shard in &shards {
         client
             .execute(
                 "INSERT INTO ids SELECT snowflake_nextval($1), $1, 1 FROM generate_series(1, 2000)",
