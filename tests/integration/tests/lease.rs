@@ -131,17 +131,11 @@ fn a_primary_without_its_lease_issues_nothing() {
     ha.answer(Answer::Gone);
     let lost_at = Instant::now();
     let error = db_error(&mut client, "INSERT INTO t (n) SELECT generate_series(1, 100000000)");
+    let stopped_after = lost_at.elapsed();
     assert_lease_refusal(&error, LEASE_MS);
-    println!(
-        "lease: a running INSERT stopped {} ms after the HA manager went",
-        lost_at.elapsed().as_millis()
-    );
-    // 100 million rows take minutes: stopped, not finished (its time is printed above).
-    assert!(
-        lost_at.elapsed() < Duration::from_secs(30),
-        "the running INSERT went on for {:?}",
-        lost_at.elapsed()
-    );
+    println!("lease: a running INSERT stopped {} ms after the HA manager went", stopped_after.as_millis());
+    // 100 million rows take minutes: stopped, not finished.
+    assert!(stopped_after < Duration::from_secs(30), "the running INSERT went on for {stopped_after:?}");
     assert_eq!(count(&mut client, "SELECT count(*) FROM t"), 0, "the refused INSERT's rows are rolled back");
 
     // A server started while its HA manager says no issues nothing until it says yes.
@@ -229,6 +223,13 @@ fn a_lease_setting_that_cannot_be_used_stops_the_start() {
     }
 }
 
+/// `ALTER SYSTEM {change}` (a SET or RESET), then a reload. One statement each: ALTER SYSTEM
+/// refuses to run in a transaction block, as a multi-statement query is.
+fn alter_system(client: &mut Client, change: &str) {
+    client.batch_execute(&format!("ALTER SYSTEM {change}")).unwrap();
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+}
+
 /// The lease's columns of `snowflake_status()`: (url, lease_ms, lost since, last 200).
 fn lease_status(client: &mut Client) -> (Option<String>, Option<i32>, bool, Option<f64>) {
     let row = client
@@ -282,6 +283,7 @@ fn slow_foreign_and_lying_answers_never_hold_the_lease() {
     assert!(!lost, "the lease holds, yet snowflake_status() says lost");
     assert!(last_200_age.is_some_and(|age| age < 2.0), "last 200 {last_200_age:?} s ago");
 
+    let dribble = |answer, every_ms| Answer::Dribble(answer, Duration::from_millis(every_ms));
     // What 0.8.0 took for 200.
     refused_within(&mut client, &ha, Answer::Raw("HTTP/1.1 2000 OK\r\n\r\n"), "HTTP/1.1 2000", LEASE_MS);
     refused_within(&mut client, &ha, Answer::Raw("HTTP/1.x 200 OK\r\n\r\n"), "HTTP/1.x 200", LEASE_MS);
@@ -289,38 +291,19 @@ fn slow_foreign_and_lying_answers_never_hold_the_lease() {
     assert!(lost, "refused for the lease, yet snowflake_status() does not say it is lost");
     // A 503 dribbled one byte every 240 ms: 0.8.0 took each byte as a fresh 250 ms, and closed
     // the fence 5.7 s after the last 200.
-    refused_within(
-        &mut client,
-        &ha,
-        Answer::Dribble(REPLICA_ANSWER, Duration::from_millis(240)),
-        "a dribbled 503",
-        LEASE_MS,
-    );
+    refused_within(&mut client, &ha, dribble(REPLICA_ANSWER, 240), "a dribbled 503", LEASE_MS);
     // A 200 dribbled so: no answer within the request's deadline, so no 200 (0.8.0 counted it,
     // late, and its worker waited on it while the reservation ran out).
-    refused_within(
-        &mut client,
-        &ha,
-        Answer::Dribble(LEADER_ANSWER, Duration::from_millis(240)),
-        "a dribbled 200",
-        LEASE_MS,
-    );
+    refused_within(&mut client, &ha, dribble(LEADER_ANSWER, 240), "a dribbled 200", LEASE_MS);
 
     // A 200 dribbled one byte every 100 ms under a 5 s lease: each answer's status line (13
     // bytes) would arrive whole in 1.3 s, well within the lease, if only each read were timed
     // (0.8.0's): every request would renew it, for ever. One deadline bounds the whole request,
     // so none counts.
-    client.batch_execute("ALTER SYSTEM SET snowflake_id.lease_ms = 5000").unwrap();
-    client.batch_execute("SELECT pg_reload_conf()").unwrap();
-    refused_within(
-        &mut client,
-        &ha,
-        Answer::Dribble(LEADER_ANSWER, Duration::from_millis(100)),
-        "a 200 dribbled in 1.3 s under a 5 s lease",
-        5000,
-    );
-    client.batch_execute("ALTER SYSTEM RESET snowflake_id.lease_ms").unwrap();
-    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    alter_system(&mut client, "SET snowflake_id.lease_ms = 5000");
+    let what = "a 200 dribbled in 1.3 s under a 5 s lease";
+    refused_within(&mut client, &ha, dribble(LEADER_ANSWER, 100), what, 5000);
+    alter_system(&mut client, "RESET snowflake_id.lease_ms");
 
     // Back to plain 200: issuing again, above everything before.
     ha.answer(Answer::Leader);
@@ -374,14 +357,7 @@ fn a_listener_of_another_os_user_does_not_hold_the_lease() {
     wait_for("the squatter listens", Duration::from_secs(10), || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok()
     });
-    // One statement each: ALTER SYSTEM refuses to run in a transaction block, as a multi-statement
-    // query is.
-    client
-        .batch_execute(&format!(
-            "ALTER SYSTEM SET snowflake_id.lease_url = 'http://127.0.0.1:{port}/primary'"
-        ))
-        .unwrap();
-    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    alter_system(&mut client, &format!("SET snowflake_id.lease_url = 'http://127.0.0.1:{port}/primary'"));
     let (_, error, after, _) =
         until_refused(&mut client, "at another user's listener", Duration::from_millis(LEASE_MS + 2000));
     assert_lease_refusal(&error, LEASE_MS);
@@ -398,7 +374,6 @@ fn a_listener_of_another_os_user_does_not_hold_the_lease() {
     println!("lease: the squatter (pid {squatter_pid}) stopped");
 
     // The real HA manager's address again: the lease holds.
-    client.batch_execute("ALTER SYSTEM RESET snowflake_id.lease_url").unwrap();
-    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    alter_system(&mut client, "RESET snowflake_id.lease_url");
     until_issuing(&mut client, Duration::from_secs(5));
 }

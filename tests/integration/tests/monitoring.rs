@@ -306,8 +306,7 @@ fn the_exporter_turns_the_generator_into_metrics() {
 
     // The worker terminated: a scrape between its exit and its restart (a second later) shows
     // it down; on a machine too slow to catch that window, the next termination is tried.
-    let mut seen_down = false;
-    for _ in 0..5 {
+    let seen_down = (0..5).any(|_| {
         let old = cluster.reservation_worker_pid().unwrap();
         run(Command::new("kill").args(["-TERM", &old.to_string()]), "kill -TERM");
         let gone = Instant::now();
@@ -317,16 +316,16 @@ fn the_exporter_turns_the_generator_into_metrics() {
         let scrape = exporter.scrape();
         if scrape.get("snowflake_id_reservation_worker_up", &[]) == 0.0 {
             assert_eq!(scrape.get("snowflake_id_reservation_worker_pid", &[]), 0.0);
-            seen_down = true;
-            break;
+            return true;
         }
         wait_until("a new reservation worker", || {
             cluster.reservation_worker_pid().is_some_and(|new| new != old)
         });
-    }
+        false
+    });
     assert!(seen_down, "no scrape showed the terminated worker down");
-    wait_until("a new reservation worker", || cluster.reservation_worker_pid().is_some());
-    let new_worker = cluster.reservation_worker_pid().unwrap();
+    let new_worker =
+        wait_for("a new reservation worker", Duration::from_secs(60), || cluster.reservation_worker_pid());
     let restarted = wait_for("a scrape shows the new worker up", Duration::from_secs(10), || {
         let scrape = exporter.scrape();
         (scrape.get("snowflake_id_reservation_worker_up", &[]) == 1.0).then_some(scrape)
