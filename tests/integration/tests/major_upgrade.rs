@@ -133,38 +133,25 @@ fn decoded(client: &mut Client) -> (i64, String) {
 /// The documented procedure, the reservation guard alone, and the refused start without the
 /// old layout, from one old cluster in `layout` whose last IDs lead its clock by 20 s.
 fn pg_upgrade_issues_only_ids_above_the_old_ones_in(old_bin: &Path, layout: &TestLayout) {
-    let new_bin = pg_bin_dir().to_path_buf();
-    let old_major = major_of(old_bin);
-    assert!(old_major < major_of(&new_bin), "{old_bin:?} is not an older major than {new_bin:?}");
+    let (new_bin, old_major) = (pg_bin_dir(), major_of(old_bin));
+    assert!(old_major < major_of(new_bin), "{old_bin:?} is not an older major than {new_bin:?}");
 
     let settings: Vec<&str> = [LEAD].iter().chain(layout.settings).copied().collect();
     let prefix = layout.name;
-    let mut old = Cluster::builder(&format!("upgrade-{prefix}old-{old_major}"))
-        .bin(old_bin)
-        .settings(&settings)
-        .setup(
-            "CREATE EXTENSION snowflake_id;
-             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(5), note text);
-             INSERT INTO orders (note) SELECT 'old ' || g FROM generate_series(1, 10000) g;
-             SELECT snowflake_advance(5, snowflake_compose(clock_timestamp() + interval '20 s', 5, 0));
-             INSERT INTO orders (note) SELECT 'ahead ' || g FROM generate_series(1, 1000) g;",
-        )
-        .start();
-    let mut client = old.connect();
-    let old_max: i64 = value(&mut client, "SELECT max(id) FROM orders", &[]);
+    let (mut old, mut client) =
+        old_cluster(&format!("upgrade-{prefix}old-{old_major}"), old_bin, &settings, 10000);
+    let (old_max, decoded_before) = issue_ahead(&mut client, "20 s", 1000);
     let leads = "SELECT snowflake_timestamp($1) > clock_timestamp() + interval '15 s'";
     assert!(
         value::<bool>(&mut client, leads, &[&old_max]),
         "the old server's last IDs do not lead its clock: the test would prove nothing"
     );
-    let decoded_before = decoded(&mut client);
-    clear_column_options_of_debian_15(&mut client, old_major);
     drop(client);
     old.stop("fast");
 
     // The documented step: pg_upgrade, then the old server's reservation and layout files
     // copied into the new data directory before the new server first starts.
-    let mut copied = upgraded(&old, &new_bin, &format!("upgrade-{prefix}copied-{old_major}"), &settings);
+    let mut copied = upgraded(&old, &format!("upgrade-{prefix}copied-{old_major}"), &settings);
     for name in [RESERVATION_FILE, LAYOUT_FILE] {
         copy_file(&old, &copied, name);
     }
@@ -179,7 +166,7 @@ fn pg_upgrade_issues_only_ids_above_the_old_ones_in(old_bin: &Path, layout: &Tes
     // configured layout is the old server's. Then the layout alone is copied, and it does not
     // start either: its reservation is only pg_upgrade's estimate. Confirmed by the operator,
     // the estimate holds here: pg_upgrade's starts recorded a ceiling a full lead ahead.
-    let mut guarded = upgraded(&old, &new_bin, &format!("upgrade-{prefix}guarded-{old_major}"), &settings);
+    let mut guarded = upgraded(&old, &format!("upgrade-{prefix}guarded-{old_major}"), &settings);
     let log = guarded
         .try_start_with(&[])
         .expect_err("a cluster made by pg_upgrade started on an unconfirmed layout");
@@ -219,35 +206,16 @@ fn confirm_the_estimate(new: &Cluster) {
 /// lead (a minute) ahead of its clock, seconds after the check: a guard recorded at the check
 /// alone would be below them. The real upgrade's starts raise it again.
 fn pg_upgrade_check_does_not_spend_the_guard(old_bin: &Path) {
-    let new_bin = pg_bin_dir().to_path_buf();
     let old_major = major_of(old_bin);
-    let mut old = Cluster::builder(&format!("check-old-{old_major}"))
-        .bin(old_bin)
-        .settings(&[LEAD])
-        .setup(
-            "CREATE EXTENSION snowflake_id;
-             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(5), note text);
-             INSERT INTO orders (note) SELECT 'old ' || g FROM generate_series(1, 1000) g;",
-        )
-        .start();
-    let mut client = old.connect();
-    clear_column_options_of_debian_15(&mut client, old_major);
+    let (mut old, mut client) = old_cluster(&format!("check-old-{old_major}"), old_bin, &[LEAD], 1000);
 
-    let mut new =
-        Cluster::builder(&format!("check-new-{old_major}")).bin(&new_bin).settings(&[LEAD]).create();
+    let mut new = Cluster::builder(&format!("check-new-{old_major}")).settings(&[LEAD]).create();
     pg_upgrade(&old, &new, &["--check", "-P", "5433"]);
     assert!(new.data_dir().join(RESERVATION_FILE).exists(), "pg_upgrade --check recorded no guard");
 
     // Seconds later the old server issues its last IDs 59 s ahead of its clock.
     std::thread::sleep(std::time::Duration::from_secs(3));
-    client
-        .batch_execute(
-            "SELECT snowflake_advance(5, snowflake_compose(clock_timestamp() + interval '59 s', 5, 0));
-             INSERT INTO orders (note) SELECT 'ahead ' || g FROM generate_series(1, 100) g;",
-        )
-        .unwrap();
-    let old_max: i64 = value(&mut client, "SELECT max(id) FROM orders", &[]);
-    let decoded_before = decoded(&mut client);
+    let (old_max, decoded_before) = issue_ahead(&mut client, "59 s", 100);
     drop(client);
     old.stop("fast");
 
@@ -256,6 +224,35 @@ fn pg_upgrade_check_does_not_spend_the_guard(old_bin: &Path) {
     refused_on_the_estimate(&mut new);
     confirm_the_estimate(&new);
     check_upgraded(&mut new, old_max, &decoded_before, DEFAULT_LAYOUT.largest_id);
+}
+
+/// An old cluster of the PostgreSQL in `old_bin`, its table `orders` holding `rows` IDs of
+/// shard 5, and a connection to it.
+fn old_cluster(name: &str, old_bin: &Path, settings: &[&str], rows: i32) -> (Cluster, Client) {
+    let old = Cluster::builder(name)
+        .bin(old_bin)
+        .settings(settings)
+        .setup(&format!(
+            "CREATE EXTENSION snowflake_id;
+             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(5), note text);
+             INSERT INTO orders (note) SELECT 'old ' || g FROM generate_series(1, {rows}) g;"
+        ))
+        .start();
+    let mut client = old.connect();
+    clear_column_options_of_debian_15(&mut client, major_of(old_bin));
+    (old, client)
+}
+
+/// Has the old server issue `rows` more IDs of shard 5 from `ahead` of its clock on; returns
+/// its highest ID and the `decoded` IDs of `orders`.
+fn issue_ahead(client: &mut Client, ahead: &str, rows: i32) -> (i64, (i64, String)) {
+    client
+        .batch_execute(&format!(
+            "SELECT snowflake_advance(5, snowflake_compose(clock_timestamp() + interval '{ahead}', 5, 0));
+             INSERT INTO orders (note) SELECT 'ahead ' || g FROM generate_series(1, {rows}) g;"
+        ))
+        .unwrap();
+    (value(client, "SELECT max(id) FROM orders", &[]), decoded(client))
 }
 
 /// Debian's PostgreSQL 15 packages (15.20) write a column option on user tables that
@@ -272,11 +269,11 @@ fn clear_column_options_of_debian_15(client: &mut Client, old_major: u32) {
     }
 }
 
-/// Runs pg_upgrade from the stopped `old` cluster into a new one of the PostgreSQL in
-/// `new_bin` (copy mode: `old` stays usable). Checks what the extension did meanwhile: no
+/// Runs pg_upgrade from the stopped `old` cluster into a new one of the PostgreSQL under test
+/// (copy mode: `old` stays usable). Checks what the extension did meanwhile: no
 /// reservation worker in binary-upgrade mode, and a guard ceiling recorded.
-fn upgraded(old: &Cluster, new_bin: &Path, name: &str, settings: &[&str]) -> Cluster {
-    let new = Cluster::builder(name).bin(new_bin).settings(settings).create();
+fn upgraded(old: &Cluster, name: &str, settings: &[&str]) -> Cluster {
+    let new = Cluster::builder(name).settings(settings).create();
     pg_upgrade(old, &new, &[]);
 
     let logs = server_logs_of_upgrade(new.data_dir());
