@@ -179,6 +179,7 @@ fn a_mastodon_style_generator_switches_under_writers() {
 }
 
 fn adopt(scheme: Scheme) {
+    let table = scheme.table;
     let cluster = Cluster::builder(scheme.name).settings(&settings(scheme.conf)).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id; SET TimeZone = 'UTC'").unwrap();
@@ -190,11 +191,8 @@ fn adopt(scheme: Scheme) {
 
     // The database as it is before: the generator, its table, rows made by it.
     client.batch_execute(scheme.generator).unwrap();
-    client
-        .batch_execute(&RECORDER.replace("{table}", scheme.table).replace("{parts}", &scheme.parts))
-        .unwrap();
-    let insert =
-        format!("INSERT INTO {} SELECT FROM generate_series(1, {WRITES}) RETURNING id", scheme.table);
+    client.batch_execute(&RECORDER.replace("{table}", table).replace("{parts}", &scheme.parts)).unwrap();
+    let insert = format!("INSERT INTO {table} SELECT FROM generate_series(1, {WRITES}) RETURNING id");
     for _ in 0..50 {
         client.query(&insert, &[]).unwrap();
     }
@@ -210,10 +208,8 @@ fn adopt(scheme: Scheme) {
     // is queued behind the table's lock, so that writers provably write across the switch.
     let mut switcher = cluster.connect();
     let mut observer = cluster.connect();
-    let waiting = format!(
-        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '{}'::regclass",
-        scheme.table
-    );
+    let waiting =
+        format!("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '{table}'::regclass");
     let switch = statements(scheme.switch);
     assert_eq!(switch.concat(), scheme.switch);
     assert_eq!(switch.last().map(|commit| commit.trim()), Some("COMMIT;"));
@@ -230,7 +226,6 @@ fn adopt(scheme: Scheme) {
     assert_eq!(errors, Vec::<String>::new(), "writes failed");
 
     // Every acknowledged row is there, once.
-    let table = scheme.table;
     let row = client.query_one(&format!("SELECT count(*), count(DISTINCT id) FROM {table}"), &[]).unwrap();
     let (rows, distinct): (i64, i64) = (row.get(0), row.get(1));
     assert_eq!(rows, distinct, "duplicate keys");
