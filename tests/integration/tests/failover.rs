@@ -256,10 +256,10 @@ fn a_promoted_server_whose_worker_is_terminated_twice_fails_no_insert() {
     let writers: Vec<i32> = (1..=8).collect();
     let load = Load::start(&standby, &writers, 1);
     load.wait_for(20_000);
-    standby.restart_reservation_worker();
-    load.wait_for(load.inserted() + 20_000);
-    standby.restart_reservation_worker();
-    load.wait_for(load.inserted() + 20_000);
+    for _ in 0..2 {
+        standby.restart_reservation_worker();
+        load.wait_for(load.inserted() + 20_000);
+    }
     let errors = load.errors();
     let acknowledged = load.finish();
     assert!(

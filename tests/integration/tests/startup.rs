@@ -106,16 +106,9 @@ fn the_instagram_layout_with_its_own_epoch() {
             &[],
         )
         .unwrap();
-    assert_eq!(
-        (
-            row.get::<_, i32>(0),
-            row.get::<_, i32>(1),
-            row.get::<_, bool>(2),
-            row.get::<_, bool>(3),
-            row.get::<_, i64>(4)
-        ),
-        (8191, 0, true, true, 8191)
-    );
+    let (shard, seq, near_now): (i32, i32, bool) = (row.get(0), row.get(1), row.get(2));
+    let (time_part_is_ms_since_epoch, shard_part): (bool, i64) = (row.get(3), row.get(4));
+    assert_eq!((shard, seq, near_now, time_part_is_ms_since_epoch, shard_part), (8191, 0, true, true, 8191));
     assert_eq!(db_error(&mut client, "SELECT snowflake_nextval(8192)").code().code(), "22023");
 }
 
