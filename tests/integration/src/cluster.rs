@@ -490,6 +490,13 @@ impl Cluster {
         config.connect(NoTls).unwrap_or_else(|e| panic!("connect to {dbname}: {e}\n{}", self.log()))
     }
 
+    /// A connection to the database `dbname` of this server as `role`.
+    pub fn connect_as(&self, role: &str, dbname: &str) -> Client {
+        let mut config = self.config();
+        config.user(role).dbname(dbname);
+        config.connect(NoTls).unwrap_or_else(|e| panic!("connect to {dbname} as {role}: {e}\n{}", self.log()))
+    }
+
     /// The server log so far.
     pub fn log(&self) -> String {
         fs::read_to_string(&self.log_file).unwrap_or_default()
@@ -716,11 +723,18 @@ impl Drop for StoppedWorker {
     }
 }
 
-impl Cluster {
-    /// A connection to the database `dbname` of this server as `role`.
-    pub fn connect_as(&self, role: &str, dbname: &str) -> Client {
-        let mut config = self.config();
-        config.user(role).dbname(dbname);
-        config.connect(NoTls).unwrap_or_else(|e| panic!("connect to {dbname} as {role}: {e}\n{}", self.log()))
-    }
+/// The log of a new server, named after `name`, with `settings` that must refuse to start.
+pub fn log_of_refused_start(name: &str, settings: &[&str]) -> String {
+    let mut cluster = Cluster::builder(name).settings(settings).create();
+    cluster.try_start_with(&[]).expect_err(&format!("the server started with {settings:?}"))
+}
+
+/// Asserts that a server's log refuses `setting` (`parameter = value`, as postgresql.conf has it)
+/// as PostgreSQL refuses an invalid value, with a hint to correct it.
+pub fn assert_setting_refused(log: &str, setting: &str) {
+    let (parameter, value) = setting.split_once(" = ").unwrap();
+    let value = value.trim_matches('\'');
+    let fatal = format!("FATAL:  invalid value for parameter \"{parameter}\": \"{value}\"");
+    assert!(log.contains(&fatal), "no line {fatal} in\n{log}");
+    assert!(log.contains("HINT:  Correct"), "no hint to correct {parameter} in\n{log}");
 }

@@ -6,18 +6,9 @@
 //! to exactly what the PL/pgSQL formula put into them. The SQL run is the page's own: the
 //! files under sql/adopt/, which the page must show word for word.
 
-use snowflake_id_integration::{count, wait_until, Cluster, Write, Writers};
+use snowflake_id_integration::{count, value, wait_until, Cluster, Write, Writers};
 
 const PAGE: &str = include_str!("../../../docs/adopting.md");
-
-const INSTAGRAM_CONF: &str = include_str!("../sql/adopt/instagram.conf");
-const INSTAGRAM_GENERATOR: &str = include_str!("../sql/adopt/instagram-generator.sql");
-const INSTAGRAM_SWITCH: &str = include_str!("../sql/adopt/instagram-switch.sql");
-const INSTAGRAM_CHECK: &str = include_str!("../sql/adopt/instagram-check.sql");
-const MASTODON_CONF: &str = include_str!("../sql/adopt/mastodon.conf");
-const MASTODON_GENERATOR: &str = include_str!("../sql/adopt/mastodon-generator.sql");
-const MASTODON_SWITCH: &str = include_str!("../sql/adopt/mastodon-switch.sql");
-const MASTODON_CHECK: &str = include_str!("../sql/adopt/mastodon-check.sql");
 
 /// The secret of the Mastodon-style generator, which the test restates to recompute its tail.
 const MASTODON_SECRET: &str = "b3c1d9e07a5f4a28";
@@ -47,6 +38,7 @@ CREATE TRIGGER record_parts BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTI
 /// What the writers run: ten rows through the key's DEFAULT, one transaction.
 const WRITES: usize = 10;
 
+/// A scheme to adopt; `conf`, `generator`, `switch` and `check` are the page's files.
 struct Scheme {
     name: &'static str,
     conf: &'static str,
@@ -75,10 +67,10 @@ struct Scheme {
 fn instagram() -> Scheme {
     Scheme {
         name: "adopt-instagram",
-        conf: INSTAGRAM_CONF,
-        generator: INSTAGRAM_GENERATOR,
-        switch: INSTAGRAM_SWITCH,
-        check: INSTAGRAM_CHECK,
+        conf: include_str!("../sql/adopt/instagram.conf"),
+        generator: include_str!("../sql/adopt/instagram-generator.sql"),
+        switch: include_str!("../sql/adopt/instagram-switch.sql"),
+        check: include_str!("../sql/adopt/instagram-check.sql"),
         table: "insta5.photos",
         shard: 5,
         layout: (40, 13, 10, "2019-01-01 00:00:00+00"),
@@ -112,10 +104,10 @@ fn instagram() -> Scheme {
 fn mastodon() -> Scheme {
     Scheme {
         name: "adopt-mastodon",
-        conf: MASTODON_CONF,
-        generator: MASTODON_GENERATOR,
-        switch: MASTODON_SWITCH,
-        check: MASTODON_CHECK,
+        conf: include_str!("../sql/adopt/mastodon.conf"),
+        generator: include_str!("../sql/adopt/mastodon-generator.sql"),
+        switch: include_str!("../sql/adopt/mastodon-switch.sql"),
+        check: include_str!("../sql/adopt/mastodon-check.sql"),
         table: "statuses",
         shard: 0,
         layout: (47, 0, 16, "1970-01-01 00:00:00+00"),
@@ -162,20 +154,18 @@ fn statements(sql: &str) -> Vec<String> {
 
 #[test]
 fn the_page_shows_the_sql_the_tests_run() {
-    for (tag, text) in [
-        ("conf", INSTAGRAM_CONF),
-        ("plpgsql", INSTAGRAM_GENERATOR),
-        ("plpgsql", INSTAGRAM_SWITCH),
-        ("plpgsql", INSTAGRAM_CHECK),
-        ("conf", MASTODON_CONF),
-        ("plpgsql", MASTODON_GENERATOR),
-        ("plpgsql", MASTODON_SWITCH),
-        ("plpgsql", MASTODON_CHECK),
-    ] {
-        let block = format!("```{tag}\n{text}```\n");
-        assert!(PAGE.contains(&block), "docs/adopting.md does not show, as a block of its own:\n{block}");
+    for scheme in [instagram(), mastodon()] {
+        for (tag, text) in [
+            ("conf", scheme.conf),
+            ("plpgsql", scheme.generator),
+            ("plpgsql", scheme.switch),
+            ("plpgsql", scheme.check),
+        ] {
+            let block = format!("```{tag}\n{text}```\n");
+            assert!(PAGE.contains(&block), "docs/adopting.md does not show, as a block of its own:\n{block}");
+        }
     }
-    assert!(MASTODON_GENERATOR.contains(MASTODON_SECRET));
+    assert!(mastodon().generator.contains(MASTODON_SECRET));
 }
 
 #[test]
@@ -189,23 +179,20 @@ fn a_mastodon_style_generator_switches_under_writers() {
 }
 
 fn adopt(scheme: Scheme) {
+    let table = scheme.table;
     let cluster = Cluster::builder(scheme.name).settings(&settings(scheme.conf)).start();
     let mut client = cluster.connect();
     client.batch_execute("CREATE EXTENSION snowflake_id; SET TimeZone = 'UTC'").unwrap();
     let row = client
         .query_one("SELECT time_bits, shard_bits, seq_bits, epoch::text FROM snowflake_layout()", &[])
         .unwrap();
-    let layout = (row.get::<_, i32>(0), row.get::<_, i32>(1), row.get::<_, i32>(2), row.get::<_, String>(3));
-    let expected = scheme.layout;
-    assert_eq!(layout, (expected.0, expected.1, expected.2, expected.3.to_string()), "the server's layout");
+    let layout = (row.get(0), row.get(1), row.get(2), row.get::<_, &str>(3));
+    assert_eq!(layout, scheme.layout, "the server's layout");
 
     // The database as it is before: the generator, its table, rows made by it.
     client.batch_execute(scheme.generator).unwrap();
-    client
-        .batch_execute(&RECORDER.replace("{table}", scheme.table).replace("{parts}", &scheme.parts))
-        .unwrap();
-    let insert =
-        format!("INSERT INTO {} SELECT FROM generate_series(1, {WRITES}) RETURNING id", scheme.table);
+    client.batch_execute(&RECORDER.replace("{table}", table).replace("{parts}", &scheme.parts)).unwrap();
+    let insert = format!("INSERT INTO {table} SELECT FROM generate_series(1, {WRITES}) RETURNING id");
     for _ in 0..50 {
         client.query(&insert, &[]).unwrap();
     }
@@ -221,10 +208,8 @@ fn adopt(scheme: Scheme) {
     // is queued behind the table's lock, so that writers provably write across the switch.
     let mut switcher = cluster.connect();
     let mut observer = cluster.connect();
-    let waiting = format!(
-        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '{}'::regclass",
-        scheme.table
-    );
+    let waiting =
+        format!("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '{table}'::regclass");
     let switch = statements(scheme.switch);
     assert_eq!(switch.concat(), scheme.switch);
     assert_eq!(switch.last().map(|commit| commit.trim()), Some("COMMIT;"));
@@ -241,15 +226,12 @@ fn adopt(scheme: Scheme) {
     assert_eq!(errors, Vec::<String>::new(), "writes failed");
 
     // Every acknowledged row is there, once.
-    let table = scheme.table;
     let row = client.query_one(&format!("SELECT count(*), count(DISTINCT id) FROM {table}"), &[]).unwrap();
     let (rows, distinct): (i64, i64) = (row.get(0), row.get(1));
     assert_eq!(rows, distinct, "duplicate keys");
     assert_eq!(rows as usize, before + acknowledged.len(), "rows against acknowledged inserts");
-    let found = client
-        .query_one(&format!("SELECT count(*) FROM {table} WHERE id = ANY($1)"), &[&acknowledged])
-        .unwrap()
-        .get::<_, i64>(0);
+    let found: i64 =
+        value(&mut client, &format!("SELECT count(*) FROM {table} WHERE id = ANY($1)"), &[&acknowledged]);
     assert_eq!(found as usize, acknowledged.len(), "acknowledged keys missing");
 
     // Each key was made by the old DEFAULT or by the new one, and the new ones, all of the

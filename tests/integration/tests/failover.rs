@@ -2,7 +2,8 @@
 //! primary committed, even IDs it issued ahead of the clock: the reservation travels in WAL.
 
 use snowflake_id_integration::{
-    apply_settings, assert_no_duplicates, first_id_once_issuing, wait_until, Disk, Load, Pair, LOAD_TABLE,
+    apply_settings, assert_no_duplicates, first_id_once_issuing, value, wait_until, Cluster, Disk, Load,
+    Pair, LOAD_TABLE,
 };
 
 #[test]
@@ -22,7 +23,7 @@ fn a_promoted_standby_resumes_above_the_killed_primary() {
     let settings = [("synchronous_standby_names", "*"), ("synchronous_commit", "remote_apply")];
     apply_settings(&mut primary.connect(), &settings);
 
-    let shards: Vec<i32> = (0..12).map(|i| if i < 6 { 1 } else { 200 + i }).collect();
+    let mut shards: Vec<i32> = (0..12).map(|i| if i < 6 { 1 } else { 200 + i }).collect();
     let load = Load::start(&primary, &shards, 0);
     load.wait_for(100_000);
     // Shard 1 borrows about 5 s ahead of the clock and commits the ID above the batch:
@@ -40,21 +41,17 @@ fn a_promoted_standby_resumes_above_the_killed_primary() {
     standby.promote();
 
     let mut client = standby.wait_until_accepting();
-    let top_borrowed: i64 = client.query_one("SELECT max(id) FROM ids WHERE shard = 1", &[]).unwrap().get(0);
-    acknowledged.push((1, top_borrowed));
-    let mut distinct_shards: Vec<i32> = shards.clone();
-    distinct_shards.dedup();
-    for &shard in &distinct_shards {
+    acknowledged.push((1, value(&mut client, "SELECT max(id) FROM ids WHERE shard = 1", &[])));
+    shards.dedup();
+    for &shard in &shards {
         client
             .execute(
                 "INSERT INTO ids SELECT snowflake_nextval($1), $1, 1 FROM generate_series(1, 2000)",
                 &[&shard],
             )
             .unwrap();
-        let first_new: i64 = client
-            .query_one("SELECT min(id) FROM ids WHERE shard = $1 AND round = 1", &[&shard])
-            .unwrap()
-            .get(0);
+        let first_new: i64 =
+            value(&mut client, "SELECT min(id) FROM ids WHERE shard = $1 AND round = 1", &[&shard]);
         let highest_old = acknowledged.iter().filter(|(s, _)| *s == shard).map(|(_, id)| *id).max().unwrap();
         assert!(
             first_new > highest_old,
@@ -79,27 +76,18 @@ fn a_standby_promoted_behind_its_primary_resumes_above_it() {
     let Pair { mut primary, mut standby } = pair;
     standby.stop("fast");
 
-    let mut client = primary.connect();
-    client
-        .query_one(
-            "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '15 s', 0, 0))",
-            &[],
-        )
-        .unwrap();
-    let highest: i64 = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).unwrap().get(0);
-    drop(client);
-    primary.kill_postmaster();
+    let highest = issue_ahead_and_kill(&mut primary, "15 s");
 
     // The standby comes back with only the WAL it had, and is promoted.
     standby.start_with(&[]);
     standby.promote();
     let mut client = standby.wait_until_accepting();
     assert_eq!(
-        client.query_one("SELECT count(*) FROM t WHERE id >= $1", &[&highest]).unwrap().get::<_, i64>(0),
+        value::<i64>(&mut client, "SELECT count(*) FROM t WHERE id >= $1", &[&highest]),
         0,
         "the standby received the borrowed row: the test does not test what it says"
     );
-    let first: i64 = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).unwrap().get(0);
+    let first: i64 = value(&mut client, "INSERT INTO t DEFAULT VALUES RETURNING id", &[]);
     assert!(first > highest, "the promoted standby issued {first}, not above the old primary's {highest}");
     let log = standby.log();
     assert!(log.contains("snowflake_id: recovery ended; shards resume at"), "{log}");
@@ -177,16 +165,20 @@ fn cut_off_while_the_primary_runs_ahead(pair: &mut Pair) -> i64 {
     pair.insert_and_replay();
     pair.cut_off();
     std::thread::sleep(std::time::Duration::from_secs(12));
-    let mut client = pair.primary.connect();
-    client
-        .query_one(
-            "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '9 s', 0, 0))",
-            &[],
-        )
-        .unwrap();
-    let highest: i64 = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).unwrap().get(0);
+    issue_ahead_and_kill(&mut pair.primary, "9 s")
+}
+
+/// Has `primary` issue an ID of shard 1 into `t`, `ahead` of its clock, then kills it; returns
+/// the ID.
+fn issue_ahead_and_kill(primary: &mut Cluster, ahead: &str) -> i64 {
+    let mut client = primary.connect();
+    let advance = format!(
+        "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '{ahead}', 0, 0))"
+    );
+    client.batch_execute(&advance).unwrap();
+    let highest = value(&mut client, "INSERT INTO t DEFAULT VALUES RETURNING id", &[]);
     drop(client);
-    pair.primary.kill_postmaster();
+    primary.kill_postmaster();
     highest
 }
 
@@ -217,22 +209,17 @@ fn a_promoted_standby_restarted_cleanly_resumes_above_the_floor_it_replayed() {
              SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + interval '25 s', 0, 0));",
         )
         .unwrap();
-    let (highest, lsn): (i64, String) = {
-        let row = client
-            .query_one("INSERT INTO t DEFAULT VALUES RETURNING id, pg_current_wal_lsn()::text", &[])
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    let row = client
+        .query_one("INSERT INTO t DEFAULT VALUES RETURNING id, pg_current_wal_lsn()::text", &[])
+        .unwrap();
+    let (highest, lsn): (i64, String) = (row.get(0), row.get(1));
     standby.wait_for_replay(&lsn);
     drop(client);
     primary.stop("fast");
 
     standby.promote();
-    let highest_unix_ms: i64 = standby
-        .wait_until_accepting()
-        .query_one("SELECT (extract(epoch FROM snowflake_timestamp($1)) * 1000)::bigint", &[&highest])
-        .unwrap()
-        .get(0);
+    let unix_ms = "SELECT (extract(epoch FROM snowflake_timestamp($1)) * 1000)::bigint";
+    let highest_unix_ms: i64 = value(&mut standby.wait_until_accepting(), unix_ms, &[&highest]);
     wait_until("the promoted standby recorded a reservation above the old primary's last ID", || {
         standby.recorded_ceiling_unix_ms() > highest_unix_ms
     });
@@ -269,10 +256,10 @@ fn a_promoted_server_whose_worker_is_terminated_twice_fails_no_insert() {
     let writers: Vec<i32> = (1..=8).collect();
     let load = Load::start(&standby, &writers, 1);
     load.wait_for(20_000);
-    standby.restart_reservation_worker();
-    load.wait_for(load.inserted() + 20_000);
-    standby.restart_reservation_worker();
-    load.wait_for(load.inserted() + 20_000);
+    for _ in 0..2 {
+        standby.restart_reservation_worker();
+        load.wait_for(load.inserted() + 20_000);
+    }
     let errors = load.errors();
     let acknowledged = load.finish();
     assert!(

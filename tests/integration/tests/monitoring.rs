@@ -5,7 +5,10 @@
 //! back (libfaketime), its reservation worker is terminated and its fence moves. A plain role
 //! gets 42501 from every query of the file that reads the generator's state.
 
-use snowflake_id_integration::{apply_settings, db_error, print_log_tail, Cluster, FakeClock, Registry};
+use snowflake_id_integration::{
+    apply_settings, db_error, print_log_tail, run, value, wait_for, wait_until, Cluster, FakeClock, Registry,
+    PORT,
+};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -59,7 +62,7 @@ impl Exporter {
                     format!(
                         "host={} port={} user={role} dbname=postgres sslmode=disable",
                         cluster.socket_dir().display(),
-                        snowflake_id_integration::PORT
+                        PORT
                     ),
                 )
                 .stdout(Stdio::null())
@@ -69,17 +72,16 @@ impl Exporter {
                     panic!("{EXPORTER} could not start ({e}): ./scripts/setup.sh installs it")
                 });
             let mut exporter = Exporter { child, port, log: log.clone() };
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if exporter.child.try_wait().unwrap().is_some() {
-                    break; // the port was taken: another
+            // Exited: the port was taken, another is tried.
+            let answered = wait_for("the exporter answers (or exits)", Duration::from_secs(20), || {
+                match exporter.child.try_wait().unwrap() {
+                    Some(_) => Some(false),
+                    None => exporter.get("/").map(|_| true),
                 }
-                if exporter.get("/").is_some() {
-                    return exporter;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+            });
+            if answered {
+                return exporter;
             }
-            assert!(exporter.child.try_wait().unwrap().is_some(), "the exporter did not answer within 20 s");
         }
         panic!("the exporter could not listen on a loopback port in 5 tries");
     }
@@ -304,10 +306,9 @@ fn the_exporter_turns_the_generator_into_metrics() {
 
     // The worker terminated: a scrape between its exit and its restart (a second later) shows
     // it down; on a machine too slow to catch that window, the next termination is tried.
-    let mut seen_down = false;
-    for _ in 0..5 {
+    let seen_down = (0..5).any(|_| {
         let old = cluster.reservation_worker_pid().unwrap();
-        snowflake_id_integration::run(Command::new("kill").args(["-TERM", &old.to_string()]), "kill -TERM");
+        run(Command::new("kill").args(["-TERM", &old.to_string()]), "kill -TERM");
         let gone = Instant::now();
         while cluster.reservation_worker_pid() == Some(old) && gone.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(5));
@@ -315,33 +316,28 @@ fn the_exporter_turns_the_generator_into_metrics() {
         let scrape = exporter.scrape();
         if scrape.get("snowflake_id_reservation_worker_up", &[]) == 0.0 {
             assert_eq!(scrape.get("snowflake_id_reservation_worker_pid", &[]), 0.0);
-            seen_down = true;
-            break;
+            return true;
         }
-        snowflake_id_integration::wait_until("a new reservation worker", || {
+        wait_until("a new reservation worker", || {
             cluster.reservation_worker_pid().is_some_and(|new| new != old)
         });
-    }
-    assert!(seen_down, "no scrape showed the terminated worker down");
-    snowflake_id_integration::wait_until("a new reservation worker", || {
-        cluster.reservation_worker_pid().is_some()
+        false
     });
-    let new_worker = cluster.reservation_worker_pid().unwrap();
-    let mut restarted = exporter.scrape();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while restarted.get("snowflake_id_reservation_worker_up", &[]) != 1.0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        restarted = exporter.scrape();
-    }
-    assert_eq!(restarted.get("snowflake_id_reservation_worker_up", &[]), 1.0);
+    assert!(seen_down, "no scrape showed the terminated worker down");
+    let new_worker =
+        wait_for("a new reservation worker", Duration::from_secs(60), || cluster.reservation_worker_pid());
+    let restarted = wait_for("a scrape shows the new worker up", Duration::from_secs(10), || {
+        let scrape = exporter.scrape();
+        (scrape.get("snowflake_id_reservation_worker_up", &[]) == 1.0).then_some(scrape)
+    });
     assert_eq!(restarted.get("snowflake_id_reservation_worker_pid", &[]), new_worker as f64);
     assert_ne!(new_worker, worker);
 
     // The fence moves to shards 2-3: shards 1 and 4 issued IDs but are outside it now.
     apply_settings(&mut admin, &[("snowflake_id.shards", "2-3")]);
-    snowflake_id_integration::wait_until("the worker to apply the fence", || {
-        admin.query_one("SELECT fence FROM snowflake_status()", &[]).unwrap().get::<_, Option<String>>(0)
-            == Some("2-3".into())
+    wait_until("the worker applies the fence", || {
+        value::<Option<String>>(&mut admin, "SELECT fence FROM snowflake_status()", &[]).as_deref()
+            == Some("2-3")
     });
     admin.batch_execute("SELECT snowflake_nextval(2)").unwrap();
     let fenced = exporter.scrape();
@@ -352,11 +348,6 @@ fn the_exporter_turns_the_generator_into_metrics() {
     assert_eq!(fenced.shard("snowflake_id_in_fence", "4"), 0.0);
     assert_eq!(fenced.shard("snowflake_id_issued_total", "2"), 101.0);
     assert_eq!(fenced.shard("snowflake_id_issued_total", "1"), 5000.0);
-
-    drop(exporter);
-    drop(nobody);
-    drop(watcher);
-    drop(admin);
 }
 
 /// With the shard registry on (a real etcd): each shard's claim, one held here and one another
@@ -373,13 +364,10 @@ fn the_exporter_shows_each_shards_claim_in_the_registry() {
         .start();
     let exporter = Exporter::start(&cluster, "watcher");
     let held = [("shard", "4"), ("state", "held")];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut scrape = exporter.scrape();
-    while scrape.find("snowflake_id_registry_claim_held", &held) != Some(1.0) {
-        assert!(Instant::now() < deadline, "shard 4 not held within 30 s");
-        std::thread::sleep(Duration::from_millis(200));
-        scrape = exporter.scrape();
-    }
+    let scrape = wait_for("a scrape shows shard 4 held", Duration::from_secs(30), || {
+        let scrape = exporter.scrape();
+        (scrape.find("snowflake_id_registry_claim_held", &held) == Some(1.0)).then_some(scrape)
+    });
     assert_eq!(
         scrape.get("snowflake_id_registry_claim_held", &[("shard", "5"), ("state", "held_elsewhere")]),
         0.0
@@ -397,23 +385,19 @@ fn the_exporter_shows_each_shards_claim_in_the_registry() {
     // SnowflakeIdRegistryUnreachable fires on), while shard 4 goes on to its mark.
     registry.kill();
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let silent = loop {
         let scrape = exporter.scrape();
         let age = scrape.get("snowflake_id_registry_last_answer_age_seconds", &[]);
         if age > 2.0 {
-            assert_eq!(
-                scrape.get("snowflake_id_registry_claim_held", &held),
-                1.0,
-                "keep_to_mark fenced at once"
-            );
-            break;
+            break scrape;
         }
         assert!(
             Instant::now() < deadline,
             "the registry's last answer still {age} s old 30 s after its kill"
         );
         std::thread::sleep(Duration::from_millis(500));
-    }
+    };
+    assert_eq!(silent.get("snowflake_id_registry_claim_held", &held), 1.0, "keep_to_mark fenced at once");
     drop(exporter);
     cluster.stop("fast");
 }

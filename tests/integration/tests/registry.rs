@@ -5,7 +5,10 @@
 //! every ID its last holder gave, whatever its clock says.
 
 use postgres::Client;
-use snowflake_id_integration::{db_error, Cluster, Disk, FakeClock, Pair, Registry, Write, Writers};
+use snowflake_id_integration::{
+    assert_setting_refused, db_error, issued, log_of_refused_start, value, wait_for, Cluster, Disk,
+    FakeClock, Pair, Registry, Write, Writers,
+};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -13,16 +16,19 @@ use std::time::{Duration, Instant};
 /// itself within seconds.
 const TTL_MS: u64 = 2_000;
 
-fn registry_settings(registry: &Registry, shards: &str) -> Vec<String> {
-    vec![
+/// The settings of a server of `shards` with `registry`, then `extra` (which win).
+fn registry_settings(registry: &Registry, shards: &str, extra: &[&str]) -> Vec<String> {
+    let mut settings = vec![
         format!("snowflake_id.registry_url = '{}'", registry.url()),
         format!("snowflake_id.registry_ttl_ms = {TTL_MS}"),
         format!("snowflake_id.shards = '{shards}'"),
-    ]
+    ];
+    settings.extend(extra.iter().map(|setting| setting.to_string()));
+    settings
 }
 
-fn server(name: &str, registry: &Registry, shards: &str) -> Cluster {
-    let settings = registry_settings(registry, shards);
+fn server(name: &str, registry: &Registry, shards: &str, extra: &[&str]) -> Cluster {
+    let settings = registry_settings(registry, shards, extra);
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
     Cluster::builder(name).settings(&settings).setup("CREATE EXTENSION snowflake_id").start()
 }
@@ -35,10 +41,7 @@ fn writers(cluster: &Cluster, shard: i32, count: usize) -> Writers {
 
 /// The Unix millisecond of an ID of the default layout.
 fn unix_ms(client: &mut Client, id: i64) -> i64 {
-    let row = client
-        .query_one("SELECT (extract(epoch FROM (snowflake_decode($1)).ts) * 1000)::bigint", &[&id])
-        .unwrap();
-    row.get(0)
+    value(client, "SELECT (extract(epoch FROM (snowflake_decode($1)).ts) * 1000)::bigint", &[&id])
 }
 
 /// The first ID of `shard` the server issues, once it holds the shard's claim: asked again
@@ -67,20 +70,19 @@ fn ids(client: &mut Client, shard: i32, count: i32) -> Vec<i64> {
 }
 
 fn system_identifier(client: &mut Client) -> String {
-    let row = client.query_one("SELECT system_identifier::text FROM pg_control_system()", &[]).unwrap();
-    row.get(0)
+    value(client, "SELECT system_identifier::text FROM pg_control_system()", &[])
 }
 
 #[test]
 fn a_second_server_configured_with_a_shard_is_refused_it_and_issues_its_others() {
     let registry = Registry::start("two-servers");
-    let first = server("registry-first", &registry, "1,2");
+    let first = server("registry-first", &registry, "1,2", &[]);
     let mut on_first = first.connect();
     let mut given = vec![first_id_within(&mut on_first, 2, Duration::from_secs(30))];
     given.extend(ids(&mut on_first, 2, 1000));
     first_id_within(&mut on_first, 1, Duration::from_secs(30));
 
-    let mut second = server("registry-second", &registry, "2,3");
+    let mut second = server("registry-second", &registry, "2,3", &[]);
     let mut on_second = second.connect();
     first_id_within(&mut on_second, 3, Duration::from_secs(30));
     // Shard 2 is the first server's: refused, with who holds it, for as long as it renews.
@@ -98,11 +100,7 @@ fn a_second_server_configured_with_a_shard_is_refused_it_and_issues_its_others()
         assert!(error.hint().unwrap().contains("another shard"), "{error:?}");
         std::thread::sleep(Duration::from_millis(TTL_MS));
     }
-    let issued_on_second: i64 = on_second
-        .query_one("SELECT coalesce(sum(issued), 0)::bigint FROM snowflake_stats() WHERE shard = 2", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(issued_on_second, 0, "a refused call issued IDs");
+    assert_eq!(issued(&mut on_second, 2), 0, "a refused call issued IDs");
     // What monitoring reads: shard 2 held by the first server, shard 3 by this one, with a
     // mark ahead of the clock; the registry answering.
     let claims: Vec<(i32, String, Option<String>, bool)> = on_second
@@ -146,7 +144,7 @@ fn a_second_server_configured_with_a_shard_is_refused_it_and_issues_its_others()
 #[test]
 fn a_copied_data_directory_never_issues_a_shard_its_original_holds() {
     let registry = Registry::start("copy");
-    let original = server("registry-original", &registry, "4");
+    let original = server("registry-original", &registry, "4", &[]);
     let mut on_original = original.connect();
     let mut given: Vec<i64> = vec![first_id_within(&mut on_original, 4, Duration::from_secs(30))];
 
@@ -191,8 +189,7 @@ fn a_copied_data_directory_never_issues_a_shard_its_original_holds() {
 fn a_promoted_standby_takes_its_primarys_shard_at_once_and_the_old_primary_fences() {
     let registry = Registry::start("failover");
     // A lease long enough that a promoted server that waited for it would be seen waiting.
-    let mut settings = registry_settings(&registry, "5");
-    settings.push("snowflake_id.registry_ttl_ms = 20000".into());
+    let settings = registry_settings(&registry, "5", &["snowflake_id.registry_ttl_ms = 20000"]);
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
     let pair =
         Pair::builder("registry-failover").settings(&settings).setup("CREATE EXTENSION snowflake_id").start();
@@ -239,11 +236,7 @@ fn a_promoted_standby_takes_its_primarys_shard_at_once_and_the_old_primary_fence
 fn the_registry_down_issues_up_to_the_mark_and_nothing_past_it() {
     let mut registry = Registry::start("down");
     // The mark 2 s ahead: an outage of 10 s outlasts it.
-    let mut settings = registry_settings(&registry, "6");
-    settings.push("snowflake_id.registry_reserve_ms = 2000".into());
-    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-    let server =
-        Cluster::builder("registry-down").settings(&settings).setup("CREATE EXTENSION snowflake_id").start();
+    let server = server("registry-down", &registry, "6", &["snowflake_id.registry_reserve_ms = 2000"]);
     let mut client = server.connect();
     first_id_within(&mut client, 6, Duration::from_secs(30));
     let load = writers(&server, 6, 2);
@@ -253,11 +246,9 @@ fn the_registry_down_issues_up_to_the_mark_and_nothing_past_it() {
     let killed_at_unix_ms =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     registry.kill();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while load.errors().len() < 2 {
-        assert!(Instant::now() < deadline, "the writers went on for 10 s with the registry down");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for("the writers stop with the registry down", Duration::from_secs(10), || {
+        (load.errors().len() >= 2).then_some(())
+    });
     let (keys, _) = load.finish();
     let highest = keys.iter().flatten().max().copied().unwrap();
     // The mark lay at most registry_reserve_ms ahead of the ceiling wanted at its last renewal
@@ -268,18 +259,17 @@ fn the_registry_down_issues_up_to_the_mark_and_nothing_past_it() {
     assert!(highest_ms <= bound, "an ID of {highest_ms} was issued past the mark (at most {bound})");
     // snowflake_status() shows the registry silent since the kill (what the alert reads), and the
     // claim its mark, which no ID passed.
-    let silent_since_kill: bool = client
-        .query_one(
-            "SELECT registry_last_answer <= to_timestamp($1::float8 / 1000) FROM snowflake_status()",
-            &[&(killed_at_unix_ms as f64)],
-        )
-        .unwrap()
-        .get(0);
-    assert!(silent_since_kill, "snowflake_status() says the registry answered after it was killed");
-    let mark_ms: f64 = client
-        .query_one("SELECT extract(epoch FROM mark)::float8 * 1000 FROM snowflake_registry_claims()", &[])
-        .unwrap()
-        .get(0);
+    let silent_since_kill =
+        "SELECT registry_last_answer <= to_timestamp($1::float8 / 1000) FROM snowflake_status()";
+    assert!(
+        value::<bool>(&mut client, silent_since_kill, &[&(killed_at_unix_ms as f64)]),
+        "snowflake_status() says the registry answered after it was killed"
+    );
+    let mark_ms: f64 = value(
+        &mut client,
+        "SELECT extract(epoch FROM mark)::float8 * 1000 FROM snowflake_registry_claims()",
+        &[],
+    );
     assert!(highest_ms as f64 <= mark_ms, "an ID of {highest_ms} lies past the claim's mark {mark_ms}");
 
     // etcd started again on its data: the claim is renewed, the writers go on, nothing repeats.
@@ -296,7 +286,7 @@ fn the_registry_down_issues_up_to_the_mark_and_nothing_past_it() {
 #[test]
 fn a_holder_that_lost_power_is_followed_above_every_id_it_gave() {
     let registry = Registry::start("power-loss");
-    let settings = registry_settings(&registry, "7");
+    let settings = registry_settings(&registry, "7", &[]);
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
     let mut holder = Cluster::builder("registry-holder")
         .settings(&settings)
@@ -342,32 +332,16 @@ fn a_holder_that_lost_power_is_followed_above_every_id_it_gave() {
 #[test]
 fn a_registry_setting_that_cannot_be_used_stops_the_start() {
     let url = "snowflake_id.registry_url = 'http://127.0.0.1:2379'";
-    for (name, setting, value, reason) in [
-        (
-            "registry-https",
-            "snowflake_id.registry_url = 'https://127.0.0.1:2379'",
-            "https://127.0.0.1:2379",
-            "without TLS",
-        ),
-        (
-            "registry-prefix",
-            "snowflake_id.registry_prefix = 'snowflake_id'",
-            "snowflake_id",
-            "starts and ends with '/'",
-        ),
-        ("registry-down", "snowflake_id.registry_down = 'maybe'", "maybe", "neither keep_to_mark nor stop"),
-        ("registry-ttl", "snowflake_id.registry_ttl_ms = 500", "500", "outside the valid range"),
+    for (name, setting, reason) in [
+        ("registry-https", "snowflake_id.registry_url = 'https://127.0.0.1:2379'", "without TLS"),
+        ("registry-prefix", "snowflake_id.registry_prefix = 'snowflake_id'", "starts and ends with '/'"),
+        ("registry-down", "snowflake_id.registry_down = 'maybe'", "neither keep_to_mark nor stop"),
+        ("registry-ttl", "snowflake_id.registry_ttl_ms = 500", "outside the valid range"),
     ] {
-        let mut cluster = Cluster::builder(name).settings(&[url, setting]).create();
-        let log = match cluster.try_start_with(&[]) {
-            Ok(()) => panic!("the server started with {setting}"),
-            Err(log) => log,
-        };
-        let parameter = setting.split_once(" = ").unwrap().0;
-        let fatal = format!("FATAL:  invalid value for parameter \"{parameter}\": \"{value}\"");
-        assert!(log.contains(&fatal), "no line {fatal} in\n{log}");
+        let log = log_of_refused_start(name, &[url, setting]);
+        assert_setting_refused(&log, setting);
         assert!(log.contains(reason), "the refusal does not say why ({reason}):\n{log}");
         assert!(log.contains("two servers could issue the same shard"), "{log}");
-        assert!(log.contains(&format!("HINT:  Correct {parameter}")), "{log}");
+        assert!(log.contains(&format!("HINT:  Correct {}", setting.split_once(" = ").unwrap().0)), "{log}");
     }
 }

@@ -1,26 +1,13 @@
 //! What a server does with the extension's settings at start: refuses to start with a bad
 //! layout, saying why in its log; without preloading, every function refuses, naming the fix.
 
-use snowflake_id_integration::{db_error, Cluster};
+use snowflake_id_integration::{assert_setting_refused, db_error, log_of_refused_start, value, Cluster};
 
 /// Starts a server that must refuse to start; returns its log, checked for the fatal line.
 fn refused_start(name: &str, setting: &str) -> String {
     let log = log_of_refused_start(name, &[setting]);
-    let (parameter, value) = setting.split_once(" = ").unwrap();
-    let fatal =
-        format!("FATAL:  invalid value for parameter \"{parameter}\": \"{}\"", value.trim_matches('\''));
-    assert!(log.contains(&fatal), "no line {fatal} in\n{log}");
-    assert!(log.contains("HINT:  Correct"), "{log}");
+    assert_setting_refused(&log, setting);
     log
-}
-
-/// The log of a start with `settings` that must fail.
-fn log_of_refused_start(name: &str, settings: &[&str]) -> String {
-    let mut cluster = Cluster::builder(name).settings(settings).create();
-    match cluster.try_start_with(&[]) {
-        Ok(()) => panic!("the server started with {settings:?}"),
-        Err(log) => log,
-    }
 }
 
 #[test]
@@ -74,8 +61,7 @@ fn a_misspelt_setting_is_reported_in_the_log() {
 fn without_preloading_every_function_refuses_naming_the_fix() {
     let cluster = Cluster::builder("not-preloaded").settings(&["shared_preload_libraries = ''"]).start();
     let mut client = cluster.connect();
-    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
-    client.batch_execute("SET snowflake_id.shard = 1").unwrap();
+    client.batch_execute("CREATE EXTENSION snowflake_id; SET snowflake_id.shard = 1").unwrap();
     for call in [
         "SELECT snowflake_nextval(1)",
         "SELECT snowflake_nextval()",
@@ -108,16 +94,7 @@ fn the_instagram_layout_with_its_own_epoch() {
             &[],
         )
         .unwrap();
-    assert_eq!(
-        (
-            row.get::<_, i32>(0),
-            row.get::<_, i32>(1),
-            row.get::<_, i32>(2),
-            row.get::<_, i32>(3),
-            row.get::<_, i32>(4)
-        ),
-        (40, 13, 10, 8191, 1024)
-    );
+    assert_eq!((0..5).map(|column| row.get::<_, i32>(column)).collect::<Vec<_>>(), [40, 13, 10, 8191, 1024]);
     assert_eq!(row.get::<_, String>(5), "2019-01-01 00:00:00+00");
     assert_eq!(row.get::<_, String>(6), "13", "SHOW gives the width the layout set");
     // Instagram's formula: ((ms - epoch) << 23) | (shard << 10) | seq.
@@ -129,18 +106,10 @@ fn the_instagram_layout_with_its_own_epoch() {
             &[],
         )
         .unwrap();
-    assert_eq!(
-        (
-            row.get::<_, i32>(0),
-            row.get::<_, i32>(1),
-            row.get::<_, bool>(2),
-            row.get::<_, bool>(3),
-            row.get::<_, i64>(4)
-        ),
-        (8191, 0, true, true, 8191)
-    );
-    let db = db_error(&mut client, "SELECT snowflake_nextval(8192)");
-    assert_eq!(db.code().code(), "22023");
+    let (shard, seq, near_now): (i32, i32, bool) = (row.get(0), row.get(1), row.get(2));
+    let (time_part_is_ms_since_epoch, shard_part): (bool, i64) = (row.get(3), row.get(4));
+    assert_eq!((shard, seq, near_now, time_part_is_ms_since_epoch, shard_part), (8191, 0, true, true, 8191));
+    assert_eq!(db_error(&mut client, "SELECT snowflake_nextval(8192)").code().code(), "22023");
 }
 
 #[test]
@@ -183,16 +152,12 @@ fn integer_settings_in_hex_or_octal_are_read_as_postgres_reads_them() {
     // PostgreSQL reads 0xC as 12 and 012 as octal 10; the server starts with those values.
     let cluster = Cluster::builder("hex-octal")
         .settings(&["snowflake_id.shard_bits = 0xC", "snowflake_id.shard = 012"])
+        .setup("CREATE EXTENSION snowflake_id")
         .start();
     let mut client = cluster.connect();
-    client.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
-    let row = client
-        .query_one(
-            "SELECT (SELECT shard_bits FROM snowflake_layout()), snowflake_shard(snowflake_nextval())",
-            &[],
-        )
-        .unwrap();
-    assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1)), (12, 10));
+    let shard_bits: i32 = value(&mut client, "SELECT shard_bits FROM snowflake_layout()", &[]);
+    let shard: i32 = value(&mut client, "SELECT snowflake_shard(snowflake_nextval())", &[]);
+    assert_eq!((shard_bits, shard), (12, 10));
 }
 
 /// A reservation kept further ahead than calls may lead the clock and wait for it would make
