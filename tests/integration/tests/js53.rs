@@ -14,15 +14,6 @@ fn js53_server(name: &str, settings: &[&str]) -> Cluster {
         .start()
 }
 
-/// Starts `cluster`, which must refuse to (panics saying it started `why`); returns the server
-/// log, which says why not.
-fn refused_start(cluster: &mut Cluster, why: &str) -> String {
-    match cluster.try_start_with(&[]) {
-        Ok(()) => panic!("the server started {why}"),
-        Err(log) => log,
-    }
-}
-
 #[test]
 fn js53_issues_ids_a_double_holds_and_records_its_width() {
     let cluster = js53_server("js53", &[]);
@@ -186,7 +177,7 @@ fn a_server_recorded_in_js53_refuses_another_width_and_js53_past_its_end_refuses
     // The layout line dropped from the configuration: the default 63-bit layout is refused,
     // naming both (old IDs would decode to other times and shards).
     cluster.configure(&["snowflake_id.layout = ''"]);
-    let log = refused_start(&mut cluster, "in 63 bits after issuing IDs in 53");
+    let log = cluster.try_start_with(&[]).expect_err("the server started in 63 bits after issuing IDs in 53");
     assert!(
         log.contains(
             "configured epoch=2024-01-01T00:00:00.000Z shard_bits=10 seq_bits=12, recorded \
@@ -204,7 +195,7 @@ fn a_server_recorded_in_js53_refuses_another_width_and_js53_past_its_end_refuses
     );
     // 6 + 6 bits in 63 would leave 51 bits of time: refused before the record is read.
     cluster.configure(&[JS53_LAYOUT, "snowflake_id.id_bits = 63"]);
-    let log = refused_start(&mut cluster, "with 51 bits of time");
+    let log = cluster.try_start_with(&[]).expect_err("the server started with 51 bits of time");
     assert!(log.contains("leave of snowflake_id.id_bits = 63: here 51"), "{log}");
     // Put back, it starts.
     cluster.configure(&["snowflake_id.id_bits = 53"]);
@@ -215,12 +206,12 @@ fn a_server_recorded_in_js53_refuses_another_width_and_js53_past_its_end_refuses
     let mut old = Cluster::builder("js53-old-epoch")
         .settings(&[JS53_LAYOUT, "snowflake_id.epoch = '1950-01-01'"])
         .create();
-    let log = refused_start(&mut old, "in js53 with its IDs run out");
+    let log = old.try_start_with(&[]).expect_err("the server started in js53 with its IDs run out");
     assert!(log.contains("and 41 bits of time ran out on 2019-09-07"), "{log}");
 
     // A split that leaves less than 8 years of time in 53 bits is refused with the widths.
     let mut short = Cluster::builder("js53-short").settings(&["snowflake_id.id_bits = 53"]).create();
-    let log = refused_start(&mut short, "in 53 bits with the 10 + 12 split");
+    let log = short.try_start_with(&[]).expect_err("the server started in 53 bits with the 10 + 12 split");
     assert!(log.contains("leave 31 bits of time, less than 8 years of IDs"), "{log}");
     assert!(log.contains("leave of snowflake_id.id_bits = 53: here 31"), "{log}");
     assert!(log.contains("so that together they are at most 15"), "{log}");
