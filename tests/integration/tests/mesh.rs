@@ -80,22 +80,6 @@ CREATE TABLE control.load (
 );
 ";
 
-/// The tests of this file run one after the other: each runs a mesh of three servers, and the
-/// causal test's replication lag must not be the other's load.
-static ONE_MESH_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// This test's turn to run a mesh, and the PostgreSQL major; `None` (the test skipped) before
-/// 16.
-fn mesh_turn() -> Option<(MutexGuard<'static, ()>, u32)> {
-    let turn = ONE_MESH_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let major = major_of(pg_bin_dir());
-    if major < 16 {
-        println!("skipped: the mesh needs PostgreSQL 16 or later (subscriptions with origin = none); this is {major}");
-        return None;
-    }
-    Some((turn, major))
-}
-
 /// The tables of the causal test: posts written on node1, replies on node2.
 const CAUSAL_SCHEMA: &str = "
 CREATE TABLE app.posts (
@@ -121,20 +105,32 @@ fn node_name(node: usize) -> String {
 /// dropped (see `Kit`).
 struct Mesh {
     kit: Kit,
+    major: u32,
+    /// Held until the kit is down (fields drop in order: the kit first).
+    _one_at_a_time: MutexGuard<'static, ()>,
 }
 
 impl Mesh {
-    fn up(major: u32, nodes: usize) -> Mesh {
+    /// Once no other test of this file runs a mesh (the causal test's replication lag must not
+    /// be the other's load); `None`, the test skipped, before PostgreSQL 16.
+    fn up(nodes: usize) -> Option<Mesh> {
+        static ONE_MESH_AT_A_TIME: Mutex<()> = Mutex::new(());
+        let turn = ONE_MESH_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let major = major_of(pg_bin_dir());
+        if major < 16 {
+            println!("skipped: the mesh needs PostgreSQL 16 or later (subscriptions with origin = none); this is {major}");
+            return None;
+        }
         // The extension is installed by the test command's earlier step; the kit runs the
         // PostgreSQL under test.
-        let (port, major) = (FIRST_PORT.to_string(), major.to_string());
+        let (port, pg_major) = (FIRST_PORT.to_string(), major.to_string());
         let env = [
             ("SNOWFLAKE_MESH_PORT", port.as_str()),
             ("SNOWFLAKE_MESH_SKIP_INSTALL", "1"),
             ("SNOWFLAKE_MESH_EXAMPLE", "0"),
-            ("PG_MAJOR", major.as_str()),
+            ("PG_MAJOR", pg_major.as_str()),
         ];
-        Mesh { kit: Kit::up("mesh", nodes, &env) }
+        Some(Mesh { kit: Kit::up("mesh", nodes, &env), major, _one_at_a_time: turn })
     }
 
     /// Runs `mesh.sh args`; returns whether it succeeded, and what it printed, whether or not.
@@ -533,11 +529,10 @@ fn assert_issue_order(written: &Written) {
 
 #[test]
 fn three_nodes_active_active_with_a_node_killed() {
-    let Some((_one, major)) = mesh_turn() else { return };
+    let Some(mesh) = Mesh::up(NODES) else { return };
     // Conflict counters came in 18; before, a conflict shows only as a halted subscription.
-    let conflicts_counted = major >= 18;
+    let conflicts_counted = mesh.major >= 18;
 
-    let mesh = Mesh::up(major, NODES);
     mesh.kit.run(&["ddl", &mesh.sql_file("load.sql", SCHEMA)]);
     for node in 1..=NODES {
         let fence: String = value(&mut mesh.connect(node), "SHOW snowflake_id.shards", &[]);
@@ -733,7 +728,10 @@ fn three_nodes_active_active_with_a_node_killed() {
             std::thread::sleep(Duration::from_millis(100));
         }
     } else {
-        println!("PostgreSQL {major} counts no conflicts (pg_stat_subscription_stats has confl_* from 18)");
+        println!(
+            "PostgreSQL {} counts no conflicts (pg_stat_subscription_stats has confl_* from 18)",
+            mesh.major
+        );
         0
     };
     println!("{}", mesh.kit.run(&["status"]));
@@ -797,8 +795,7 @@ fn posts_and_replies(node1: &mut Client, node2: &mut Client, round: &str) -> (us
 
 #[test]
 fn replies_sort_after_their_posts_with_a_clock_behind() {
-    let Some((_one, major)) = mesh_turn() else { return };
-    let mesh = Mesh::up(major, NODES);
+    let Some(mesh) = Mesh::up(NODES) else { return };
     let ddl = mesh.kit.run(&["ddl", &mesh.sql_file("causal.sql", CAUSAL_SCHEMA)]);
     assert!(ddl.contains("app.posts app.replies"), "mesh.sh ddl put no trigger on the new tables: {ddl}");
     let clock = FakeClock::in_folder(&mesh.node_dir(2));
@@ -881,8 +878,7 @@ fn eve_is_superuser(admin: &mut Client) -> bool {
 /// her enabled subscription alone (a refresh connects where its owner says) and says so.
 #[test]
 fn subscription_names_never_reach_sql() {
-    let Some((_one, major)) = mesh_turn() else { return };
-    let mesh = Mesh::up(major, 2);
+    let Some(mesh) = Mesh::up(2) else { return };
     let mut admin = mesh.connect(1);
     admin
         .batch_execute(
