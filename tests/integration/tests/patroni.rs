@@ -426,16 +426,11 @@ fn patroni_killed_alone_with_a_lease() {
     let old = kit.leader().expect("a leader after up");
     let mut probe = kit.connect(&old);
     let mut issued_by_old: Vec<i64> = Vec::new();
-    let take = |client: &mut Client, into: &mut Vec<i64>| match client
-        .query_one("SELECT snowflake_nextval(1)", &[])
-    {
-        Ok(row) => {
-            into.push(row.get(0));
-            None
-        }
-        Err(error) => {
-            Some(error.as_db_error().map(|db| (db.code().code().to_string(), db.message().to_string())))
-        }
+    // An ID taken into `into`, or the error: (SQLSTATE, message) from the server, None without.
+    let take = |client: &mut Client, into: &mut Vec<i64>| {
+        let error =
+            client.query_one("SELECT snowflake_nextval(1)", &[]).map(|row| into.push(row.get(0))).err()?;
+        Some(error.as_db_error().map(|db| (db.code().code().to_string(), db.message().to_string())))
     };
     assert!(take(&mut probe, &mut issued_by_old).is_none(), "the leader issues before the kill");
 
