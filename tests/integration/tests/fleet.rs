@@ -552,15 +552,14 @@ fn a_cursor_per_shard_read_below_its_servers_horizon_skips_no_post() {
     held.commit().unwrap();
 
     // Every post committed is read, exactly once, once the horizons pass it.
-    let expected = all_post_ids(&fleet);
+    let expected = sorted(stored_rows(&fleet).0.iter().map(|post| post.id).collect());
     let deadline = Instant::now() + Duration::from_secs(30);
     while reader.read.len() < expected.len() && Instant::now() < deadline {
         reader.poll();
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(reader.read.contains(&held_id), "the post held uncommitted, {held_id}, was never read");
-    let mut read = reader.read.clone();
-    read.sort_unstable();
+    let mut read = sorted(reader.read.clone());
     let distinct = read.len();
     read.dedup();
     assert_eq!(distinct, read.len(), "{} posts were read twice", distinct - read.len());
@@ -606,12 +605,6 @@ impl ShardReader {
             self.read.extend_from_slice(&reads.ids[before..]);
         }
     }
-}
-
-/// Every post's id, read on its server, sorted.
-fn all_post_ids(fleet: &Fleet) -> Vec<i64> {
-    let (posts, _) = stored_rows(fleet);
-    sorted(posts.iter().map(|post| post.id).collect())
 }
 
 /// Posts and replies on two servers whose clocks disagree: a post by a user of node1, then a
