@@ -308,9 +308,9 @@ fn judge(acks: &[Ack], extra_ids: &[(Instant, i64)], events: &[Event], layout: &
     }
 }
 
-/// Runs the leader `ahead_ms` ahead of its clock (raising max_lead_ms in the DCS first), returns
-/// the IDs it handed out (a batch of `snowflake_nextvals` at the new position), and kills it
-/// with its Patroni at once.
+/// Runs the leader `ahead_ms` ahead of its clock (within max_lead_ms, raised in the DCS at the
+/// start), kills it with its Patroni at once, and returns the IDs it handed out ahead (a batch
+/// of `snowflake_nextvals`).
 fn run_ahead_and_kill(kit: &Patroni, leader: &str, ahead_ms: i64) -> Vec<i64> {
     let mut client = kit.connect(leader);
     let _: i64 = value(
