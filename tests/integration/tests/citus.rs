@@ -474,12 +474,11 @@ fn citus_cluster_issues_no_key_twice() {
     let total = count(&mut reader, "SELECT count(*) FROM items");
     let (mut cursor, mut read, mut pages) = (0_i64, 0_i64, 0);
     loop {
-        let page =
-            reader.query("SELECT id FROM items WHERE id > $1 ORDER BY id LIMIT 1000", &[&cursor]).unwrap();
-        let Some(last) = page.last() else { break };
-        let ids: Vec<i64> = page.iter().map(|row| row.get(0)).collect();
+        let ids: Vec<i64> =
+            column(&mut reader, "SELECT id FROM items WHERE id > $1 ORDER BY id LIMIT 1000", &[&cursor]);
+        let Some(&last) = ids.last() else { break };
         assert!(ids.windows(2).all(|pair| pair[0] < pair[1]) && ids[0] > cursor, "a page out of order");
-        cursor = last.get(0);
+        cursor = last;
         read += ids.len() as i64;
         pages += 1;
     }

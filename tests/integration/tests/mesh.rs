@@ -467,13 +467,11 @@ fn wait_converged(mesh: &Mesh, conflicts_counted: bool) -> (i64, f64) {
             return (prints[0].0, started.elapsed().as_secs_f64());
         }
         if conflicts_counted {
-            for (node, client) in clients.iter_mut().enumerate() {
+            for (node, client) in (1..).zip(&mut clients) {
                 let count = conflicts(client, "app");
-                assert_eq!(
-                    count,
-                    0,
-                    "node{} counts {count} conflicts on snowflake keys:\n{}",
-                    node + 1,
+                assert!(
+                    count == 0,
+                    "node{node} counts {count} conflicts on snowflake keys:\n{}",
                     status(mesh)
                 );
             }
