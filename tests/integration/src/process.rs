@@ -139,3 +139,12 @@ pub fn wait_for<T>(what: &str, within: Duration, mut poll: impl FnMut() -> Optio
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Stops the server of a kit of deploy/ whose folder is `folder` (its `data` and `server.log`)
+/// and starts it again with `env` for its postmaster, such as a fake clock; both must succeed.
+pub fn restart_kit_server(folder: &Path, env: &[(&str, &str)]) {
+    let (bin, data_dir) = (crate::install::pg_bin_dir(), folder.join("data"));
+    pg_ctl_stop(bin, &data_dir);
+    let out = pg_ctl_start(bin, &data_dir, &folder.join("server.log"), env);
+    assert!(out.status.success(), "{} did not start again: {out:?}", folder.display());
+}

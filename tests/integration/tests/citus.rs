@@ -29,8 +29,8 @@
 
 use postgres::Client;
 use snowflake_id_integration::{
-    count, db_error, major_of, pg_bin_dir, pg_dir, wait_until, Cluster, Write, Writers, JS53_LAYOUT,
-    MAX_SAFE_INTEGER,
+    column, count, db_error, major_of, pg_bin_dir, pg_dir, value, wait_until, Cluster, Write, Writers,
+    JS53_LAYOUT, MAX_SAFE_INTEGER,
 };
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -89,13 +89,9 @@ struct Node {
 }
 
 impl Node {
-    /// A new node with Citus created in it, not yet in any cluster.
-    fn start(label: &str) -> Node {
-        Node::start_with(label, &[])
-    }
-
-    /// The same with more settings (a layout).
-    fn start_with(label: &str, settings: &[&str]) -> Node {
+    /// A new node with Citus created in it, not yet in any cluster, with `settings` beside
+    /// NODE_SETTINGS (a layout).
+    fn start(label: &str, settings: &[&str]) -> Node {
         let all: Vec<&str> = NODE_SETTINGS.iter().chain(settings).copied().collect();
         let mut cluster = Cluster::builder(&format!("citus-{label}")).settings(&all).create();
         let name = cluster.socket_dir().display().to_string();
@@ -112,21 +108,18 @@ impl Node {
 
     /// This node's Citus group id: the shard it issues.
     fn group(&self) -> i32 {
-        self.connect().query_one("SELECT groupid FROM pg_dist_local_group", &[]).unwrap().get(0)
+        value(&mut self.connect(), "SELECT groupid FROM pg_dist_local_group", &[])
     }
 
     fn has_extension(&self, name: &str) -> bool {
-        self.connect()
-            .query_one("SELECT count(*) > 0 FROM pg_extension WHERE extname = $1", &[&name])
-            .unwrap()
-            .get(0)
+        value(&mut self.connect(), "SELECT count(*) > 0 FROM pg_extension WHERE extname = $1", &[&name])
     }
 
     /// Waits until the fence in force on this node lets it issue its own group's shard.
     fn wait_for_own_fence(&self) {
         let mut client = self.connect();
         wait_until(&format!("the fence of {} gave it its shard", self.name), || {
-            client.query_one("SELECT snowflake_fence_allows(snowflake_node_shard())", &[]).unwrap().get(0)
+            value(&mut client, "SELECT snowflake_fence_allows(snowflake_node_shard())", &[])
         });
     }
 }
@@ -213,11 +206,10 @@ fn message_of(error: &str) -> &str {
 #[test]
 fn citus_nodes_in_the_js53_layout_issue_their_group_in_53_bits() {
     if !citus_installed() {
-        println!("skipped: Citus is not installed for PostgreSQL {}", major_of(pg_bin_dir()));
         return;
     }
-    let coordinator = Node::start_with("js53-coordinator", &[JS53_LAYOUT]);
-    let worker = Node::start_with("js53-worker", &[JS53_LAYOUT]);
+    let coordinator = Node::start("js53-coordinator", &[JS53_LAYOUT]);
+    let worker = Node::start("js53-worker", &[JS53_LAYOUT]);
     let mut c = coordinator.connect();
     c.execute("SELECT citus_set_coordinator_host($1, 5432)", &[&coordinator.name]).unwrap();
     c.batch_execute("CREATE EXTENSION snowflake_id").unwrap();
@@ -257,23 +249,29 @@ fn citus_nodes_in_the_js53_layout_issue_their_group_in_53_bits() {
     println!("js53: a coordinator and a worker issued 4,000 IDs, the largest {max}");
 }
 
+/// Whether Citus is installed for the PostgreSQL under test; says that the test is skipped
+/// when it is not.
 fn citus_installed() -> bool {
-    pg_dir("--pkglibdir").join("citus.so").is_file()
-        && pg_dir("--sharedir").join("extension/citus.control").is_file()
+    let installed = pg_dir("--pkglibdir").join("citus.so").is_file()
+        && pg_dir("--sharedir").join("extension/citus.control").is_file();
+    if !installed {
+        println!(
+            "skipped: Citus is not installed for PostgreSQL {} (scripts/citus-install.sh builds it from its source tarball; docs/citus.md)",
+            major_of(pg_bin_dir())
+        );
+    }
+    installed
 }
 
 #[test]
 fn citus_cluster_issues_no_key_twice() {
-    let major = major_of(pg_bin_dir());
     if !citus_installed() {
-        println!(
-            "skipped: Citus is not installed for PostgreSQL {major} (scripts/citus-install.sh builds it from its source tarball; docs/citus.md)"
-        );
         return;
     }
+    let major = major_of(pg_bin_dir());
     let started = Instant::now();
-    let coordinator = Node::start("coordinator");
-    let mut workers = [Node::start("worker1"), Node::start("worker2")];
+    let coordinator = Node::start("coordinator", &[]);
+    let mut workers = [Node::start("worker1", &[]), Node::start("worker2", &[])];
     let mut c = coordinator.connect();
     c.execute("SELECT citus_set_coordinator_host($1, 5432)", &[&coordinator.name]).unwrap();
 
@@ -294,10 +292,11 @@ fn citus_cluster_issues_no_key_twice() {
 
     c.batch_execute(include_str!("../../../deploy/sql/citus.sql")).unwrap();
     set_fences(&mut c);
-    for node in [&coordinator, &workers[0], &workers[1]] {
+    let first_nodes = [&coordinator, &workers[0], &workers[1]];
+    for node in first_nodes {
         node.wait_for_own_fence();
     }
-    let groups: Vec<i32> = [&coordinator, &workers[0], &workers[1]].iter().map(|node| node.group()).collect();
+    let groups: Vec<i32> = first_nodes.iter().map(|node| node.group()).collect();
     assert_eq!(groups, [0, 1, 2], "group ids, and so shards, of the coordinator and the workers");
 
     c.batch_execute(&format!("SET citus.shard_count = {SHARD_COUNT};\n{}", schema())).unwrap();
@@ -324,8 +323,8 @@ fn citus_cluster_issues_no_key_twice() {
     let mut acknowledged = Acknowledged::default();
 
     // Round 1: writers on every node while a third worker joins and shards move to it.
-    let worker3 = Node::start("worker3");
-    let round = start_round(&[&coordinator, &workers[0], &workers[1]], 1);
+    let worker3 = Node::start("worker3", &[]);
+    let round = start_round(&first_nodes, 1);
     wait_for_progress(&round, 50);
     let joined = Instant::now();
     let group3 = add_node(&mut c, &worker3);
@@ -356,7 +355,8 @@ fn citus_cluster_issues_no_key_twice() {
     workers[1].wait_for_own_fence();
 
     // Round 3: after the restart.
-    let round = start_round(&[&coordinator, &workers[0], &workers[1], &worker3], 3);
+    let nodes = [&coordinator, &workers[0], &workers[1], &worker3];
+    let round = start_round(&nodes, 3);
     wait_for_progress(&round, 100);
     acknowledged.collect(round);
     println!(
@@ -368,7 +368,6 @@ fn citus_cluster_issues_no_key_twice() {
     );
 
     // COPY, INSERT … SELECT and snowflake_nextvals on every node.
-    let nodes = [&coordinator, &workers[0], &workers[1], &worker3];
     for node in nodes {
         let via = node.group();
         let mut client = node.connect();
@@ -408,7 +407,7 @@ fn citus_cluster_issues_no_key_twice() {
     let (rows, distinct): (i64, i64) = (row.get(0), row.get(1));
     assert_eq!(rows, distinct, "{} duplicate IDs in the tables", rows - distinct);
     let stored: HashSet<i64> =
-        c.query(&format!("SELECT id FROM ({all}) k"), &[]).unwrap().iter().map(|row| row.get(0)).collect();
+        column(&mut c, &format!("SELECT id FROM ({all}) k"), &[]).into_iter().collect();
     let lost = acknowledged.snowflake.iter().filter(|(_, id)| !stored.contains(id)).count();
     assert_eq!(lost, 0, "{lost} acknowledged rows are not in the tables");
 
@@ -424,13 +423,7 @@ fn citus_cluster_issues_no_key_twice() {
     assert_eq!(wrong, 0, "{wrong} stored keys decode to another shard than their node's");
     for node in nodes {
         let group = node.group();
-        let shards: Vec<i32> = node
-            .connect()
-            .query("SELECT shard FROM snowflake_stats()", &[])
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+        let shards: Vec<i32> = column(&mut node.connect(), "SELECT shard FROM snowflake_stats()", &[]);
         assert!(shards.iter().all(|&shard| shard == group), "node of group {group} issued shards {shards:?}");
     }
 
@@ -448,24 +441,20 @@ fn citus_cluster_issues_no_key_twice() {
     // Time order across nodes: a key's time is its row's, and a later key is never an earlier
     // row by more than the slack. The bigserial control's keys jump by node (each node's
     // sequence has a range of its own), so its later keys are rows of long before.
-    let snowflake_drift: f64 = c
-        .query_one(
-            &format!("SELECT max(abs(extract(epoch FROM at - snowflake_timestamp(id)) * 1000))::float8 FROM ({all}) k"),
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let snowflake_drift: f64 = value(
+        &mut c,
+        &format!(
+            "SELECT max(abs(extract(epoch FROM at - snowflake_timestamp(id)) * 1000))::float8 FROM ({all}) k"
+        ),
+        &[],
+    );
     assert!(snowflake_drift < TIME_SLACK_MS, "a key's time is {snowflake_drift} ms from its row's");
     let lateness = |c: &mut Client, rows: &str| -> f64 {
-        c.query_one(
-            &format!(
-                "SELECT coalesce(max(extract(epoch FROM latest - at) * 1000), 0)::float8
-                 FROM (SELECT at, max(at) OVER (ORDER BY id) AS latest FROM ({rows}) r) s"
-            ),
-            &[],
-        )
-        .unwrap()
-        .get(0)
+        let query = format!(
+            "SELECT coalesce(max(extract(epoch FROM latest - at) * 1000), 0)::float8
+             FROM (SELECT at, max(at) OVER (ORDER BY id) AS latest FROM ({rows}) r) s"
+        );
+        value(c, &query, &[])
     };
     let snowflake_late = lateness(&mut c, &all);
     let serial_late = lateness(&mut c, "SELECT id, at FROM serials");
@@ -485,25 +474,20 @@ fn citus_cluster_issues_no_key_twice() {
     let total = count(&mut reader, "SELECT count(*) FROM items");
     let (mut cursor, mut read, mut pages) = (0_i64, 0_i64, 0);
     loop {
-        let page =
-            reader.query("SELECT id FROM items WHERE id > $1 ORDER BY id LIMIT 1000", &[&cursor]).unwrap();
-        let Some(last) = page.last() else { break };
-        let ids: Vec<i64> = page.iter().map(|row| row.get(0)).collect();
+        let ids: Vec<i64> =
+            column(&mut reader, "SELECT id FROM items WHERE id > $1 ORDER BY id LIMIT 1000", &[&cursor]);
+        let Some(&last) = ids.last() else { break };
         assert!(ids.windows(2).all(|pair| pair[0] < pair[1]) && ids[0] > cursor, "a page out of order");
-        cursor = last.get(0);
+        cursor = last;
         read += ids.len() as i64;
         pages += 1;
     }
     assert_eq!(read, total, "keyset pagination read {read} of {total} rows");
-    let plan: Vec<String> = reader
-        .query(
-            "EXPLAIN (VERBOSE, COSTS OFF) SELECT snowflake_shard(id), count(*) FROM items WHERE id > 0 GROUP BY 1",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let plan: Vec<String> = column(
+        &mut reader,
+        "EXPLAIN (VERBOSE, COSTS OFF) SELECT snowflake_shard(id), count(*) FROM items WHERE id > 0 GROUP BY 1",
+        &[],
+    );
     let pushed = plan.iter().any(|line| line.contains("Query:") && line.contains("snowflake_shard(id)"));
     assert!(pushed, "snowflake_shard() is not sent to the workers:\n{}", plan.join("\n"));
     println!("keyset pagination from a worker: {read} rows in {pages} pages, in order; decoding pushed down to the workers");
@@ -530,11 +514,8 @@ fn citus_cluster_issues_no_key_twice() {
     );
     set_fences(&mut c);
     copy.wait_for_own_fence();
-    let id: i64 = copy
-        .connect()
-        .query_one("INSERT INTO items (via, round) VALUES (-2, 6) RETURNING id", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 =
+        value(&mut copy.connect(), "INSERT INTO items (via, round) VALUES (-2, 6) RETURNING id", &[]);
     assert_eq!((id >> 12) & 1023, i64::from(copy_group));
 
     figures(&coordinator, &[&coordinator, &workers[0], &workers[1], &worker3, &copy]);

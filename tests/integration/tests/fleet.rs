@@ -16,7 +16,7 @@
 use postgres::{Client, Config, NoTls};
 use snowflake_id_integration::engine::{self, Op, Paging, Reads, Route, Transaction, Workload, Writer};
 use snowflake_id_integration::{
-    apply_settings, db_error, pg_bin_dir, pg_ctl_start, pg_ctl_stop, wait_until, Cluster, FakeClock, Kit,
+    apply_settings, column, count, db_error, restart_kit_server, value, wait_until, Cluster, FakeClock, Kit,
     Pick, PORT,
 };
 use std::cell::{Cell, RefCell};
@@ -56,11 +56,6 @@ impl Fleet {
         Fleet { kit: Kit::up("fleet", servers, &[("SNOWFLAKE_FLEET_SKIP_INSTALL", "1")]) }
     }
 
-    /// Runs `fleet.sh args`, which must succeed; returns what it printed.
-    fn run(&self, args: &[&str]) -> String {
-        self.kit.run(args)
-    }
-
     /// Connection settings for database `fleet` of a server (`router`, `node1`, ...).
     fn config(&self, server: &str) -> Config {
         let mut config = Config::new();
@@ -76,8 +71,7 @@ impl Fleet {
 
     /// The shard servers, as the router knows them.
     fn servers(&self) -> Vec<String> {
-        let rows = self.connect("router").query("SELECT name FROM fleet.servers ORDER BY name", &[]).unwrap();
-        rows.iter().map(|row| row.get(0)).collect()
+        column(&mut self.connect("router"), "SELECT name FROM fleet.servers ORDER BY name", &[])
     }
 
     /// The router's map: logical shard -> server.
@@ -111,24 +105,14 @@ fn stored_rows(fleet: &Fleet) -> (Vec<Stored>, Vec<i64>) {
     let (mut posts, mut users) = (Vec::new(), Vec::new());
     for server in fleet.servers() {
         let mut client = fleet.connect(&server);
-        let shards: Vec<i32> = client
-            .query("SELECT shard FROM fleet.owned_shards", &[])
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
-        for shard in shards {
+        for shard in column::<i32>(&mut client, "SELECT shard FROM fleet.owned_shards", &[]) {
             let schema = format!("s{shard:04}");
-            let rows = client
-                .query(
-                    &format!(
-                        "SELECT id, snowflake_shard(id), snowflake_shard(user_id),
-                                extract(epoch FROM snowflake_timestamp(id) - created_at)::float8, body
-                         FROM {schema}.posts"
-                    ),
-                    &[],
-                )
-                .unwrap();
+            let posts_of_shard = format!(
+                "SELECT id, snowflake_shard(id), snowflake_shard(user_id),
+                        extract(epoch FROM snowflake_timestamp(id) - created_at)::float8, body
+                 FROM {schema}.posts"
+            );
+            let rows = client.query(&posts_of_shard, &[]).unwrap();
             posts.extend(rows.iter().map(|row| Stored {
                 schema_shard: shard,
                 id: row.get(0),
@@ -137,17 +121,11 @@ fn stored_rows(fleet: &Fleet) -> (Vec<Stored>, Vec<i64>) {
                 skew: row.get(3),
                 body: row.get(4),
             }));
-            let user_rows = client
-                .query(
-                    &format!(
-                        "SELECT id, snowflake_shard(id),
-                                abs(extract(epoch FROM snowflake_timestamp(id) - created_at))::float8
-                         FROM {schema}.users"
-                    ),
-                    &[],
-                )
-                .unwrap();
-            for row in user_rows {
+            let users_of_shard = format!(
+                "SELECT id, snowflake_shard(id), abs(extract(epoch FROM snowflake_timestamp(id) - created_at))::float8
+                 FROM {schema}.users"
+            );
+            for row in client.query(&users_of_shard, &[]).unwrap() {
                 let id: i64 = row.get(0);
                 assert_eq!(row.get::<_, i32>(1), shard, "user {id} is in the schema of another shard");
                 let skew: f64 = row.get(2);
@@ -174,9 +152,7 @@ fn assert_consistent(posts: &[Stored], users: &[i64]) -> Vec<i64> {
         );
         assert_eq!(post.user_shard, post.schema_shard, "post {} is not on its user's shard", post.id);
     }
-    let mut ids: Vec<i64> = posts.iter().map(|post| post.id).collect();
-    ids.sort_unstable();
-    ids
+    sorted(posts.iter().map(|post| post.id).collect())
 }
 
 /// The largest distance between a post's decoded time and its insertion time.
@@ -345,12 +321,8 @@ fn page_through_router(fleet: &Fleet) -> Vec<i64> {
 }
 
 fn assert_fleet_status_ok(fleet: &Fleet) {
-    let bad: i64 = fleet
-        .connect("router")
-        .query_one("SELECT count(*) FROM fleet.status() WHERE NOT ok", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(bad, 0, "logical shards not held as mapped:\n{}", fleet.run(&["status"]));
+    let bad = count(&mut fleet.connect("router"), "SELECT count(*) FROM fleet.status() WHERE NOT ok");
+    assert_eq!(bad, 0, "logical shards not held as mapped:\n{}", fleet.kit.run(&["status"]));
 }
 
 /// Every shard server's fence (`snowflake_id.shards`) names exactly the logical shards the
@@ -362,7 +334,7 @@ fn assert_fenced(fleet: &Fleet) {
         let held: Vec<String> =
             map.iter().filter(|(_, holder)| **holder == server).map(|(shard, _)| shard.to_string()).collect();
         let mut client = fleet.connect(&server);
-        let fence: String = client.query_one("SHOW snowflake_id.shards", &[]).unwrap().get(0);
+        let fence: String = value(&mut client, "SHOW snowflake_id.shards", &[]);
         assert_eq!(fence, held.join(","), "the fence of {server}");
         let elsewhere = map.iter().find(|(_, holder)| **holder != server).map(|(shard, _)| *shard).unwrap();
         let error = db_error(&mut client, &format!("SELECT snowflake_nextval({elsewhere})"));
@@ -461,7 +433,7 @@ fn three_servers_behind_plproxy_then_a_fourth_added() {
             })
             .collect();
         let started = Instant::now();
-        let output = fleet.run(&["add-server", "node4"]);
+        let output = fleet.kit.run(&["add-server", "node4"]);
         stop.store(true, Ordering::Relaxed);
         let during = writers.into_iter().map(|writer| writer.join().unwrap()).collect::<Vec<_>>();
         (output, during, started.elapsed())
@@ -493,20 +465,16 @@ fn three_servers_behind_plproxy_then_a_fourth_added() {
     for server in [&node_of_0, &other_node] {
         apply_settings(&mut fleet.connect(server), &[("snowflake_id.max_lead_ms", "10s")]);
     }
-    let ahead: i64 = holder
-        .query_one(
-            "SELECT snowflake_advance(0, snowflake_compose(clock_timestamp() + interval '8 s', 0, 0))",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    let ahead_post: i64 =
-        router.query_one("SELECT fleet.insert_post($1, 'ahead')", &[&user_on_0]).unwrap().get(0);
+    let ahead: i64 = value(
+        &mut holder,
+        "SELECT snowflake_advance(0, snowflake_compose(clock_timestamp() + interval '8 s', 0, 0))",
+        &[],
+    );
+    let ahead_post: i64 = value(&mut router, "SELECT fleet.insert_post($1, 'ahead')", &[&user_on_0]);
     assert!(ahead_post > ahead);
-    fleet.run(&["move-shard", "0", &other_node]);
+    fleet.kit.run(&["move-shard", "0", &other_node]);
     assert_fenced(&fleet);
-    let after_move: i64 =
-        router.query_one("SELECT fleet.insert_post($1, 'after the move')", &[&user_on_0]).unwrap().get(0);
+    let after_move: i64 = value(&mut router, "SELECT fleet.insert_post($1, 'after the move')", &[&user_on_0]);
     assert!(
         after_move > ahead_post,
         "shard 0 on {other_node} issued {after_move}, below {ahead_post} from {node_of_0}"
@@ -563,13 +531,9 @@ fn a_cursor_per_shard_read_below_its_servers_horizon_skips_no_post() {
     // A post taken on its server and held uncommitted while others commit after it.
     let mut holder = fleet.connect(&held_server);
     let mut held = holder.transaction().unwrap();
-    let held_id: i64 = held
-        .query_one(
-            &format!("INSERT INTO s{held_shard:04}.posts (user_id, body) VALUES ($1, 'held') RETURNING id"),
-            &[&held_user],
-        )
-        .unwrap()
-        .get(0);
+    let insert_held =
+        format!("INSERT INTO s{held_shard:04}.posts (user_id, body) VALUES ($1, 'held') RETURNING id");
+    let held_id: i64 = held.query_one(&insert_held, &[&held_user]).unwrap().get(0);
 
     let mut reader = ShardReader::new(&fleet, &map);
     let insert = router.prepare("SELECT fleet.insert_post($1, $2)").unwrap();
@@ -588,15 +552,14 @@ fn a_cursor_per_shard_read_below_its_servers_horizon_skips_no_post() {
     held.commit().unwrap();
 
     // Every post committed is read, exactly once, once the horizons pass it.
-    let expected = all_post_ids(&fleet);
+    let expected = sorted(stored_rows(&fleet).0.iter().map(|post| post.id).collect());
     let deadline = Instant::now() + Duration::from_secs(30);
     while reader.read.len() < expected.len() && Instant::now() < deadline {
         reader.poll();
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(reader.read.contains(&held_id), "the post held uncommitted, {held_id}, was never read");
-    let mut read = reader.read.clone();
-    read.sort_unstable();
+    let mut read = sorted(reader.read.clone());
     let distinct = read.len();
     read.dedup();
     assert_eq!(distinct, read.len(), "{} posts were read twice", distinct - read.len());
@@ -644,12 +607,6 @@ impl ShardReader {
     }
 }
 
-/// Every post's id, read on its server, sorted.
-fn all_post_ids(fleet: &Fleet) -> Vec<i64> {
-    let (posts, _) = stored_rows(fleet);
-    sorted(posts.iter().map(|post| post.id).collect())
-}
-
 /// Posts and replies on two servers whose clocks disagree: a post by a user of node1, then a
 /// reply by a user of node2, its clock 150 ms behind, with the post's ID as the causality token
 /// and, for the control, without.
@@ -661,22 +618,18 @@ fn a_reply_carrying_its_posts_id_sorts_after_it_on_a_server_with_a_slower_clock(
     let folder = fleet.kit.dir().join("node2");
     let clock = FakeClock::in_folder(&folder);
     clock.set("-0.150");
-    pg_ctl_stop(pg_bin_dir(), &folder.join("data"));
-    let out = pg_ctl_start(pg_bin_dir(), &folder.join("data"), &folder.join("server.log"), &clock.env());
-    assert!(out.status.success(), "node2 did not start on its fake clock: {out:?}");
+    restart_kit_server(&folder, &clock.env());
     let map = fleet.shard_map();
     let mut node2 = fleet.connect("node2");
     let node2_shard = *map.iter().find(|(_, server)| *server == "node2").unwrap().0;
     // node2 resumes at its recorded reservation, ahead of its clock: once its IDs follow the
     // clock again, they lag node1's.
     wait_until("node2's IDs follow its clock", || {
-        node2
-            .query_one(
-                "SELECT snowflake_timestamp(snowflake_nextval($1)) <= clock_timestamp()",
-                &[&node2_shard],
-            )
-            .unwrap()
-            .get(0)
+        value(
+            &mut node2,
+            "SELECT snowflake_timestamp(snowflake_nextval($1)) <= clock_timestamp()",
+            &[&node2_shard],
+        )
     });
     let mut router = fleet.connect("router");
     let users = create_users(&mut router, (0..64).map(|n| format!("causal{n}")).collect());
@@ -685,20 +638,25 @@ fn a_reply_carrying_its_posts_id_sorts_after_it_on_a_server_with_a_slower_clock(
     let post = router.prepare("SELECT fleet.insert_post($1, 'post')").unwrap();
     let reply = router.prepare("SELECT fleet.insert_post($1, 'reply')").unwrap();
     let reply_after = router.prepare("SELECT fleet.insert_post($1, 'reply', $2)").unwrap();
+    // How many of POSTS replies get an ID below their post's, with the token or without.
+    let mut replies_below = |with_token: bool| {
+        (0..POSTS)
+            .filter(|_| {
+                let post_id: i64 = router.query_one(&post, &[&poster]).unwrap().get(0);
+                let reply_id: i64 = match with_token {
+                    true => router.query_one(&reply_after, &[&replier, &post_id]),
+                    false => router.query_one(&reply, &[&replier]),
+                }
+                .unwrap()
+                .get(0);
+                reply_id < post_id
+            })
+            .count()
+    };
     // The control first: an observation raises node2's floor, which would lift the replies
     // without a token that follow it for as long as node2's clock lags.
-    let mut below_without = 0;
-    for _ in 0..POSTS {
-        let post_id: i64 = router.query_one(&post, &[&poster]).unwrap().get(0);
-        let reply_id: i64 = router.query_one(&reply, &[&replier]).unwrap().get(0);
-        below_without += usize::from(reply_id < post_id);
-    }
-    let mut below_with = 0;
-    for _ in 0..POSTS {
-        let post_id: i64 = router.query_one(&post, &[&poster]).unwrap().get(0);
-        let reply_id: i64 = router.query_one(&reply_after, &[&replier, &post_id]).unwrap().get(0);
-        below_with += usize::from(reply_id < post_id);
-    }
+    let below_without = replies_below(false);
+    let below_with = replies_below(true);
     println!(
         "{POSTS} posts on node1, each replied to on node2 (clock 150 ms behind) through the router: without the \
          token {below_without} replies below their post, with it {below_with}"
@@ -734,14 +692,13 @@ fn a_move_continues_above_unstored_ids_and_keeps_the_source_until_the_targets_st
             &[&shard],
         )
         .unwrap();
-    let stored: i64 = router.query_one("SELECT fleet.insert_post($1, 'stored')", &[&user]).unwrap().get(0);
-    let bare: i64 = on_source.query_one("SELECT snowflake_nextval($1)", &[&shard]).unwrap().get(0);
+    let stored: i64 = value(&mut router, "SELECT fleet.insert_post($1, 'stored')", &[&user]);
+    let bare: i64 = value(&mut on_source, "SELECT snowflake_nextval($1)", &[&shard]);
     assert!(bare > stored);
     drop(on_source);
 
-    let mut standby =
-        Cluster::builder("fleet-standby").standby_through(&fleet.kit.dir().join(&target)).create();
-    standby.start_with(&[]);
+    let target_dir = fleet.kit.dir().join(&target);
+    let standby = Cluster::builder("fleet-standby").standby_through(&target_dir).start();
     standby.connect().batch_execute("SELECT pg_wal_replay_pause()").unwrap();
     // The second standby streams through its slot until it has everything so far, then stops.
     const SLOT: &str = "fleet_standby_slot";
@@ -751,13 +708,12 @@ fn a_move_continues_above_unstored_ids_and_keeps_the_source_until_the_targets_st
         .unwrap();
     let slot_setting = format!("primary_slot_name = '{SLOT}'");
     let mut cut_off = Cluster::builder("fleet-standby-slot")
-        .standby_through(&fleet.kit.dir().join(&target))
+        .standby_through(&target_dir)
         .settings(&[&slot_setting])
-        .create();
-    cut_off.start_with(&[]);
-    let lsn: String =
-        fleet.connect(&target).query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
-    cut_off.wait_for_replay(&lsn);
+        .start();
+    let target_lsn =
+        || value::<String>(&mut fleet.connect(&target), "SELECT pg_current_wal_lsn()::text", &[]);
+    cut_off.wait_for_replay(&target_lsn());
     cut_off.stop("fast");
     let out = fleet
         .kit
@@ -772,15 +728,14 @@ fn a_move_continues_above_unstored_ids_and_keeps_the_source_until_the_targets_st
         stderr.contains(&format!("slot {SLOT}")),
         "the stopped standby's slot did not hold the move: {stderr}"
     );
-    let kept: i64 = fleet
-        .connect(&source)
-        .query_one("SELECT count(*) FROM fleet.owned_shards WHERE shard = $1 AND state = 'frozen'", &[&shard])
-        .unwrap()
-        .get(0);
+    let kept: i64 = value(
+        &mut fleet.connect(&source),
+        "SELECT count(*) FROM fleet.owned_shards WHERE shard = $1 AND state = 'frozen'",
+        &[&shard],
+    );
     assert_eq!(kept, 1, "the source dropped its copy of logical shard {shard}");
 
-    let after_move: i64 =
-        router.query_one("SELECT fleet.insert_post($1, 'after the move')", &[&user]).unwrap().get(0);
+    let after_move: i64 = value(&mut router, "SELECT fleet.insert_post($1, 'after the move')", &[&user]);
     assert!(
         after_move > bare,
         "logical shard {shard} on {target} issued {after_move}, not above {bare} from {source}"
@@ -789,10 +744,9 @@ fn a_move_continues_above_unstored_ids_and_keeps_the_source_until_the_targets_st
     // Once both standbys have the copy, the source's copy goes, as the message says.
     standby.connect().batch_execute("SELECT pg_wal_replay_resume()").unwrap();
     cut_off.start_with(&[]);
-    let lsn: String =
-        fleet.connect(&target).query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+    let lsn = target_lsn();
     standby.wait_for_replay(&lsn);
     cut_off.wait_for_replay(&lsn);
     fleet.connect(&source).query_one("SELECT fleet.drop_shard($1)", &[&shard]).unwrap();
-    fleet.run(&["status"]);
+    fleet.kit.run(&["status"]);
 }

@@ -28,12 +28,12 @@
 use postgres::{Client, Config, NoTls};
 use snowflake_id_integration::engine::{Op, Route, Transaction, Workload, Writer};
 use snowflake_id_integration::{
-    children_of, kill_9, major_of, pg_bin_dir, pg_ctl_start, pg_ctl_stop, wait_until, FakeClock, Kit, Pick,
+    children_of, count, kill_9, major_of, pg_bin_dir, restart_kit_server, value, wait_until, FakeClock, Kit,
+    Pick,
 };
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -80,22 +80,6 @@ CREATE TABLE control.load (
 );
 ";
 
-/// The tests of this file run one after the other: each runs a mesh of three servers, and the
-/// causal test's replication lag must not be the other's load.
-static ONE_MESH_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// This test's turn to run a mesh, and the PostgreSQL major; `None` (the test skipped) before
-/// 16.
-fn mesh_turn() -> Option<(MutexGuard<'static, ()>, u32)> {
-    let turn = ONE_MESH_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let major = major_of(pg_bin_dir());
-    if major < 16 {
-        println!("skipped: the mesh needs PostgreSQL 16 or later (subscriptions with origin = none); this is {major}");
-        return None;
-    }
-    Some((turn, major))
-}
-
 /// The tables of the causal test: posts written on node1, replies on node2.
 const CAUSAL_SCHEMA: &str = "
 CREATE TABLE app.posts (
@@ -121,39 +105,63 @@ fn node_name(node: usize) -> String {
 /// dropped (see `Kit`).
 struct Mesh {
     kit: Kit,
+    major: u32,
+    /// Held until the kit is down (fields drop in order: the kit first).
+    _one_at_a_time: MutexGuard<'static, ()>,
 }
 
 impl Mesh {
-    fn up(major: u32) -> Mesh {
-        Mesh::up_with(major, NODES)
-    }
-
-    fn up_with(major: u32, nodes: usize) -> Mesh {
+    /// Once no other test of this file runs a mesh (the causal test's replication lag must not
+    /// be the other's load); `None`, the test skipped, before PostgreSQL 16.
+    fn up(nodes: usize) -> Option<Mesh> {
+        static ONE_MESH_AT_A_TIME: Mutex<()> = Mutex::new(());
+        let turn = ONE_MESH_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let major = major_of(pg_bin_dir());
+        if major < 16 {
+            println!("skipped: the mesh needs PostgreSQL 16 or later (subscriptions with origin = none); this is {major}");
+            return None;
+        }
         // The extension is installed by the test command's earlier step; the kit runs the
         // PostgreSQL under test.
-        let (port, major) = (FIRST_PORT.to_string(), major.to_string());
+        let (port, pg_major) = (FIRST_PORT.to_string(), major.to_string());
         let env = [
             ("SNOWFLAKE_MESH_PORT", port.as_str()),
             ("SNOWFLAKE_MESH_SKIP_INSTALL", "1"),
             ("SNOWFLAKE_MESH_EXAMPLE", "0"),
-            ("PG_MAJOR", major.as_str()),
+            ("PG_MAJOR", pg_major.as_str()),
         ];
-        Mesh { kit: Kit::up("mesh", nodes, &env) }
+        Some(Mesh { kit: Kit::up("mesh", nodes, &env), major, _one_at_a_time: turn })
     }
 
-    /// Runs `mesh.sh args`, which must succeed; returns what it printed.
-    fn run(&self, args: &[&str]) -> String {
-        self.kit.run(args)
+    /// Runs `mesh.sh args`; returns whether it succeeded, and what it printed, whether or not.
+    fn output(&self, args: &[&str]) -> (bool, String) {
+        let out = self.kit.command(args).output().expect("run mesh.sh");
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
     }
 
-    fn dir(&self) -> &Path {
-        self.kit.dir()
+    /// Writes `sql` into the file `name` of the mesh's folder, and returns its path, for `mesh.sh ddl`.
+    fn sql_file(&self, name: &str, sql: &str) -> String {
+        let file = self.kit.dir().join(name);
+        std::fs::write(&file, sql).unwrap();
+        file.display().to_string()
+    }
+
+    /// Node i's folder: its socket, `data` and `server.log`.
+    fn node_dir(&self, node: usize) -> PathBuf {
+        self.kit.dir().join(node_name(node))
+    }
+
+    fn log(&self, node: usize) -> String {
+        std::fs::read_to_string(self.node_dir(node).join("server.log")).unwrap()
     }
 
     fn config(&self, node: usize) -> Config {
         let mut config = Config::new();
         config
-            .host_path(self.dir().join(node_name(node)))
+            .host_path(self.node_dir(node))
             .port(FIRST_PORT + node as u16 - 1)
             .user("postgres")
             .dbname("mesh")
@@ -163,7 +171,7 @@ impl Mesh {
     }
 
     fn connect(&self, node: usize) -> Client {
-        self.config(node).connect(NoTls).unwrap_or_else(|e| panic!("connect to {}: {e}", node_name(node)))
+        self.connect_as(node, "postgres")
     }
 
     fn connect_as(&self, node: usize, user: &str) -> Client {
@@ -173,17 +181,10 @@ impl Mesh {
             .unwrap_or_else(|e| panic!("connect to {} as {user}: {e}", node_name(node)))
     }
 
-    fn data_dir(&self, node: usize) -> PathBuf {
-        self.dir().join(node_name(node)).join("data")
-    }
-
     /// Stops a node and starts it again on `clock`, then waits until its subscriptions stream.
     fn restart_on(&self, node: usize, clock: &FakeClock) {
-        let folder = self.dir().join(node_name(node));
-        pg_ctl_stop(pg_bin_dir(), &self.data_dir(node));
-        let out = pg_ctl_start(pg_bin_dir(), &self.data_dir(node), &folder.join("server.log"), &clock.env());
-        assert!(out.status.success(), "node{node} did not start on its fake clock: {out:?}");
-        self.run(&["start"]);
+        restart_kit_server(&self.node_dir(node), &clock.env());
+        self.kit.run(&["start"]);
     }
 }
 
@@ -235,6 +236,21 @@ impl Shared {
     /// Fails the test if a writer failed.
     fn check(&self) {
         assert!(!self.writer_failed.load(Ordering::SeqCst), "a writer failed (its message is above)");
+    }
+
+    fn committed(&self, node: usize) -> usize {
+        self.committed[node - 1].load(Ordering::Relaxed)
+    }
+
+    /// Waits until `done` holds while the writers write, failing at once if one failed, and
+    /// after `within` with the message `failure` makes then.
+    fn wait_until(&self, within: Duration, done: impl Fn() -> bool, failure: impl Fn() -> String) {
+        let deadline = Instant::now() + within;
+        while !done() {
+            assert!(Instant::now() < deadline, "{}", failure());
+            self.check();
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
@@ -378,34 +394,29 @@ impl Written<'_> {
 
 /// The conflicts counted on `node` by the subscriptions of a publication (`app`, `control`).
 fn conflicts(client: &mut Client, publication: &str) -> i64 {
-    client
-        .query_one(
-            "SELECT coalesce(sum(confl_insert_exists + confl_update_origin_differs + confl_update_exists
-                    + confl_update_missing + confl_delete_origin_differs + confl_delete_missing
-                    + confl_multiple_unique_conflicts), 0)::bigint
-             FROM pg_stat_subscription_stats WHERE subname LIKE $1 || '\\_%'",
-            &[&publication],
-        )
-        .unwrap()
-        .get(0)
+    value(
+        client,
+        "SELECT coalesce(sum(confl_insert_exists + confl_update_origin_differs + confl_update_exists
+                + confl_update_missing + confl_delete_origin_differs + confl_delete_missing
+                + confl_multiple_unique_conflicts), 0)::bigint
+         FROM pg_stat_subscription_stats WHERE subname LIKE $1 || '\\_%'",
+        &[&publication],
+    )
 }
 
 /// Apply errors of the `app` subscriptions on a node (the lost connections of the crash).
 fn apply_errors(client: &mut Client) -> i64 {
-    client
-        .query_one(
-            "SELECT coalesce(sum(apply_error_count), 0)::bigint FROM pg_stat_subscription_stats
-             WHERE subname LIKE 'app\\_%'",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+    count(
+        client,
+        "SELECT coalesce(sum(apply_error_count), 0)::bigint FROM pg_stat_subscription_stats
+         WHERE subname LIKE 'app\\_%'",
+    )
 }
 
 /// Kills the node's postmaster with SIGKILL, as a crash would; its children, left without
 /// it, exit by themselves (any still there after 30 s are killed too). Waits until all are gone.
 fn kill_node(mesh: &Mesh, node: usize) -> usize {
-    let pid_file = std::fs::read_to_string(mesh.data_dir(node).join("postmaster.pid")).unwrap();
+    let pid_file = std::fs::read_to_string(mesh.node_dir(node).join("data/postmaster.pid")).unwrap();
     let postmaster: u32 = pid_file.lines().next().unwrap().trim().parse().unwrap();
     // Each child with its start time (field 22 of /proc/<pid>/stat): a pid the system has
     // since given to another process is not one of them, and is never signalled.
@@ -426,14 +437,11 @@ fn kill_node(mesh: &Mesh, node: usize) -> usize {
     }
     let stragglers: Vec<u32> = children.iter().filter(|child| alive(child)).map(|(pid, _)| *pid).collect();
     for &child in &stragglers {
-        let _ = Command::new("kill").args(["-9", &child.to_string()]).output();
+        kill_9(child);
     }
-    let postmaster_gone = || started(postmaster).is_none();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while children.iter().any(alive) || !postmaster_gone() {
-        assert!(Instant::now() < deadline, "the killed node's processes did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("the killed node's processes exited", || {
+        !children.iter().any(alive) && started(postmaster).is_none()
+    });
     stragglers.len()
 }
 
@@ -459,13 +467,11 @@ fn wait_converged(mesh: &Mesh, conflicts_counted: bool) -> (i64, f64) {
             return (prints[0].0, started.elapsed().as_secs_f64());
         }
         if conflicts_counted {
-            for (node, client) in clients.iter_mut().enumerate() {
+            for (node, client) in (1..).zip(&mut clients) {
                 let count = conflicts(client, "app");
-                assert_eq!(
-                    count,
-                    0,
-                    "node{} counts {count} conflicts on snowflake keys:\n{}",
-                    node + 1,
+                assert!(
+                    count == 0,
+                    "node{node} counts {count} conflicts on snowflake keys:\n{}",
                     status(mesh)
                 );
             }
@@ -482,8 +488,7 @@ fn wait_converged(mesh: &Mesh, conflicts_counted: bool) -> (i64, f64) {
 
 /// What `mesh.sh status` prints, whether or not it finds the mesh healthy.
 fn status(mesh: &Mesh) -> String {
-    let out = mesh.kit.command(&["status"]).output().expect("run mesh.sh status");
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    mesh.output(&["status"]).1
 }
 
 /// On each node, a key is above every key of the transactions on that node that had
@@ -522,16 +527,13 @@ fn assert_issue_order(written: &Written) {
 
 #[test]
 fn three_nodes_active_active_with_a_node_killed() {
-    let Some((_one, major)) = mesh_turn() else { return };
+    let Some(mesh) = Mesh::up(NODES) else { return };
     // Conflict counters came in 18; before, a conflict shows only as a halted subscription.
-    let conflicts_counted = major >= 18;
+    let conflicts_counted = mesh.major >= 18;
 
-    let mesh = Mesh::up(major);
-    let schema = mesh.dir().join("load.sql");
-    std::fs::write(&schema, SCHEMA).unwrap();
-    mesh.run(&["ddl", schema.to_str().unwrap()]);
+    mesh.kit.run(&["ddl", &mesh.sql_file("load.sql", SCHEMA)]);
     for node in 1..=NODES {
-        let fence: String = mesh.connect(node).query_one("SHOW snowflake_id.shards", &[]).unwrap().get(0);
+        let fence: String = value(&mut mesh.connect(node), "SHOW snowflake_id.shards", &[]);
         assert_eq!(fence, node.to_string(), "the fence of node{node}");
     }
 
@@ -562,21 +564,16 @@ fn three_nodes_active_active_with_a_node_killed() {
             })
         })
         .collect();
-    let committed = |node: usize| shared.committed[node - 1].load(Ordering::Relaxed);
+    let committed = |node: usize| shared.committed(node);
 
     // The crash, in the middle of the load (once every node has committed some).
     std::thread::sleep(KILL_AFTER);
     shared.check();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while (1..=NODES).any(|node| committed(node) < 20) {
-        assert!(
-            Instant::now() < deadline,
-            "the writers did not get going: {:?}",
-            (1..=NODES).map(committed).collect::<Vec<_>>()
-        );
-        shared.check();
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    shared.wait_until(
+        Duration::from_secs(60),
+        || (1..=NODES).all(|node| committed(node) >= 20),
+        || format!("the writers did not get going: {:?}", (1..=NODES).map(committed).collect::<Vec<_>>()),
+    );
     // A crash discards the node's statistics, its conflict counters with them: those before
     // it are read now (and every node's log is searched for conflicts at the end).
     let conflicts_before_crash =
@@ -586,26 +583,21 @@ fn three_nodes_active_active_with_a_node_killed() {
     shared.round.store(1, Ordering::SeqCst);
     let at_kill: Vec<usize> = (1..=NODES).map(committed).collect();
     // The survivors keep writing while the node is down.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while (1..=NODES).any(|node| node != KILLED && committed(node) < at_kill[node - 1] + 20) {
-        assert!(Instant::now() < deadline, "the surviving nodes stopped writing while node{KILLED} was down");
-        shared.check();
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    shared.wait_until(
+        Duration::from_secs(60),
+        || (1..=NODES).all(|node| node == KILLED || committed(node) >= at_kill[node - 1] + 20),
+        || format!("the surviving nodes stopped writing while node{KILLED} was down"),
+    );
     let during_outage: Vec<usize> = (1..=NODES).map(|node| committed(node) - at_kill[node - 1]).collect();
-    mesh.run(&["start"]);
+    mesh.kit.run(&["start"]);
     let down_for = killed_at.elapsed();
     // Its writers reconnect and write again.
     let back = committed(KILLED);
-    let deadline = Instant::now() + BACK_WITHIN;
-    while committed(KILLED) < back + WRITERS_PER_NODE * 5 {
-        assert!(
-            Instant::now() < deadline,
-            "the writers of node{KILLED} did not write again after its restart"
-        );
-        shared.check();
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    shared.wait_until(
+        BACK_WITHIN,
+        || committed(KILLED) >= back + WRITERS_PER_NODE * 5,
+        || format!("the writers of node{KILLED} did not write again after its restart"),
+    );
     let restarted_at = Instant::now();
     while started.elapsed() < LOAD || restarted_at.elapsed() < AFTER_RESTART {
         shared.check();
@@ -659,10 +651,10 @@ fn three_nodes_active_active_with_a_node_killed() {
             );
         }
         // Every key decodes to the shard of the node that wrote it (node<i> issues shard i).
-        let wrong: i64 = client
-            .query_one("SELECT count(*) FROM app.load WHERE snowflake_shard(id) <> substr(node, 5)::int", &[])
-            .unwrap()
-            .get(0);
+        let wrong = count(
+            &mut client,
+            "SELECT count(*) FROM app.load WHERE snowflake_shard(id) <> substr(node, 5)::int",
+        );
         assert_eq!(wrong, 0, "node{node} holds {wrong} rows whose key is not of their writer's shard");
         // The killed node's keys after the restart are above every key it committed before.
         let row = client
@@ -683,24 +675,21 @@ fn three_nodes_active_active_with_a_node_killed() {
     }
 
     // Conflicts: none on the snowflake table, some on the bigserial control.
-    let (mut snowflake_conflicts, mut control_conflicts, mut errors) = (conflicts_before_crash, 0, 0);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for node in 1..=NODES {
-        let mut client = mesh.connect(node);
-        if conflicts_counted {
-            snowflake_conflicts += conflicts(&mut client, "app");
-        }
-        errors += apply_errors(&mut client);
-    }
+    let on_all_nodes = |publication: &str| -> i64 {
+        (1..=NODES).map(|node| conflicts(&mut mesh.connect(node), publication)).sum()
+    };
+    let snowflake_conflicts =
+        conflicts_before_crash + if conflicts_counted { on_all_nodes("app") } else { 0 };
+    let errors: i64 = (1..=NODES).map(|node| apply_errors(&mut mesh.connect(node))).sum();
     assert_eq!(snowflake_conflicts, 0, "conflicts on snowflake keys:\n{}", status(&mesh));
     // The apply workers log every conflict they detect (PostgreSQL 18), whatever the counters.
     for node in 1..=NODES {
-        let log = std::fs::read_to_string(mesh.dir().join(node_name(node)).join("server.log")).unwrap();
+        let log = mesh.log(node);
         let logged: Vec<&str> =
             log.lines().filter(|line| line.contains("conflict detected on relation \"app.")).collect();
         assert!(logged.is_empty(), "node{node} logged conflicts on snowflake keys: {logged:?}");
     }
-    if conflicts_counted {
+    let control_conflicts = if conflicts_counted {
         // The counters must be able to count, or the zero above says nothing. The load's
         // bigserial keys collide, but whether a collision is counted (a replicated row meets a
         // committed local one) or refused on its own node (the local insert meets a replicated
@@ -708,7 +697,7 @@ fn three_nodes_active_active_with_a_node_killed() {
         // made for certain: node1 and node3 insert the same key in transactions open on both at
         // once, so that each commits before the other's row arrives to meet it. (A control
         // subscription between them halted by an earlier conflict has counted that one.)
-        let load_conflicts: i64 = (1..=NODES).map(|node| conflicts(&mut mesh.connect(node), "control")).sum();
+        let load_conflicts = on_all_nodes("control");
         let sure = [1, 3].map(|node| {
             let mut client = mesh.connect(node);
             client
@@ -721,8 +710,13 @@ fn three_nodes_active_active_with_a_node_killed() {
         for mut client in sure {
             client.batch_execute("COMMIT").unwrap();
         }
-        while control_conflicts == 0 {
-            control_conflicts = (1..=NODES).map(|node| conflicts(&mut mesh.connect(node), "control")).sum();
+        println!("the bigserial control's conflicts counted during the load: {load_conflicts}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let counted = on_all_nodes("control");
+            if counted > 0 {
+                break counted;
+            }
             assert!(
                 Instant::now() < deadline,
                 "the bigserial control counts no conflict, not even the key inserted on node1 and node3 at \
@@ -731,12 +725,14 @@ fn three_nodes_active_active_with_a_node_killed() {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        println!("the bigserial control's conflicts counted during the load: {load_conflicts}");
     } else {
-        println!("PostgreSQL {major} counts no conflicts (pg_stat_subscription_stats has confl_* from 18)");
-    }
-    let report = mesh.run(&["status"]);
-    println!("{report}");
+        println!(
+            "PostgreSQL {} counts no conflicts (pg_stat_subscription_stats has confl_* from 18)",
+            mesh.major
+        );
+        0
+    };
+    println!("{}", mesh.kit.run(&["status"]));
 
     let inserted: usize = written.transactions().map(|op| op.committed.len()).sum();
     let updated: usize = written
@@ -781,19 +777,15 @@ fn three_nodes_active_active_with_a_node_killed() {
 fn posts_and_replies(node1: &mut Client, node2: &mut Client, round: &str) -> (usize, f64) {
     let (mut below, mut waited) = (0, Duration::ZERO);
     for n in 0..POSTS {
-        let post: i64 = node1
-            .query_one("INSERT INTO app.posts (body) VALUES ($1) RETURNING id", &[&format!("{round} {n}")])
-            .unwrap()
-            .get(0);
+        let post: i64 =
+            value(node1, "INSERT INTO app.posts (body) VALUES ($1) RETURNING id", &[&format!("{round} {n}")]);
         let posted = Instant::now();
         wait_until(&format!("post {post} reached node2"), || {
             node2.query_opt("SELECT 1 FROM app.posts WHERE id = $1", &[&post]).unwrap().is_some()
         });
         waited += posted.elapsed();
-        let reply: i64 = node2
-            .query_one("INSERT INTO app.replies (post_id, body) VALUES ($1, 're') RETURNING id", &[&post])
-            .unwrap()
-            .get(0);
+        let reply: i64 =
+            value(node2, "INSERT INTO app.replies (post_id, body) VALUES ($1, 're') RETURNING id", &[&post]);
         below += usize::from(reply < post);
     }
     (below, waited.as_secs_f64() * 1000.0 / POSTS as f64)
@@ -801,31 +793,21 @@ fn posts_and_replies(node1: &mut Client, node2: &mut Client, round: &str) -> (us
 
 #[test]
 fn replies_sort_after_their_posts_with_a_clock_behind() {
-    let Some((_one, major)) = mesh_turn() else { return };
-    let mesh = Mesh::up(major);
-    let schema = mesh.dir().join("causal.sql");
-    std::fs::write(&schema, CAUSAL_SCHEMA).unwrap();
-    let ddl = mesh.run(&["ddl", schema.to_str().unwrap()]);
+    let Some(mesh) = Mesh::up(NODES) else { return };
+    let ddl = mesh.kit.run(&["ddl", &mesh.sql_file("causal.sql", CAUSAL_SCHEMA)]);
     assert!(ddl.contains("app.posts app.replies"), "mesh.sh ddl put no trigger on the new tables: {ddl}");
-    let clock = FakeClock::in_folder(&mesh.dir().join(node_name(2)));
+    let clock = FakeClock::in_folder(&mesh.node_dir(2));
     clock.set(BEHIND);
     mesh.restart_on(2, &clock);
     let (mut node1, mut node2) = (mesh.connect(1), mesh.connect(2));
     // node2 resumes at its recorded reservation, ahead of its clock: once its keys follow the
     // clock again, they lag node1's.
     wait_until("node2's keys follow its clock", || {
-        node2
-            .query_one("SELECT snowflake_timestamp(snowflake_nextval()) <= clock_timestamp()", &[])
-            .unwrap()
-            .get(0)
+        value(&mut node2, "SELECT snowflake_timestamp(snowflake_nextval()) <= clock_timestamp()", &[])
     });
-    let offset_ms: f64 = {
-        let at1: f64 =
-            node1.query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[]).unwrap().get(0);
-        let at2: f64 =
-            node2.query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[]).unwrap().get(0);
-        (at2 - at1) * 1000.0
-    };
+    const NOW: &str = "SELECT extract(epoch FROM clock_timestamp())::float8";
+    let at1: f64 = value(&mut node1, NOW, &[]);
+    let offset_ms = (value::<f64>(&mut node2, NOW, &[]) - at1) * 1000.0;
     assert!(offset_ms < -100.0, "node2's clock is not behind node1's: {offset_ms:.0} ms");
 
     // The control first: the trigger disabled on node2, replies get keys from its clock alone.
@@ -840,41 +822,35 @@ fn replies_sort_after_their_posts_with_a_clock_behind() {
     );
     assert_eq!(below_with, 0, "replies below their posts although node2 observes the keys it applies");
     assert!(below_without > 0, "the control shows no reply below its post: the test sees nothing");
-    let log = || std::fs::read_to_string(mesh.dir().join(node_name(2)).join("server.log")).unwrap();
     const REFUSED: &str = "without observing its key";
-    assert!(!log().contains(REFUSED), "node2 refused to observe a key it applied");
+    assert!(!mesh.log(2).contains(REFUSED), "node2 refused to observe a key it applied");
 
     // A key further ahead of node2's clock than the lead bound (2 s) is refused there, and the
     // row applied all the same, with a WARNING: replication goes on.
-    let future: i64 = node1
-        .query_one(
-            "INSERT INTO app.posts (id, body)
-             VALUES (snowflake_compose(clock_timestamp() + interval '10 s', 1, 0), 'ahead') RETURNING id",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    let after: i64 =
-        node1.query_one("INSERT INTO app.posts (body) VALUES ('after') RETURNING id", &[]).unwrap().get(0);
+    let future: i64 = value(
+        &mut node1,
+        "INSERT INTO app.posts (id, body)
+         VALUES (snowflake_compose(clock_timestamp() + interval '10 s', 1, 0), 'ahead') RETURNING id",
+        &[],
+    );
+    let after: i64 = value(&mut node1, "INSERT INTO app.posts (body) VALUES ('after') RETURNING id", &[]);
     wait_until("the rows after the refused key reached node2", || {
         let rows = node2.query("SELECT 1 FROM app.posts WHERE id IN ($1, $2)", &[&future, &after]).unwrap();
         rows.len() == 2
     });
-    assert!(log().contains(REFUSED), "no WARNING on node2 for the key 10 s ahead");
-    let lead: f64 = node2
-        .query_one(
-            "SELECT extract(epoch FROM snowflake_timestamp(snowflake_nextval()) - clock_timestamp())::float8",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    assert!(mesh.log(2).contains(REFUSED), "no WARNING on node2 for the key 10 s ahead");
+    let lead: f64 = value(
+        &mut node2,
+        "SELECT extract(epoch FROM snowflake_timestamp(snowflake_nextval()) - clock_timestamp())::float8",
+        &[],
+    );
     assert!(lead < 5.0, "node2's keys moved {lead:.1} s ahead after the refused observation");
-    mesh.run(&["status"]);
+    mesh.kit.run(&["status"]);
 }
 
 /// Whether role `eve` is a superuser.
 fn eve_is_superuser(admin: &mut Client) -> bool {
-    admin.query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'eve'", &[]).unwrap().get(0)
+    value(admin, "SELECT rolsuper FROM pg_roles WHERE rolname = 'eve'", &[])
 }
 
 /// The names of subscriptions are catalog text that whoever creates a subscription chooses:
@@ -900,8 +876,7 @@ fn eve_is_superuser(admin: &mut Client) -> bool {
 /// her enabled subscription alone (a refresh connects where its owner says) and says so.
 #[test]
 fn subscription_names_never_reach_sql() {
-    let Some((_one, major)) = mesh_turn() else { return };
-    let mesh = Mesh::up_with(major, 2);
+    let Some(mesh) = Mesh::up(2) else { return };
     let mut admin = mesh.connect(1);
     admin
         .batch_execute(
@@ -912,11 +887,13 @@ fn subscription_names_never_reach_sql() {
     // Not connected (connect = false): nothing is checked but the connection string's form (a
     // role that is not superuser must give a password).
     const CONNINFO: &str = "host=/nonexistent dbname=mesh user=eve password=x";
-    let status_name = "app_node1_to_x';ALTER\x0cROLE\x0ceve\x0cSUPERUSER;--";
-    eve.batch_execute(&format!(
-        "CREATE SUBSCRIPTION \"{status_name}\" CONNECTION '{CONNINFO}' PUBLICATION app WITH (connect = false)"
-    ))
-    .unwrap();
+    let subscribe = |eve: &mut Client, name: &str| {
+        eve.batch_execute(&format!(
+            "CREATE SUBSCRIPTION \"{name}\" CONNECTION '{CONNINFO}' PUBLICATION app WITH (connect = false)"
+        ))
+        .unwrap()
+    };
+    subscribe(&mut eve, "app_node1_to_x';ALTER\x0cROLE\x0ceve\x0cSUPERUSER;--");
     // The look-alike a superuser's statement would find first on the default search_path.
     eve.batch_execute(
         "CREATE SCHEMA postgres;
@@ -937,19 +914,13 @@ fn subscription_names_never_reach_sql() {
     );
 
     let ddl_name = "eve_x\x0cDISABLE;ALTER\x0cROLE\x0ceve\x0cSUPERUSER;--";
-    for name in ["eve_x", ddl_name] {
-        eve.batch_execute(&format!(
-            "CREATE SUBSCRIPTION \"{name}\" CONNECTION '{CONNINFO}' PUBLICATION app WITH (connect = false)"
-        ))
-        .unwrap();
-    }
+    subscribe(&mut eve, "eve_x");
+    subscribe(&mut eve, ddl_name);
     eve.batch_execute(&format!("ALTER SUBSCRIPTION \"{ddl_name}\" ENABLE")).unwrap();
-    let file = mesh.dir().join("more.sql");
-    std::fs::write(&file, "CREATE TABLE app.more (id bigint PRIMARY KEY DEFAULT snowflake_nextval());\n")
-        .unwrap();
-    let out = mesh.kit.command(&["ddl", file.to_str().unwrap()]).output().expect("run mesh.sh ddl");
+    let file = mesh
+        .sql_file("more.sql", "CREATE TABLE app.more (id bigint PRIMARY KEY DEFAULT snowflake_nextval());\n");
+    let (ddl_ok, printed) = mesh.output(&["ddl", &file]);
     let after_ddl = eve_is_superuser(&mut admin);
-    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     println!("mesh.sh status, with eve's subscription:\n{report}\nmesh.sh ddl:\n{printed}");
     assert!(
         !after_status && !after_ddl,
@@ -957,20 +928,16 @@ fn subscription_names_never_reach_sql() {
          the names of her subscriptions or a look-alike function: with mesh.sh status {after_status}, \
          with mesh.sh ddl {after_ddl}"
     );
-    assert!(out.status.success(), "mesh.sh ddl failed:\n{printed}");
+    assert!(ddl_ok, "mesh.sh ddl failed:\n{printed}");
     assert!(
         printed.contains("owned by a role that is not superuser, so not refreshed"),
         "mesh.sh ddl does not say it left eve's subscription alone:\n{printed}"
     );
     // The kit's own subscriptions took the new table.
-    let taken: i64 = mesh
-        .connect(2)
-        .query_one(
-            "SELECT count(*) FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
-             WHERE r.srrelid = 'app.more'::regclass",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let taken = count(
+        &mut mesh.connect(2),
+        "SELECT count(*) FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
+         WHERE r.srrelid = 'app.more'::regclass",
+    );
     assert_eq!(taken, 1, "node2's subscription to node1's app publication did not take app.more");
 }

@@ -18,8 +18,8 @@
 
 use postgres::{Client, Config, NoTls};
 use snowflake_id_integration::engine::{Op, Route, Transaction, Workload, Writer as EngineWriter};
-use snowflake_id_integration::{print_log_tail, wait_until, Kit, Pick};
-use std::collections::HashSet;
+use snowflake_id_integration::{column, count, print_log_tail, value, wait_for, wait_until, Kit, Pick};
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -62,12 +62,9 @@ impl Patroni {
 
     /// Waits until a node other than `old` leads; returns it.
     fn new_leader(&self, old: &str) -> String {
-        let mut found = String::new();
-        wait_until(&format!("a leader other than {old}"), || {
-            found = self.leader().unwrap_or_default();
-            !found.is_empty() && found != old
-        });
-        found
+        wait_for(&format!("a leader other than {old}"), Duration::from_secs(60), || {
+            self.leader().filter(|leader| !leader.is_empty() && leader != old)
+        })
     }
 
     /// Waits until a leader runs with `standbys` streaming standbys (one of them synchronous
@@ -96,12 +93,8 @@ impl Patroni {
         self.config(Some(node)).connect(NoTls).unwrap_or_else(|e| panic!("connect to {node}: {e}"))
     }
 
-    fn patroni_log(&self, node: &str) -> String {
-        std::fs::read_to_string(self.node_dir(node).join("patroni.log")).unwrap_or_default()
-    }
-
-    fn node_dir(&self, node: &str) -> PathBuf {
-        self.kit.dir().join(node)
+    fn patroni_log(&self, node: &str) -> PathBuf {
+        self.kit.dir().join(node).join("patroni.log")
     }
 }
 
@@ -109,11 +102,7 @@ impl Drop for Patroni {
     fn drop(&mut self) {
         if std::thread::panicking() {
             for node in ["node1", "node2", "node3"] {
-                print_log_tail(
-                    &format!("the Patroni log of {node}"),
-                    &self.node_dir(node).join("patroni.log"),
-                    25,
-                );
+                print_log_tail(&format!("the Patroni log of {node}"), &self.patroni_log(node), 25);
             }
         }
     }
@@ -319,22 +308,17 @@ fn judge(acks: &[Ack], extra_ids: &[(Instant, i64)], events: &[Event], layout: &
     }
 }
 
-/// Runs the leader `ahead_ms` ahead of its clock (raising max_lead_ms in the DCS first), returns
-/// the IDs it handed out (a batch of `snowflake_nextvals` at the new position), and kills it
-/// with its Patroni at once.
+/// Runs the leader `ahead_ms` ahead of its clock (within max_lead_ms, raised in the DCS at the
+/// start), kills it with its Patroni at once, and returns the IDs it handed out ahead (a batch
+/// of `snowflake_nextvals`).
 fn run_ahead_and_kill(kit: &Patroni, leader: &str, ahead_ms: i64) -> Vec<i64> {
     let mut client = kit.connect(leader);
-    let ids: Vec<i64> = client
-        .query(
-            "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + make_interval(secs => $1::float8 / 1000), 1, 0))",
-            &[&(ahead_ms as f64)],
-        )
-        .map(|_| ())
-        .and_then(|()| client.query("SELECT snowflake_nextvals(1, 10000)", &[]))
-        .unwrap_or_else(|e| panic!("run {leader} {ahead_ms} ms ahead: {e}"))
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let _: i64 = value(
+        &mut client,
+        "SELECT snowflake_advance(1, snowflake_compose(clock_timestamp() + make_interval(secs => $1::float8 / 1000), 1, 0))",
+        &[&(ahead_ms as f64)],
+    );
+    let ids = column(&mut client, "SELECT snowflake_nextvals(1, 10000)", &[]);
     kit.run(&["kill-node", leader]);
     ids
 }
@@ -353,8 +337,7 @@ fn patroni_switchovers_and_failovers() {
     kit.run(&["edit-config", "postgresql.parameters.snowflake_id.max_lead_ms=10s"]);
     for node in ["node1", "node2", "node3"] {
         wait_until(&format!("max_lead_ms 10s on {node}"), || {
-            kit.connect(node).query_one("SHOW snowflake_id.max_lead_ms", &[]).unwrap().get::<_, String>(0)
-                == "10s"
+            value::<String>(&mut kit.connect(node), "SHOW snowflake_id.max_lead_ms", &[]) == "10s"
         });
     }
 
@@ -383,7 +366,8 @@ fn patroni_switchovers_and_failovers() {
     writer.wait_for_more(500);
     kit.run(&["restart-patroni", &old]);
     kit.wait_for_standbys(2, false);
-    let rewound = kit.patroni_log(&old).contains("pg_rewind exit code=0");
+    let rewound =
+        std::fs::read_to_string(kit.patroni_log(&old)).unwrap_or_default().contains("pg_rewind exit code=0");
     println!(
         "{old} rejoined as a standby of {new} ({})",
         if rewound { "rewound by pg_rewind" } else { "no rewind needed" }
@@ -418,19 +402,16 @@ fn patroni_switchovers_and_failovers() {
     }
 
     let (acks, errors) = writer.finish();
-    let mut kinds: Vec<(String, usize)> = Vec::new();
+    let mut kinds = BTreeMap::new();
     for error in errors {
-        match kinds.iter_mut().find(|(kind, _)| *kind == error) {
-            Some((_, n)) => *n += 1,
-            None => kinds.push((error, 1)),
-        }
+        *kinds.entry(error).or_insert(0) += 1;
     }
     println!("the writer's errors (it reconnected after each): {kinds:?}");
     judge(&acks, &extra_ids, &events, &layout);
     // The table holds every acknowledged row, once (none lost at a switchover; at a crash
     // failover an asynchronous standby may lack the last commits, which it would count here).
     let leader = kit.leader().unwrap();
-    let stored: i64 = kit.connect(&leader).query_one("SELECT count(*) FROM ids", &[]).unwrap().get(0);
+    let stored = count(&mut kit.connect(&leader), "SELECT count(*) FROM ids");
     println!("{stored} rows stored, {} acknowledged", acks.len());
 }
 
@@ -445,16 +426,11 @@ fn patroni_killed_alone_with_a_lease() {
     let old = kit.leader().expect("a leader after up");
     let mut probe = kit.connect(&old);
     let mut issued_by_old: Vec<i64> = Vec::new();
-    let take = |client: &mut Client, into: &mut Vec<i64>| match client
-        .query_one("SELECT snowflake_nextval(1)", &[])
-    {
-        Ok(row) => {
-            into.push(row.get(0));
-            None
-        }
-        Err(error) => {
-            Some(error.as_db_error().map(|db| (db.code().code().to_string(), db.message().to_string())))
-        }
+    // An ID taken into `into`, or the error: (SQLSTATE, message) from the server, None without.
+    let take = |client: &mut Client, into: &mut Vec<i64>| {
+        let error =
+            client.query_one("SELECT snowflake_nextval(1)", &[]).map(|row| into.push(row.get(0))).err()?;
+        Some(error.as_db_error().map(|db| (db.code().code().to_string(), db.message().to_string())))
     };
     assert!(take(&mut probe, &mut issued_by_old).is_none(), "the leader issues before the kill");
 
@@ -484,25 +460,21 @@ fn patroni_killed_alone_with_a_lease() {
 
     // Another node is promoted once the leader key expires; the old primary, still writable,
     // refuses every ID meanwhile, and the new one issues above it.
-    let mut new_leader = None;
-    while new_leader.is_none() {
+    let new = loop {
         assert!(take(&mut probe, &mut issued_by_old).is_some(), "the old primary issued after refusing");
-        new_leader = kit.leader().filter(|leader| *leader != old);
+        let new_leader = kit.leader().filter(|leader| *leader != old);
         assert!(killed.elapsed() < Duration::from_secs(90), "no new leader");
+        if let Some(new) = new_leader {
+            break new;
+        }
         std::thread::sleep(Duration::from_millis(200));
-    }
-    let new = new_leader.unwrap();
+    };
     println!("{new} promoted {:.1} s after the kill", killed.elapsed().as_secs_f64());
     let mut on_new = kit.connect(&new);
     let issued_by_new: Vec<i64> = (0..50)
         .flat_map(|_| {
             assert!(take(&mut probe, &mut Vec::new()).is_some(), "the old primary issued while another led");
-            on_new
-                .query("SELECT snowflake_nextvals(1, 100)", &[])
-                .unwrap()
-                .iter()
-                .map(|row| row.get(0))
-                .collect::<Vec<i64>>()
+            column::<i64>(&mut on_new, "SELECT snowflake_nextvals(1, 100)", &[])
         })
         .collect();
     let old_ids: HashSet<i64> = issued_by_old.iter().copied().collect();
