@@ -80,7 +80,27 @@ pub fn check(
 ) -> Summary {
     let mut summary = Summary::new(schedule, shared.started.elapsed());
     let mut findings = std::mem::take(&mut *shared.findings.lock().unwrap());
-    let run = Run::new(shared, schedule, ops, reads, finals, outcome);
+    let run = Run {
+        shared,
+        synchronous: schedule.synchronous,
+        ops,
+        reads,
+        finals,
+        outcome,
+        by_tag: ops.iter().map(|op| (op.tag, op)).collect(),
+        present: finals
+            .iter()
+            .map(|(shard, rows)| (*shard, rows.iter().map(|(id, _)| *id).collect()))
+            .collect(),
+        moves: shared.moves.lock().unwrap(),
+        switchpoints: shared.switchpoints.lock().unwrap(),
+        failovers: outcome
+            .faults
+            .iter()
+            .filter(|done| done.kind.starts_with("failover"))
+            .map(|done| done.end_ms)
+            .collect(),
+    };
     let (unique, owner) = unique_ids(&run, &mut summary);
     unique.into_findings("unique-ids", &mut findings);
     let (lost, phantom) = set_full(&run, &owner, &mut summary);
@@ -120,38 +140,7 @@ struct Run<'a> {
     failovers: Vec<u64>,
 }
 
-impl<'a> Run<'a> {
-    fn new(
-        shared: &'a Shared,
-        schedule: &Schedule,
-        ops: &'a [Op],
-        reads: &'a [Reads],
-        finals: &'a BTreeMap<i32, Vec<(i64, i64)>>,
-        outcome: &'a Outcome,
-    ) -> Run<'a> {
-        Run {
-            shared,
-            synchronous: schedule.synchronous,
-            ops,
-            reads,
-            finals,
-            outcome,
-            by_tag: ops.iter().map(|op| (op.tag, op)).collect(),
-            present: finals
-                .iter()
-                .map(|(shard, rows)| (*shard, rows.iter().map(|(id, _)| *id).collect()))
-                .collect(),
-            moves: shared.moves.lock().unwrap(),
-            switchpoints: shared.switchpoints.lock().unwrap(),
-            failovers: outcome
-                .faults
-                .iter()
-                .filter(|done| done.kind.starts_with("failover"))
-                .map(|done| done.end_ms)
-                .collect(),
-        }
-    }
-
+impl Run<'_> {
     /// The group that issued `shard` at `at_ms`.
     fn home_at(&self, shard: i32, at_ms: u64) -> Group {
         let start = if super::shared::PAIR_SHARDS.contains(&shard) { Group::Pair } else { Group::Second };

@@ -186,13 +186,11 @@ fn apply(shared: &Shared, system: &Mutex<System>, fault: &Fault, number: usize) 
             shared.set_offset(group, 0);
         }
         Fault::SlowFsync { group, delay, hold } => {
-            let pid = worker_pid(system, group);
-            let _slow = pid.map(|pid| FsyncFault::slow(pid, delay));
+            let _slow = worker_pid(system, group).map(|pid| FsyncFault::slow(pid, delay));
             sleep(hold);
         }
         Fault::FailingFsync { group, hold } => {
-            let pid = worker_pid(system, group);
-            let _failing = pid.map(FsyncFault::failing);
+            let _failing = worker_pid(system, group).map(FsyncFault::failing);
             sleep(hold);
         }
         Fault::FailingReplayFsync { hold } => {

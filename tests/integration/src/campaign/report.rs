@@ -186,17 +186,14 @@ impl Summary {
         );
         let acted: Vec<String> = self.coverage.iter().map(|(guard, n)| format!("{guard} {n}")).collect();
         let _ = writeln!(out, "  guards acted: {}", acted.join(", "));
-        let _ = writeln!(out, "  standbys rebuilt, their replay stuck: {}", self.rebuilt_standbys.len());
-        for rebuilt in &self.rebuilt_standbys {
-            let _ = writeln!(out, "    {rebuilt}");
-        }
-        let _ = writeln!(
-            out,
-            "  promotions repeated, their standby stopped during them: {}",
-            self.repeated_promotions.len()
-        );
-        for repeated in &self.repeated_promotions {
-            let _ = writeln!(out, "    {repeated}");
+        for (title, said) in [
+            ("standbys rebuilt, their replay stuck", &self.rebuilt_standbys),
+            ("promotions repeated, their standby stopped during them", &self.repeated_promotions),
+        ] {
+            let _ = writeln!(out, "  {title}: {}", said.len());
+            for line in said {
+                let _ = writeln!(out, "    {line}");
+            }
         }
         if self.passed() {
             let _ = writeln!(out, "  every check passed");

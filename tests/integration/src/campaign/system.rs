@@ -12,11 +12,12 @@ use crate::ha::{Answer, HaStandIn};
 use crate::install::major_of;
 use crate::pair::{Member, Pair, ReplayWatch};
 use crate::process::wait_until;
+use crate::queries::value;
 use crate::registry::Registry;
 use postgres::Client;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Settings of every server. Calls may wait 2 s for the clock (the first after a promotion
@@ -332,7 +333,7 @@ impl System {
             .map(|row| row.get(0))
             .collect();
         let pid = if pids.is_empty() {
-            client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0)
+            value(&mut client, "SELECT pg_backend_pid()", &[])
         } else {
             pids[choice % pids.len()]
         };
@@ -353,7 +354,7 @@ impl System {
         // Taken where the standby stops receiving, kept to the end (see pair_clock_held).
         let mut _pair_clock_held = None;
         // A clock run ahead that the standby could not be seen to replay under is set back only
-        // after the promotion (see `standby_replayed_the_primary`).
+        // after the promotion (see `pair_clock_ahead_then_back`).
         let mut set_back_after_promotion = false;
         match before {
             BeforePromotion::Nothing => self.kill_primary(),
@@ -368,52 +369,28 @@ impl System {
                     .answer(Answer::Gone);
                 std::thread::sleep(MANAGER_TTL);
             }
+            // Down while the primary goes on issuing (and, when replication is asynchronous,
+            // committing) for a moment, then the primary dies, and the standby comes back with
+            // only what it had: its restartpoint, its record.
             BeforePromotion::RestartStandby => {
-                // Down while the primary goes on issuing (and, when replication is
-                // asynchronous, committing) for a moment, then the primary dies, and the
-                // standby comes back with only what it had: its restartpoint, its record.
-                _pair_clock_held = Some(super::shared::pair_clock_held());
-                self.pair.standby.cluster.stop("fast");
-                std::thread::sleep(Duration::from_secs(2));
-                self.kill_primary();
-                self.pair.standby.start();
+                _pair_clock_held = Some(self.primary_dies_while_standby_down(false))
             }
+            // Its disk keeps only what it fsynced: the WAL it received and had flushed (what it
+            // told the primary), the files of its last restartpoint.
             BeforePromotion::StandbyLostPower => {
-                // Its disk keeps only what it fsynced: the WAL it received and had flushed (what
-                // it told the primary), the files of its last restartpoint.
-                _pair_clock_held = Some(super::shared::pair_clock_held());
-                lose_power(&mut self.pair.standby.cluster);
-                std::thread::sleep(Duration::from_secs(2));
-                self.kill_primary();
-                self.pair.standby.start();
+                _pair_clock_held = Some(self.primary_dies_while_standby_down(true))
             }
             BeforePromotion::AheadThenStandbyRestarted { ms, hold } => {
                 // The primary issues ahead while the standby replays its ceilings, reading
                 // its own clock ahead too; set back; then the standby's restart and the
                 // promotion must keep what it read (F1's guard).
-                self.shared.set_offset(Group::Pair, ms);
-                std::thread::sleep(hold);
-                if self.standby_replayed_the_primary() {
-                    self.shared.set_offset(Group::Pair, 0);
-                } else {
-                    set_back_after_promotion = true;
-                }
-                _pair_clock_held = Some(super::shared::pair_clock_held());
-                self.pair.standby.cluster.stop("fast");
-                std::thread::sleep(Duration::from_secs(2));
-                self.kill_primary();
-                self.pair.standby.start();
+                set_back_after_promotion = !self.pair_clock_ahead_then_back(ms, hold);
+                _pair_clock_held = Some(self.primary_dies_while_standby_down(false));
             }
             BeforePromotion::AheadThenSetBack { ms, hold } => {
                 // The primary issues ahead, the standby replaying its ceilings; the clock set
                 // back, the primary dies at once, its last IDs ahead of both clocks.
-                self.shared.set_offset(Group::Pair, ms);
-                std::thread::sleep(hold);
-                if self.standby_replayed_the_primary() {
-                    self.shared.set_offset(Group::Pair, 0);
-                } else {
-                    set_back_after_promotion = true;
-                }
+                set_back_after_promotion = !self.pair_clock_ahead_then_back(ms, hold);
                 self.kill_primary();
             }
             BeforePromotion::StandbyCutOff { hold, .. } => {
@@ -429,7 +406,7 @@ impl System {
             }
             BeforePromotion::KillStandbyBackend => {
                 let mut client = self.pair.standby.cluster.wait_until_accepting();
-                let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+                let pid: i32 = value(&mut client, "SELECT pg_backend_pid()", &[]);
                 self.pair.standby.cluster.kill_backend(pid as u32);
                 self.kill_primary();
             }
@@ -463,16 +440,12 @@ impl System {
         // as docs/reading-in-order.md says. Their clients lost their connections with the old
         // primary, so they are "maybe" in the history.
         self.resolve_prepared(Group::Pair, None, Duration::ZERO);
-        {
-            let mut directory = self.shared.directory.write().unwrap();
-            directory.epoch[Group::Pair.index()] += 1;
-        }
+        self.shared.directory.write().unwrap().epoch[Group::Pair.index()] = ended + 1;
         self.publish(Group::Pair, true);
         if before == BeforePromotion::ManagerDied {
             // The split brain: both primaries run, half of the writers on the old one, until
             // the old one is killed (as Patroni does once it is back and finds another leader).
-            let epoch = self.shared.directory.read().unwrap().epoch[Group::Pair.index()] - 1;
-            self.shared.directory.write().unwrap().split = Some((self.pair.standby.endpoint(), epoch));
+            self.shared.directory.write().unwrap().split = Some((self.pair.standby.endpoint(), ended));
             std::thread::sleep(SPLIT_BRAIN);
             self.shared.directory.write().unwrap().split = None;
             self.pair.standby.cluster.kill_postmaster();
@@ -484,15 +457,37 @@ impl System {
         }
     }
 
-    /// Whether the pair's standby has replayed the primary's WAL up to where it is now, waiting
-    /// up to 30 s: after a clock run ahead on both, whether the standby read its clock ahead as
-    /// it replayed the ceilings written meanwhile. The promotion is documented to cover a
-    /// clock set back only then (README, guarantee 3): an asynchronous standby lagging by more
-    /// than the time ahead (seconds, on a loaded machine: seed 5146 on 18) saw none of it, and
-    /// a set back before its promotion would repeat IDs by design. Not caught up, the clock
-    /// stays ahead through the promotion, which then covers it.
-    fn standby_replayed_the_primary(&self) -> bool {
-        self.pair.replays_within(Duration::from_secs(30))
+    /// The pair's clock run `ms` ahead for `hold`, then set back if the standby has replayed
+    /// the primary's WAL up to where it is now, waiting up to 30 s; whether it was set back.
+    /// Only then did the standby read its clock ahead as it replayed the ceilings written
+    /// meanwhile, and the promotion is documented to cover a clock set back only then (README,
+    /// guarantee 3): an asynchronous standby lagging by more than the time ahead (seconds, on a
+    /// loaded machine: seed 5146 on 18) saw none of it, and a set back before its promotion
+    /// would repeat IDs by design. Not caught up, the clock stays ahead through the promotion,
+    /// which then covers it.
+    fn pair_clock_ahead_then_back(&self, ms: i64, hold: Duration) -> bool {
+        self.shared.set_offset(Group::Pair, ms);
+        std::thread::sleep(hold);
+        let replayed = self.pair.replays_within(Duration::from_secs(30));
+        if replayed {
+            self.shared.set_offset(Group::Pair, 0);
+        }
+        replayed
+    }
+
+    /// The standby stopped (or its power lost), the primary killed 2 s later, the standby
+    /// started again; the pair's clock held from the moment the standby stopped receiving.
+    fn primary_dies_while_standby_down(&mut self, power_lost: bool) -> MutexGuard<'static, ()> {
+        let held = super::shared::pair_clock_held();
+        if power_lost {
+            lose_power(&mut self.pair.standby.cluster);
+        } else {
+            self.pair.standby.cluster.stop("fast");
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        self.kill_primary();
+        self.pair.standby.start();
+        held
     }
 
     /// Rebuilds the pair's standby from a new base backup when its replay has stood still for
@@ -608,10 +603,11 @@ impl System {
         // the IDs it handed out with nothing stored (bare calls, rollbacks), also before its
         // last restart or promotion, all below its durable reservation. (Its
         // `snowflake_stats().last_id` forgets those of before a restart.)
-        let ceiling: i64 = source
-            .query_one("SELECT snowflake_compose(reserved_until, $1, 0) FROM snowflake_status()", &[&shard])
-            .unwrap()
-            .get(0);
+        let ceiling: i64 = value(
+            &mut source,
+            "SELECT snowflake_compose(reserved_until, $1, 0) FROM snowflake_status()",
+            &[&shard],
+        );
         let highest = ids.iter().copied().chain([ceiling]).max().unwrap_or(0);
         let mut target = self.server(to).cluster.connect();
         // The target may still hold the shard's table from an earlier move away from it whose
@@ -652,7 +648,7 @@ impl System {
             // The copy must be on the target's standby before the source's table goes: with
             // asynchronous replication a failover right after the move would lose it, and the
             // rows with it (several-servers.md's move has no standbys to wait for).
-            let lsn: String = target.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+            let lsn: String = value(&mut target, "SELECT pg_current_wal_lsn()::text", &[]);
             // Meanwhile a standby whose replay stands still is rebuilt, as the janitor would
             // (which cannot while the move holds the system): the 15 long run with seed 3550
             // had the move wait its 5 minutes on one, rebuilt only after the move had failed.
