@@ -57,3 +57,10 @@ pub fn assert_rounds_increase(client: &mut Client) {
         .get(0);
     assert_eq!(violations, 0, "a shard issued IDs after a restart that are not above earlier ones");
 }
+
+/// The first column of every row a query returns; fails the test, naming the query, when it
+/// fails.
+pub fn column<T: FromSqlOwned>(client: &mut Client, query: &str, params: &[&(dyn ToSql + Sync)]) -> Vec<T> {
+    let rows = client.query(query, params).unwrap_or_else(|error| panic!("{query}: {error}"));
+    rows.iter().map(|row| row.get(0)).collect()
+}

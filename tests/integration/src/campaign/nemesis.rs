@@ -197,7 +197,9 @@ fn apply(shared: &Shared, system: &Mutex<System>, fault: &Fault, number: usize) 
             let failing = startup_pid(system).map(FsyncFault::failing);
             sleep(hold);
             drop(failing);
-            lock(system).start_standby_if_stopped();
+            // A failure during the fault shuts the standby down within moments.
+            sleep(Duration::from_secs(1));
+            lock(system).revive_standby();
         }
         Fault::RegistryDown { hold } => {
             let registry = registry(system);

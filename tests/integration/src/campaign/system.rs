@@ -9,14 +9,14 @@ use super::shared::{Endpoint, Shared, MOVABLE_SHARDS, PAIR_SHARDS, SECOND_SHARDS
 use crate::cluster::{apply_settings, pg_upgrade, Cluster, Disk};
 use crate::faults::FakeClock;
 use crate::ha::{Answer, HaStandIn};
-use crate::install::major_of;
+use crate::install::{major_of, pg_bin_dir};
 use crate::pair::{Member, Pair, ReplayWatch};
 use crate::process::wait_until;
-use crate::queries::value;
+use crate::queries::{column, value};
 use crate::registry::Registry;
 use postgres::Client;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -167,9 +167,9 @@ impl System {
         let registry_url = registry.as_ref().map(Registry::url);
         let url = registry_url.as_deref();
         let mut primary =
-            new_server(&shared, Group::Pair, "pair-1", &server_settings(&shards[0], false, url));
+            new_server(&shared, Group::Pair, "pair-1", &server_settings(&shards[0], false, url), None);
         let second_settings = server_settings(&shards[1], schedule.second_without_wal_records, url);
-        let mut second = new_server(&shared, Group::Second, "second", &second_settings);
+        let mut second = new_server(&shared, Group::Second, "second", &second_settings, None);
         for (server, group) in [(&mut primary, Group::Pair), (&mut second, Group::Second)] {
             server.start();
             let mut client = server.cluster.connect();
@@ -233,11 +233,8 @@ impl System {
     }
 
     /// Marks `group` unavailable to the clients (before stopping its primary) or available.
-    fn publish(&self, group: Group, available: bool) {
-        let endpoint = available.then(|| match group {
-            Group::Pair => self.pair.primary.endpoint(),
-            Group::Second => self.second.endpoint(),
-        });
+    fn publish(&mut self, group: Group, available: bool) {
+        let endpoint = available.then(|| self.server(group).endpoint());
         self.shared.directory.write().unwrap().primary[group.index()] = endpoint;
     }
 
@@ -248,20 +245,13 @@ impl System {
 
     /// Starts the standby again if it stopped by itself: a write that fails while it replays
     /// (the record of a ceiling, as PostgreSQL's own files) stops its startup process, and
-    /// PostgreSQL then shuts the standby down; an operator starts it once the disk is fixed.
-    /// Until then a synchronous primary's commits wait.
-    pub fn start_standby_if_stopped(&mut self) {
-        // A failure during the fault shuts the server down within moments.
-        std::thread::sleep(Duration::from_secs(1));
-        self.revive_standby();
-    }
-
-    /// Starts the standby again at once if it stopped by itself, before what needs it: a
-    /// failover (which promotes it), its restart, a move's freeze (whose writers' synchronous
-    /// commits wait for it). The fault's lane does it when the fault ends, but the other lane
-    /// may hold the system then (the 18 long run, seed 7475: a failover promoted a standby
-    /// stopped 6 s before).
-    fn revive_standby(&mut self) {
+    /// PostgreSQL then shuts the standby down; an operator starts it once the disk is fixed
+    /// (until then a synchronous primary's commits wait). The fault's lane does it when the
+    /// fault ends; the system does it too before what needs the standby: a failover (which
+    /// promotes it), its restart, a move's freeze (whose writers' synchronous commits wait for
+    /// it), as the other lane may hold the system when the fault ends (the 18 long run, seed
+    /// 7475: a failover promoted a standby stopped 6 s before).
+    pub fn revive_standby(&mut self) {
         self.pair.start_standby_if_stopped();
     }
 
@@ -322,16 +312,12 @@ impl System {
     pub fn kill_backend(&mut self, group: Group, choice: usize) {
         let cluster = &self.server(group).cluster;
         let mut client = cluster.connect();
-        let pids: Vec<i32> = client
-            .query(
-                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
-                 ORDER BY usename <> $1, pid",
-                &[&APP_ROLE],
-            )
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+        let pids: Vec<i32> = column(
+            &mut client,
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+             ORDER BY usename <> $1, pid",
+            &[&APP_ROLE],
+        );
         let pid = if pids.is_empty() {
             value(&mut client, "SELECT pg_backend_pid()", &[])
         } else {
@@ -701,18 +687,14 @@ impl System {
     pub fn resolve_prepared(&mut self, group: Group, shard: Option<i32>, age: Duration) {
         let pattern = shard.map_or("c-%".to_string(), |shard| format!("c-{shard}-%"));
         let mut client = self.server(group).cluster.wait_until_accepting();
-        let gids: Vec<String> = client
-            .query(
-                // Any age, when none is given: `prepared` is the old primary's clock, which
-                // may read ahead of this one's after a clock fault.
-                "SELECT gid FROM pg_prepared_xacts
-                 WHERE gid LIKE $1 AND ($2::float8 = 0 OR prepared < now() - make_interval(secs => $2::float8))",
-                &[&pattern, &age.as_secs_f64()],
-            )
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+        let gids: Vec<String> = column(
+            &mut client,
+            // Any age, when none is given: `prepared` is the old primary's clock, which may read
+            // ahead of this one's after a clock fault.
+            "SELECT gid FROM pg_prepared_xacts
+             WHERE gid LIKE $1 AND ($2::float8 = 0 OR prepared < now() - make_interval(secs => $2::float8))",
+            &[&pattern, &age.as_secs_f64()],
+        );
         for gid in gids {
             // The writer may have committed it meanwhile.
             let _ = client.batch_execute(&format!("COMMIT PREPARED '{gid}'"));
@@ -788,13 +770,8 @@ impl System {
             self.second_without_wal_records,
             registry_url.as_deref(),
         );
-        let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-        let cluster =
-            Cluster::builder("campaign-second-upgraded").disk(disk()).bin(&bin).settings(&settings).create();
-        pg_upgrade(&self.second.cluster, &cluster, &[]);
-        let clock = FakeClock::of(&cluster);
-        self.shared.add_clock(Group::Second, "second-upgraded", clock.offset_file().to_path_buf(), 0);
-        let mut upgraded = Server { name: "second-upgraded".to_string(), cluster, clock, ha: None };
+        let mut upgraded = new_server(&self.shared, Group::Second, "second-upgraded", &settings, Some(&bin));
+        pg_upgrade(&self.second.cluster, &upgraded.cluster, &[]);
         let from = self.second.cluster.data_dir().to_path_buf();
         let copy = |upgraded: &Server, file: &str| {
             // Written, not copied: a copy keeps the old file's mode. Fsynced, as cp and sync.
@@ -872,7 +849,6 @@ fn damage(record: &[u8]) -> Vec<u8> {
     damaged
 }
 
-/// A new server of `group` (not started), on the group's clock.
 /// The settings of a new server issuing `shards`, without WAL records of its reservation when
 /// `without_wal_records` (`Schedule::second_without_wal_records`), claiming them from the
 /// registry at `registry_url` when given.
@@ -893,7 +869,9 @@ fn server_settings(shards: &[i32], without_wal_records: bool, registry_url: Opti
     settings
 }
 
-fn new_server(shared: &Shared, group: Group, name: &str, settings: &[String]) -> Server {
+/// A new server of `group` (not started), on the group's clock, of the PostgreSQL in `bin` if
+/// given (the next major, for pg_upgrade).
+fn new_server(shared: &Shared, group: Group, name: &str, settings: &[String], bin: Option<&Path>) -> Server {
     let mut settings = settings.to_vec();
     // The pair runs under an HA manager, with the lease on; the second server under none.
     let ha = (group == Group::Pair).then(HaStandIn::start);
@@ -902,7 +880,11 @@ fn new_server(shared: &Shared, group: Group, name: &str, settings: &[String]) ->
         settings.push(format!("snowflake_id.lease_ms = {LEASE_MS}"));
     }
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-    let cluster = Cluster::builder(&format!("campaign-{name}")).disk(disk()).settings(&settings).create();
+    let cluster = Cluster::builder(&format!("campaign-{name}"))
+        .disk(disk())
+        .bin(bin.unwrap_or(pg_bin_dir()))
+        .settings(&settings)
+        .create();
     let clock = FakeClock::of(&cluster);
     shared.add_clock(group, name, clock.offset_file().to_path_buf(), 0);
     Server { name: name.to_string(), cluster, clock, ha }
