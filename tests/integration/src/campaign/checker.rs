@@ -209,7 +209,7 @@ fn unique_ids(run: &Run, summary: &mut Summary) -> (Failures, HashMap<i64, i64>)
     // What readers saw counts too: a row read and later lost (to an asynchronous failover)
     // whose ID another op got after it.
     for reader in run.reads {
-        for (&id, &tag) in reader.ids.iter().zip(&reader.tags) {
+        for (&id, &tag) in reader.read.ids.iter().zip(&reader.read.tags) {
             if owner.get(&id).is_some_and(|&other| other != tag) {
                 unique.add(|| {
                     format!(
@@ -411,20 +411,20 @@ fn horizon(run: &Run, summary: &mut Summary) -> Failures {
     let mut horizon = Failures::default();
     for reader in run.reads {
         let here = &run.present[&reader.shard];
-        if reader.gave_up {
+        if reader.read.gave_up {
             horizon.add(|| format!("the reader of shard {} did not reach the last row", reader.shard));
         }
-        if let Some(pair) = reader.ids.windows(2).find(|pair| pair[0] >= pair[1]) {
+        if let Some(pair) = reader.read.ids.windows(2).find(|pair| pair[0] >= pair[1]) {
             horizon.add(|| format!("shard {}: read {} then {}", reader.shard, pair[0], pair[1]));
         }
-        let read: HashSet<i64> = reader.ids.iter().copied().collect();
+        let read: HashSet<i64> = reader.read.ids.iter().copied().collect();
         let skipped = here.difference(&read).count();
         summary.skipped_rows += skipped;
         if skipped > 0 {
             let first = here.difference(&read).min().copied().unwrap_or_default();
             horizon.add(|| format!("shard {}: {skipped} rows never read (the lowest {first})", reader.shard));
         }
-        for (id, tag) in reader.ids.iter().zip(&reader.tags).filter(|(id, _)| !here.contains(id)) {
+        for (id, tag) in reader.read.ids.iter().zip(&reader.read.tags).filter(|(id, _)| !here.contains(id)) {
             if !run
                 .by_tag
                 .get(tag)

@@ -55,14 +55,11 @@ const KINDS: [(usize, Kind); 8] = [
 /// One statement or transaction of a campaign's writer, as the client saw it.
 pub type Op = engine::Op<Kind>;
 
-/// What the reader of one shard read, in order.
+/// What the reader of one shard read, in order (`gave_up`: it ran out of time before reaching
+/// the last committed row).
 pub struct Reads {
     pub shard: i32,
-    pub ids: Vec<i64>,
-    /// The tag of each row read, beside `ids`: the op that wrote it.
-    pub tags: Vec<i64>,
-    /// The reader ran out of time before reaching the last committed row.
-    pub gave_up: bool,
+    pub read: engine::Reads,
 }
 
 pub struct Clients {
@@ -104,7 +101,7 @@ impl Clients {
                     let paging = Paging::BelowHorizon { shard: Some(shard) };
                     let read =
                         engine::read(&reading, &format!("s{shard}"), paging, Duration::from_millis(100));
-                    Reads { shard, ids: read.ids, tags: read.tags, gave_up: read.gave_up }
+                    Reads { shard, read }
                 })
             })
             .collect();

@@ -16,10 +16,8 @@ use std::time::{Duration, Instant};
 /// A fault as it ran.
 #[derive(Clone, Debug)]
 pub struct Done {
-    pub start_ms: u64,
     pub end_ms: u64,
     pub kind: &'static str,
-    pub text: String,
     /// What went wrong when the fault could not be carried out (a server that did not come
     /// back, a start that was not refused): a finding.
     pub failure: Option<String>,
@@ -115,10 +113,8 @@ fn lane(
         }
         let start_ms = shared.now_ms();
         println!("campaign: {:7.1} s  {}", start_ms as f64 / 1000.0, step.fault);
-        let result = catch_unwind(AssertUnwindSafe(|| apply(shared, system, &step.fault, number)));
-        let failure = match result {
-            Ok(Ok(())) => None,
-            Ok(Err(failure)) => Some(failure),
+        let failure = match catch_unwind(AssertUnwindSafe(|| apply(shared, system, &step.fault, number))) {
+            Ok(result) => result.err(),
             Err(panic) => Some(
                 panic
                     .downcast_ref::<String>()
@@ -131,14 +127,7 @@ fn lane(
             shared.finding(format!("{} at {:.1} s: {failure}", step.fault, start_ms as f64 / 1000.0));
             halted.store(true, Ordering::Relaxed);
         }
-        let end_ms = shared.now_ms();
-        done.lock().unwrap().push(Done {
-            start_ms,
-            end_ms,
-            kind: step.fault.kind(),
-            text: step.fault.to_string(),
-            failure,
-        });
+        done.lock().unwrap().push(Done { end_ms: shared.now_ms(), kind: step.fault.kind(), failure });
         if matches!(
             step.fault,
             Fault::Failover(_)

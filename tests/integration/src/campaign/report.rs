@@ -241,7 +241,8 @@ pub fn write(dir: &Path, summary: &Summary, ops: &[Op], reads: &[Reads], logs: &
     }
     std::fs::write(dir.join("history.tsv"), history).unwrap();
     for reader in reads {
-        std::fs::write(dir.join(format!("reads-shard-{}.txt", reader.shard)), list(&reader.ids)).unwrap();
+        std::fs::write(dir.join(format!("reads-shard-{}.txt", reader.shard)), list(&reader.read.ids))
+            .unwrap();
     }
     for (name, log) in logs {
         std::fs::write(dir.join(format!("{name}.log")), log).unwrap();
