@@ -44,19 +44,16 @@ pub const LIVENESS_BASE: Duration = Duration::from_secs(60);
 /// hours more. The second server's pg_upgrade is never skipped.
 const LATE_BY: Duration = Duration::from_secs(60);
 
-pub fn run(shared: Arc<Shared>, system: System, schedule: &Schedule) -> Outcome {
+pub fn run(shared: &Shared, system: System, schedule: &Schedule) -> Outcome {
     let load_started = Instant::now();
-    let system = Arc::new(Mutex::new(system));
-    let done = Arc::new(Mutex::new(Vec::new()));
+    let system = Mutex::new(system);
+    let done = Mutex::new(Vec::new());
     // Set at the first fault that could not be carried out: no more faults after it.
-    let halted = Arc::new(AtomicBool::new(false));
-    let environment = {
-        let (shared, system, done, halted) = (shared.clone(), system.clone(), done.clone(), halted.clone());
-        let steps = schedule.environment.clone();
-        std::thread::spawn(move || lane(&shared, &system, &steps, &done, &halted))
-    };
-    lane(&shared, &system, &schedule.process, &done, &halted);
-    environment.join().unwrap();
+    let halted = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| lane(shared, &system, &schedule.environment, &done, &halted));
+        lane(shared, &system, &schedule.process, &done, &halted);
+    });
 
     let quiet_from_ms = shared.now_ms();
     let liveness_bound = LIVENESS_BASE + Duration::from_millis(schedule.largest_step_ms() as u64);
@@ -74,10 +71,8 @@ pub fn run(shared: Arc<Shared>, system: System, schedule: &Schedule) -> Outcome 
         sleep(Duration::from_millis(500));
         janitor(&system, Duration::from_secs(20));
     }
-    let system = Arc::try_unwrap(system).ok().expect("the lanes are over");
     let system = system.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let faults = std::mem::take(&mut *done.lock().unwrap());
-    Outcome { faults, quiet_from_ms, liveness_bound, system }
+    Outcome { faults: done.into_inner().unwrap(), quiet_from_ms, liveness_bound, system }
 }
 
 /// Commits prepared transactions left behind by clients that lost their connection, so that

@@ -275,10 +275,8 @@ impl System {
         promoted.switched_at
     }
 
-    /// A power loss of the group's primary: killed, its unsynced writes lost, started again,
-    /// with the group's clock `clock_behind_ms` behind for `POWER_LOSS_CLOCK_HOLD` when that is
-    /// not 0 (the issued IDs then lie ahead of the clock: only what the disk kept of the
-    /// reservation keeps the shards above them).
+    /// `Fault::PowerLoss`. With the clock behind, the issued IDs lie ahead of it: only what the
+    /// disk kept of the reservation keeps the shards above them.
     pub fn power_loss(&mut self, group: Group, clock_behind_ms: i64) {
         lose_power(&mut self.server(group).cluster);
         if clock_behind_ms != 0 {
@@ -511,10 +509,8 @@ impl System {
         self.configure_standby();
     }
 
-    /// A copy of the pair's primary's data directory (a base backup: the same system identifier
-    /// and timeline), started beside it as a primary on the pair's clock with an HA stand-in of
-    /// its own (a VM snapshot, a restored backup started by mistake); the pair's writers send
-    /// every other statement to it until `end_copy`.
+    /// `Fault::Copy`'s copy, started on the pair's clock with an HA stand-in of its own; the
+    /// pair's writers send every other statement to it until `end_copy`.
     pub fn start_copy(&mut self) -> Server {
         self.built += 1;
         let name = format!("copy-{}", self.built);
@@ -739,12 +735,10 @@ impl System {
         }
     }
 
-    /// The second server moved to the next major by the documented procedure: its prepared
-    /// transactions finished (pg_upgrade refuses them), stopped, pg_upgrade into a new
-    /// cluster (copy mode), the old server's reservation and layout files copied into it, the
-    /// new server started in its place. With `forgotten`, the new cluster is first started
-    /// with the layout file alone, on pg_upgrade's estimate of the reservation, which must be
-    /// refused. `Err` if it started.
+    /// `Fault::Upgrade` by the documented procedure: prepared transactions finished (pg_upgrade
+    /// refuses them), stopped, pg_upgrade into a new cluster (copy mode), the old reservation
+    /// and layout files copied into it, started in its place. `Err` if the start of a
+    /// `forgotten` record (on pg_upgrade's estimate of the reservation) was not refused.
     pub fn upgrade_second(&mut self, forgotten: bool) -> Result<(), String> {
         let bin = self.upgrade_bin.clone().expect("a schedule with pg_upgrade has its next major");
         self.publish(Group::Second, false);
