@@ -47,11 +47,10 @@ pub struct Summary {
 }
 
 /// What shows that a guard acted: a line of a server's log, or a client's error message
-/// (saying one thing and not another).
+/// (saying one thing, and not another when one is given).
 enum Sign {
     Log(&'static str),
-    Refusal(&'static str),
-    RefusalNot(&'static str, &'static str),
+    Refusal(&'static str, Option<&'static str>),
 }
 
 /// Each guard whose action can be seen, and its sign. A run in which one never acted did not
@@ -79,20 +78,14 @@ const GUARDS: [(&str, Sign); 17] = [
     ("claim lost", Sign::Log("its claim in the registry is lost")),
     ("claim replaced by a promotion", Sign::Log("its claim in the registry is replaced")),
     ("larger lead kept", Sign::Log("shards keep issuing under a lead of")),
-    ("call refused: ahead of the clock", Sign::Refusal("ahead of the wall clock")),
-    ("call refused: reservation used up", Sign::Refusal("used up the durable reservation")),
-    ("call refused: without the lease", Sign::Refusal("cannot show that it is the primary")),
+    ("call refused: ahead of the clock", Sign::Refusal("ahead of the wall clock", None)),
+    ("call refused: reservation used up", Sign::Refusal("used up the durable reservation", None)),
+    ("call refused: without the lease", Sign::Refusal("cannot show that it is the primary", None)),
     (
         "call refused: fenced",
-        Sign::RefusalNot("is not issued by this server", "cannot show that it is the primary"),
+        Sign::Refusal("is not issued by this server", Some("cannot show that it is the primary")),
     ),
 ];
-
-/// The clients' errors whose message says `text` (and not `not`).
-fn refusals(ops: &[Op], text: &str, not: Option<&str>) -> usize {
-    let says = |message: &str| message.contains(text) && not.is_none_or(|not| !message.contains(not));
-    ops.iter().filter(|op| op.message.as_deref().is_some_and(says)).count()
-}
 
 /// How many times each guard acted in the run, from every server's log (those a failover
 /// replaced included) and the clients' errors.
@@ -102,8 +95,12 @@ pub fn coverage(logs: &[(String, String)], ops: &[Op]) -> Vec<(&'static str, usi
         .map(|(guard, sign)| {
             let count = match sign {
                 Sign::Log(text) => logs.iter().map(|(_, log)| log.matches(text).count()).sum(),
-                Sign::Refusal(text) => refusals(ops, text, None),
-                Sign::RefusalNot(text, not) => refusals(ops, text, Some(not)),
+                Sign::Refusal(text, not) => {
+                    let says = |message: &str| {
+                        message.contains(text) && not.is_none_or(|not| !message.contains(not))
+                    };
+                    ops.iter().filter(|op| op.message.as_deref().is_some_and(says)).count()
+                }
             };
             (*guard, count)
         })

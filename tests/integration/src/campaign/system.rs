@@ -606,14 +606,13 @@ impl System {
             .unwrap();
         self.shards[to.index()].push(shard);
         self.apply_fence(to);
-        let opened_at_ms = shared.now_ms();
         shared.moves.lock().unwrap().push(super::shared::Move {
             shard,
             from,
             to,
             fenced_at_ms,
             fenced_clock_unix_ms,
-            opened_at_ms,
+            opened_at_ms: shared.now_ms(),
             last_id_at_fence,
         });
         // The source may have run ahead of the target's clock: the advance is refused
@@ -709,9 +708,7 @@ impl System {
         };
         let original = std::fs::read(server.cluster.data_dir().join(file)).unwrap();
         let changed = match what {
-            BadStart::ChangedLayout => {
-                [original.clone(), b"snowflake_id.shard_bits = 11\n".to_vec()].concat()
-            }
+            BadStart::ChangedLayout => [&original[..], b"snowflake_id.shard_bits = 11\n"].concat(),
             BadStart::DamagedRecord => damage(&original),
         };
         server.cluster.write_data_file(file, &changed);
