@@ -96,9 +96,7 @@ fn lane(
     // The schedule counts from the start of the load, after the servers were set up.
     let load_started = Instant::now();
     for (number, step) in steps.iter().enumerate() {
-        while load_started.elapsed() < step.at {
-            sleep(Duration::from_millis(20));
-        }
+        sleep(step.at.saturating_sub(load_started.elapsed()));
         if halted.load(Ordering::Relaxed) {
             return;
         }
