@@ -96,9 +96,8 @@ impl Member for Server {
 
     /// Starts it (stopped) on its clock, and waits until it accepts connections.
     fn start(&mut self) {
-        {
-            let _steady = super::shared::clocks_steady();
-            self.clock.start(&mut self.cluster);
+        if let Err(log) = self.try_start() {
+            panic!("the server did not start\n--- server log ---\n{log}");
         }
         self.cluster.wait_until_accepting();
     }
@@ -740,8 +739,7 @@ impl System {
         self.second.cluster.stop("fast");
         self.second.start();
         self.resolve_prepared(Group::Second, None, Duration::ZERO);
-        let old_major = major_of(self.second.cluster.bin_dir());
-        if old_major == 15 {
+        if major_of(self.second.cluster.bin_dir()) == 15 {
             // See major_upgrade.rs: Debian's 15 writes a column option newer majors'
             // pg_upgrade refuses to restore.
             self.second
