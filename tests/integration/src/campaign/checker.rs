@@ -78,7 +78,12 @@ pub fn check(
     finals: &BTreeMap<i32, Vec<(i64, i64)>>,
     outcome: &Outcome,
 ) -> Summary {
-    let mut summary = Summary::new(schedule, shared.started.elapsed());
+    let mut summary = Summary {
+        seed: schedule.seed,
+        minutes: shared.started.elapsed().as_secs_f64() / 60.0,
+        synchronous: schedule.synchronous,
+        ..Summary::default()
+    };
     let mut findings = std::mem::take(&mut *shared.findings.lock().unwrap());
     let run = Run {
         shared,

@@ -3,11 +3,9 @@
 //! server's log.
 
 use super::clients::{Op, Reads};
-use super::schedule::Schedule;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Duration;
 
 #[derive(Default)]
 pub struct Summary {
@@ -130,15 +128,6 @@ pub fn promotions_without_guard(coverage: &[(&'static str, usize)], promotions: 
 }
 
 impl Summary {
-    pub fn new(schedule: &Schedule, elapsed: Duration) -> Summary {
-        Summary {
-            seed: schedule.seed,
-            minutes: elapsed.as_secs_f64() / 60.0,
-            synchronous: schedule.synchronous,
-            ..Summary::default()
-        }
-    }
-
     pub fn passed(&self) -> bool {
         self.findings.is_empty()
     }

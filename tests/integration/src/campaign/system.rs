@@ -199,11 +199,8 @@ impl System {
         system.configure_standby();
         let mut directory = shared.directory.write().unwrap();
         directory.primary = [Some(system.pair.primary.endpoint()), Some(system.second.endpoint())];
-        for group in Group::ALL {
-            for &shard in &system.shards[group.index()] {
-                directory.home.insert(shard, group);
-            }
-        }
+        directory.home.extend(PAIR_SHARDS.map(|shard| (shard, Group::Pair)));
+        directory.home.extend(SECOND_SHARDS.map(|shard| (shard, Group::Second)));
         drop(directory);
         system
     }
