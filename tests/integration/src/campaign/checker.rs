@@ -485,14 +485,13 @@ fn liveness(run: &Run, summary: &mut Summary) -> Failures {
     let mut late = Failures::default();
     for (writer, its) in &writers {
         let again = its.iter().find(|op| op.error.is_none() && op.start_ms >= outcome.quiet_from_ms);
-        match again {
-            Some(op) if op.end_ms - outcome.quiet_from_ms <= bound => {}
-            _ => late.add(|| {
+        if !again.is_some_and(|op| op.end_ms - outcome.quiet_from_ms <= bound) {
+            late.add(|| {
                 format!(
                     "writer {writer} did not issue within {} s of the last fault",
                     outcome.liveness_bound.as_secs()
                 )
-            }),
+            });
         }
         let mut last = 0;
         for op in its.iter().filter(|op| op.error.is_none()) {
