@@ -78,9 +78,34 @@ pub fn check(
     finals: &BTreeMap<i32, Vec<(i64, i64)>>,
     outcome: &Outcome,
 ) -> Summary {
-    let mut summary = Summary::new(schedule, shared.started.elapsed());
+    let mut summary = Summary {
+        seed: schedule.seed,
+        minutes: shared.started.elapsed().as_secs_f64() / 60.0,
+        synchronous: schedule.synchronous,
+        ..Summary::default()
+    };
     let mut findings = std::mem::take(&mut *shared.findings.lock().unwrap());
-    let run = Run::new(shared, schedule, ops, reads, finals, outcome);
+    let run = Run {
+        shared,
+        synchronous: schedule.synchronous,
+        ops,
+        reads,
+        finals,
+        outcome,
+        by_tag: ops.iter().map(|op| (op.tag, op)).collect(),
+        present: finals
+            .iter()
+            .map(|(shard, rows)| (*shard, rows.iter().map(|(id, _)| *id).collect()))
+            .collect(),
+        moves: shared.moves.lock().unwrap(),
+        switchpoints: shared.switchpoints.lock().unwrap(),
+        failovers: outcome
+            .faults
+            .iter()
+            .filter(|done| done.kind.starts_with("failover"))
+            .map(|done| done.end_ms)
+            .collect(),
+    };
     let (unique, owner) = unique_ids(&run, &mut summary);
     unique.into_findings("unique-ids", &mut findings);
     let (lost, phantom) = set_full(&run, &owner, &mut summary);
@@ -120,38 +145,7 @@ struct Run<'a> {
     failovers: Vec<u64>,
 }
 
-impl<'a> Run<'a> {
-    fn new(
-        shared: &'a Shared,
-        schedule: &Schedule,
-        ops: &'a [Op],
-        reads: &'a [Reads],
-        finals: &'a BTreeMap<i32, Vec<(i64, i64)>>,
-        outcome: &'a Outcome,
-    ) -> Run<'a> {
-        Run {
-            shared,
-            synchronous: schedule.synchronous,
-            ops,
-            reads,
-            finals,
-            outcome,
-            by_tag: ops.iter().map(|op| (op.tag, op)).collect(),
-            present: finals
-                .iter()
-                .map(|(shard, rows)| (*shard, rows.iter().map(|(id, _)| *id).collect()))
-                .collect(),
-            moves: shared.moves.lock().unwrap(),
-            switchpoints: shared.switchpoints.lock().unwrap(),
-            failovers: outcome
-                .faults
-                .iter()
-                .filter(|done| done.kind.starts_with("failover"))
-                .map(|done| done.end_ms)
-                .collect(),
-        }
-    }
-
+impl Run<'_> {
     /// The group that issued `shard` at `at_ms`.
     fn home_at(&self, shard: i32, at_ms: u64) -> Group {
         let start = if super::shared::PAIR_SHARDS.contains(&shard) { Group::Pair } else { Group::Second };
@@ -220,7 +214,7 @@ fn unique_ids(run: &Run, summary: &mut Summary) -> (Failures, HashMap<i64, i64>)
     // What readers saw counts too: a row read and later lost (to an asynchronous failover)
     // whose ID another op got after it.
     for reader in run.reads {
-        for (&id, &tag) in reader.ids.iter().zip(&reader.tags) {
+        for (&id, &tag) in reader.read.ids.iter().zip(&reader.read.tags) {
             if owner.get(&id).is_some_and(|&other| other != tag) {
                 unique.add(|| {
                     format!(
@@ -422,20 +416,20 @@ fn horizon(run: &Run, summary: &mut Summary) -> Failures {
     let mut horizon = Failures::default();
     for reader in run.reads {
         let here = &run.present[&reader.shard];
-        if reader.gave_up {
+        if reader.read.gave_up {
             horizon.add(|| format!("the reader of shard {} did not reach the last row", reader.shard));
         }
-        if let Some(pair) = reader.ids.windows(2).find(|pair| pair[0] >= pair[1]) {
+        if let Some(pair) = reader.read.ids.windows(2).find(|pair| pair[0] >= pair[1]) {
             horizon.add(|| format!("shard {}: read {} then {}", reader.shard, pair[0], pair[1]));
         }
-        let read: HashSet<i64> = reader.ids.iter().copied().collect();
+        let read: HashSet<i64> = reader.read.ids.iter().copied().collect();
         let skipped = here.difference(&read).count();
         summary.skipped_rows += skipped;
         if skipped > 0 {
             let first = here.difference(&read).min().copied().unwrap_or_default();
             horizon.add(|| format!("shard {}: {skipped} rows never read (the lowest {first})", reader.shard));
         }
-        for (id, tag) in reader.ids.iter().zip(&reader.tags).filter(|(id, _)| !here.contains(id)) {
+        for (id, tag) in reader.read.ids.iter().zip(&reader.read.tags).filter(|(id, _)| !here.contains(id)) {
             if !run
                 .by_tag
                 .get(tag)
@@ -491,14 +485,13 @@ fn liveness(run: &Run, summary: &mut Summary) -> Failures {
     let mut late = Failures::default();
     for (writer, its) in &writers {
         let again = its.iter().find(|op| op.error.is_none() && op.start_ms >= outcome.quiet_from_ms);
-        match again {
-            Some(op) if op.end_ms - outcome.quiet_from_ms <= bound => {}
-            _ => late.add(|| {
+        if !again.is_some_and(|op| op.end_ms - outcome.quiet_from_ms <= bound) {
+            late.add(|| {
                 format!(
                     "writer {writer} did not issue within {} s of the last fault",
                     outcome.liveness_bound.as_secs()
                 )
-            }),
+            });
         }
         let mut last = 0;
         for op in its.iter().filter(|op| op.error.is_none()) {

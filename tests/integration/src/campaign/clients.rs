@@ -3,7 +3,7 @@
 //! `snowflake_horizon()`, all run by the workload engine (`crate::engine`), which records
 //! what each saw (the history); none judges it.
 
-use super::schedule::Group;
+use super::schedule::{weighted, Group};
 use super::shared::{all_shards, Endpoint, Shared, MOVABLE_SHARDS};
 use crate::engine::{self, Paging, Pick, Route, Source, Transaction, Workload, Writer};
 use postgres::fallible_iterator::FallibleIterator;
@@ -55,14 +55,11 @@ const KINDS: [(usize, Kind); 8] = [
 /// One statement or transaction of a campaign's writer, as the client saw it.
 pub type Op = engine::Op<Kind>;
 
-/// What the reader of one shard read, in order.
+/// What the reader of one shard read, in order (`gave_up`: it ran out of time before reaching
+/// the last committed row).
 pub struct Reads {
     pub shard: i32,
-    pub ids: Vec<i64>,
-    /// The tag of each row read, beside `ids`: the op that wrote it.
-    pub tags: Vec<i64>,
-    /// The reader ran out of time before reaching the last committed row.
-    pub gave_up: bool,
+    pub read: engine::Reads,
 }
 
 pub struct Clients {
@@ -104,7 +101,7 @@ impl Clients {
                     let paging = Paging::BelowHorizon { shard: Some(shard) };
                     let read =
                         engine::read(&reading, &format!("s{shard}"), paging, Duration::from_millis(100));
-                    Reads { shard, ids: read.ids, tags: read.tags, gave_up: read.gave_up }
+                    Reads { shard, read }
                 })
             })
             .collect();
@@ -178,17 +175,10 @@ impl Workload for Writing {
 
     fn kind(&self, pick: &mut Pick) -> Kind {
         if self.stray {
-            return Kind::Stray;
+            Kind::Stray
+        } else {
+            weighted(pick, &KINDS)
         }
-        let total: usize = KINDS.iter().map(|(weight, _)| weight).sum();
-        let mut at = pick.below(total);
-        for (weight, kind) in KINDS {
-            if at < weight {
-                return kind;
-            }
-            at -= weight;
-        }
-        unreachable!()
     }
 
     fn route(&self, kind: &Kind, tag: i64) -> Option<(Route, i32, Self::Hold<'_>)> {
@@ -206,7 +196,74 @@ impl Workload for Writing {
         op: &mut Op,
         tx: &mut Transaction,
     ) -> Result<(), postgres::Error> {
-        run_op(client, pick, op, tx)
+        let (shard, tag) = (op.shard, op.tag);
+        match op.kind {
+            Kind::InsertOne | Kind::InsertMany => {
+                let rows = if op.kind == Kind::InsertOne { 1 } else { 2 + pick.below(30) as i32 };
+                tx.sending_autocommit_insert();
+                tx.returned(insert(client, shard, tag, rows)?);
+            }
+            Kind::Batch => {
+                let count = 1 + pick.below(2_000) as i32;
+                tx.sending_autocommit_insert();
+                let sql = format!(
+                    "INSERT INTO s{shard} (id, tag) SELECT i, $1 FROM snowflake_nextvals({shard}, $2) i RETURNING id"
+                );
+                tx.returned(client.query(&sql, &[&tag, &count])?.iter().map(|row| row.get(0)));
+            }
+            Kind::Bare => {
+                let rows = client.query(
+                    "SELECT snowflake_nextval($1) FROM generate_series(1, 1 + $2::int % 50)",
+                    &[&shard, &(tag as i32)],
+                )?;
+                op.bare = rows.iter().map(|row| row.get(0)).collect();
+            }
+            Kind::Stray => {
+                // About 3 s of IDs, one per millisecond, in one statement. Read as they come: when
+                // the fence stops it half-way, the IDs it returned before its error count too.
+                let mut rows = client.query_raw(
+                    "SELECT snowflake_nextval($1), pg_sleep(0.001) FROM generate_series(1, 2500)",
+                    [&shard],
+                )?;
+                while let Some(row) = rows.next()? {
+                    op.bare.push(row.get(0));
+                }
+            }
+            Kind::LongTransaction | Kind::Rollback | Kind::Savepoint | Kind::Prepared => {
+                client.batch_execute("BEGIN")?;
+                tx.returned(insert(client, shard, tag, 1 + pick.below(5) as i32)?);
+                match op.kind {
+                    Kind::LongTransaction => {
+                        pause(pick, 1_500);
+                        tx.returned(insert(client, shard, tag, 1 + pick.below(5) as i32)?);
+                    }
+                    Kind::Savepoint => {
+                        client.batch_execute("SAVEPOINT p")?;
+                        let undone = insert(client, shard, tag, 1 + pick.below(5) as i32)?;
+                        client.batch_execute("ROLLBACK TO SAVEPOINT p")?;
+                        tx.rolled_back_to_savepoint(undone);
+                        tx.returned(insert(client, shard, tag, 1)?);
+                    }
+                    Kind::Rollback => {
+                        pause(pick, 200);
+                        client.batch_execute("ROLLBACK")?;
+                        tx.rolled_back();
+                        return Ok(());
+                    }
+                    _ => {
+                        let gid = prepared_gid(shard, tag);
+                        tx.sending_commit();
+                        client.batch_execute(&format!("PREPARE TRANSACTION '{gid}'"))?;
+                        pause(pick, 300);
+                        client.batch_execute(&format!("COMMIT PREPARED '{gid}'"))?;
+                        return Ok(());
+                    }
+                }
+                tx.sending_commit();
+                client.batch_execute("COMMIT")?;
+            }
+        }
+        Ok(())
     }
 
     /// 42704 at COMMIT PREPARED: the prepared transaction is gone because the campaign
@@ -242,82 +299,6 @@ fn insert(client: &mut Client, shard: i32, tag: i64, rows: i32) -> Result<Vec<i6
 
 fn pause(pick: &mut Pick, up_to_ms: usize) {
     sleep(Duration::from_millis(pick.below(up_to_ms) as u64));
-}
-
-fn run_op(
-    client: &mut Client,
-    pick: &mut Pick,
-    op: &mut Op,
-    tx: &mut Transaction,
-) -> Result<(), postgres::Error> {
-    let (shard, tag) = (op.shard, op.tag);
-    match op.kind {
-        Kind::InsertOne | Kind::InsertMany => {
-            let rows = if op.kind == Kind::InsertOne { 1 } else { 2 + pick.below(30) as i32 };
-            tx.sending_autocommit_insert();
-            tx.returned(insert(client, shard, tag, rows)?);
-        }
-        Kind::Batch => {
-            let count = 1 + pick.below(2_000) as i32;
-            tx.sending_autocommit_insert();
-            let sql = format!(
-                "INSERT INTO s{shard} (id, tag) SELECT i, $1 FROM snowflake_nextvals({shard}, $2) i RETURNING id"
-            );
-            tx.returned(client.query(&sql, &[&tag, &count])?.iter().map(|row| row.get(0)));
-        }
-        Kind::Bare => {
-            let rows = client.query(
-                "SELECT snowflake_nextval($1) FROM generate_series(1, 1 + $2::int % 50)",
-                &[&shard, &(tag as i32)],
-            )?;
-            op.bare = rows.iter().map(|row| row.get(0)).collect();
-        }
-        Kind::Stray => {
-            // About 3 s of IDs, one per millisecond, in one statement. Read as they come: when
-            // the fence stops it half-way, the IDs it returned before its error count too.
-            let mut rows = client.query_raw(
-                "SELECT snowflake_nextval($1), pg_sleep(0.001) FROM generate_series(1, 2500)",
-                [&shard],
-            )?;
-            while let Some(row) = rows.next()? {
-                op.bare.push(row.get(0));
-            }
-        }
-        Kind::LongTransaction | Kind::Rollback | Kind::Savepoint | Kind::Prepared => {
-            client.batch_execute("BEGIN")?;
-            tx.returned(insert(client, shard, tag, 1 + pick.below(5) as i32)?);
-            match op.kind {
-                Kind::LongTransaction => {
-                    pause(pick, 1_500);
-                    tx.returned(insert(client, shard, tag, 1 + pick.below(5) as i32)?);
-                }
-                Kind::Savepoint => {
-                    client.batch_execute("SAVEPOINT p")?;
-                    let undone = insert(client, shard, tag, 1 + pick.below(5) as i32)?;
-                    client.batch_execute("ROLLBACK TO SAVEPOINT p")?;
-                    tx.rolled_back_to_savepoint(undone);
-                    tx.returned(insert(client, shard, tag, 1)?);
-                }
-                Kind::Rollback => {
-                    pause(pick, 200);
-                    client.batch_execute("ROLLBACK")?;
-                    tx.rolled_back();
-                    return Ok(());
-                }
-                _ => {
-                    let gid = prepared_gid(shard, tag);
-                    tx.sending_commit();
-                    client.batch_execute(&format!("PREPARE TRANSACTION '{gid}'"))?;
-                    pause(pick, 300);
-                    client.batch_execute(&format!("COMMIT PREPARED '{gid}'"))?;
-                    return Ok(());
-                }
-            }
-            tx.sending_commit();
-            client.batch_execute("COMMIT")?;
-        }
-    }
-    Ok(())
 }
 
 /// The name of an op's prepared transaction: its shard, so that a move can find the shard's,

@@ -62,7 +62,7 @@ pub fn run(options: &Options) -> report::Summary {
         Arc::new(Shared::new([lead(schedule.larger_lead_on_standby), lead(false)], schedule.pair_skew_ms));
     let system = system::System::start(shared.clone(), &schedule, options.upgrade_bin.clone());
     let mut clients = clients::Clients::start(shared.clone(), options.seed);
-    let mut outcome = nemesis::run(shared.clone(), system, &schedule);
+    let mut outcome = nemesis::run(&shared, system, &schedule);
 
     // The final checks run on a quiet system: writers stopped, prepared transactions left by
     // lost connections committed, readers caught up with the final rows.

@@ -16,10 +16,8 @@ use std::time::{Duration, Instant};
 /// A fault as it ran.
 #[derive(Clone, Debug)]
 pub struct Done {
-    pub start_ms: u64,
     pub end_ms: u64,
     pub kind: &'static str,
-    pub text: String,
     /// What went wrong when the fault could not be carried out (a server that did not come
     /// back, a start that was not refused): a finding.
     pub failure: Option<String>,
@@ -46,19 +44,16 @@ pub const LIVENESS_BASE: Duration = Duration::from_secs(60);
 /// hours more. The second server's pg_upgrade is never skipped.
 const LATE_BY: Duration = Duration::from_secs(60);
 
-pub fn run(shared: Arc<Shared>, system: System, schedule: &Schedule) -> Outcome {
+pub fn run(shared: &Shared, system: System, schedule: &Schedule) -> Outcome {
     let load_started = Instant::now();
-    let system = Arc::new(Mutex::new(system));
-    let done = Arc::new(Mutex::new(Vec::new()));
+    let system = Mutex::new(system);
+    let done = Mutex::new(Vec::new());
     // Set at the first fault that could not be carried out: no more faults after it.
-    let halted = Arc::new(AtomicBool::new(false));
-    let environment = {
-        let (shared, system, done, halted) = (shared.clone(), system.clone(), done.clone(), halted.clone());
-        let steps = schedule.environment.clone();
-        std::thread::spawn(move || lane(&shared, &system, &steps, &done, &halted))
-    };
-    lane(&shared, &system, &schedule.process, &done, &halted);
-    environment.join().unwrap();
+    let halted = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| lane(shared, &system, &schedule.environment, &done, &halted));
+        lane(shared, &system, &schedule.process, &done, &halted);
+    });
 
     let quiet_from_ms = shared.now_ms();
     let liveness_bound = LIVENESS_BASE + Duration::from_millis(schedule.largest_step_ms() as u64);
@@ -76,10 +71,8 @@ pub fn run(shared: Arc<Shared>, system: System, schedule: &Schedule) -> Outcome 
         sleep(Duration::from_millis(500));
         janitor(&system, Duration::from_secs(20));
     }
-    let system = Arc::try_unwrap(system).ok().expect("the lanes are over");
     let system = system.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let faults = std::mem::take(&mut *done.lock().unwrap());
-    Outcome { faults, quiet_from_ms, liveness_bound, system }
+    Outcome { faults: done.into_inner().unwrap(), quiet_from_ms, liveness_bound, system }
 }
 
 /// Commits prepared transactions left behind by clients that lost their connection, so that
@@ -103,9 +96,7 @@ fn lane(
     // The schedule counts from the start of the load, after the servers were set up.
     let load_started = Instant::now();
     for (number, step) in steps.iter().enumerate() {
-        while load_started.elapsed() < step.at {
-            sleep(Duration::from_millis(20));
-        }
+        sleep(step.at.saturating_sub(load_started.elapsed()));
         if halted.load(Ordering::Relaxed) {
             return;
         }
@@ -115,10 +106,8 @@ fn lane(
         }
         let start_ms = shared.now_ms();
         println!("campaign: {:7.1} s  {}", start_ms as f64 / 1000.0, step.fault);
-        let result = catch_unwind(AssertUnwindSafe(|| apply(shared, system, &step.fault, number)));
-        let failure = match result {
-            Ok(Ok(())) => None,
-            Ok(Err(failure)) => Some(failure),
+        let failure = match catch_unwind(AssertUnwindSafe(|| apply(shared, system, &step.fault, number))) {
+            Ok(result) => result.err(),
             Err(panic) => Some(
                 panic
                     .downcast_ref::<String>()
@@ -131,14 +120,7 @@ fn lane(
             shared.finding(format!("{} at {:.1} s: {failure}", step.fault, start_ms as f64 / 1000.0));
             halted.store(true, Ordering::Relaxed);
         }
-        let end_ms = shared.now_ms();
-        done.lock().unwrap().push(Done {
-            start_ms,
-            end_ms,
-            kind: step.fault.kind(),
-            text: step.fault.to_string(),
-            failure,
-        });
+        done.lock().unwrap().push(Done { end_ms: shared.now_ms(), kind: step.fault.kind(), failure });
         if matches!(
             step.fault,
             Fault::Failover(_)
@@ -186,20 +168,20 @@ fn apply(shared: &Shared, system: &Mutex<System>, fault: &Fault, number: usize) 
             shared.set_offset(group, 0);
         }
         Fault::SlowFsync { group, delay, hold } => {
-            let pid = worker_pid(system, group);
-            let _slow = pid.map(|pid| FsyncFault::slow(pid, delay));
+            let _slow = worker_pid(system, group).map(|pid| FsyncFault::slow(pid, delay));
             sleep(hold);
         }
         Fault::FailingFsync { group, hold } => {
-            let pid = worker_pid(system, group);
-            let _failing = pid.map(FsyncFault::failing);
+            let _failing = worker_pid(system, group).map(FsyncFault::failing);
             sleep(hold);
         }
         Fault::FailingReplayFsync { hold } => {
             let failing = startup_pid(system).map(FsyncFault::failing);
             sleep(hold);
             drop(failing);
-            lock(system).start_standby_if_stopped();
+            // A failure during the fault shuts the standby down within moments.
+            sleep(Duration::from_secs(1));
+            lock(system).revive_standby();
         }
         Fault::RegistryDown { hold } => {
             let registry = registry(system);

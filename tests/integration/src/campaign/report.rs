@@ -3,11 +3,9 @@
 //! server's log.
 
 use super::clients::{Op, Reads};
-use super::schedule::Schedule;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Duration;
 
 #[derive(Default)]
 pub struct Summary {
@@ -47,11 +45,10 @@ pub struct Summary {
 }
 
 /// What shows that a guard acted: a line of a server's log, or a client's error message
-/// (saying one thing and not another).
+/// (saying one thing, and not another when one is given).
 enum Sign {
     Log(&'static str),
-    Refusal(&'static str),
-    RefusalNot(&'static str, &'static str),
+    Refusal(&'static str, Option<&'static str>),
 }
 
 /// Each guard whose action can be seen, and its sign. A run in which one never acted did not
@@ -79,20 +76,14 @@ const GUARDS: [(&str, Sign); 17] = [
     ("claim lost", Sign::Log("its claim in the registry is lost")),
     ("claim replaced by a promotion", Sign::Log("its claim in the registry is replaced")),
     ("larger lead kept", Sign::Log("shards keep issuing under a lead of")),
-    ("call refused: ahead of the clock", Sign::Refusal("ahead of the wall clock")),
-    ("call refused: reservation used up", Sign::Refusal("used up the durable reservation")),
-    ("call refused: without the lease", Sign::Refusal("cannot show that it is the primary")),
+    ("call refused: ahead of the clock", Sign::Refusal("ahead of the wall clock", None)),
+    ("call refused: reservation used up", Sign::Refusal("used up the durable reservation", None)),
+    ("call refused: without the lease", Sign::Refusal("cannot show that it is the primary", None)),
     (
         "call refused: fenced",
-        Sign::RefusalNot("is not issued by this server", "cannot show that it is the primary"),
+        Sign::Refusal("is not issued by this server", Some("cannot show that it is the primary")),
     ),
 ];
-
-/// The clients' errors whose message says `text` (and not `not`).
-fn refusals(ops: &[Op], text: &str, not: Option<&str>) -> usize {
-    let says = |message: &str| message.contains(text) && not.is_none_or(|not| !message.contains(not));
-    ops.iter().filter(|op| op.message.as_deref().is_some_and(says)).count()
-}
 
 /// How many times each guard acted in the run, from every server's log (those a failover
 /// replaced included) and the clients' errors.
@@ -102,8 +93,12 @@ pub fn coverage(logs: &[(String, String)], ops: &[Op]) -> Vec<(&'static str, usi
         .map(|(guard, sign)| {
             let count = match sign {
                 Sign::Log(text) => logs.iter().map(|(_, log)| log.matches(text).count()).sum(),
-                Sign::Refusal(text) => refusals(ops, text, None),
-                Sign::RefusalNot(text, not) => refusals(ops, text, Some(not)),
+                Sign::Refusal(text, not) => {
+                    let says = |message: &str| {
+                        message.contains(text) && not.is_none_or(|not| !message.contains(not))
+                    };
+                    ops.iter().filter(|op| op.message.as_deref().is_some_and(says)).count()
+                }
             };
             (*guard, count)
         })
@@ -133,15 +128,6 @@ pub fn promotions_without_guard(coverage: &[(&'static str, usize)], promotions: 
 }
 
 impl Summary {
-    pub fn new(schedule: &Schedule, elapsed: Duration) -> Summary {
-        Summary {
-            seed: schedule.seed,
-            minutes: elapsed.as_secs_f64() / 60.0,
-            synchronous: schedule.synchronous,
-            ..Summary::default()
-        }
-    }
-
     pub fn passed(&self) -> bool {
         self.findings.is_empty()
     }
@@ -186,17 +172,14 @@ impl Summary {
         );
         let acted: Vec<String> = self.coverage.iter().map(|(guard, n)| format!("{guard} {n}")).collect();
         let _ = writeln!(out, "  guards acted: {}", acted.join(", "));
-        let _ = writeln!(out, "  standbys rebuilt, their replay stuck: {}", self.rebuilt_standbys.len());
-        for rebuilt in &self.rebuilt_standbys {
-            let _ = writeln!(out, "    {rebuilt}");
-        }
-        let _ = writeln!(
-            out,
-            "  promotions repeated, their standby stopped during them: {}",
-            self.repeated_promotions.len()
-        );
-        for repeated in &self.repeated_promotions {
-            let _ = writeln!(out, "    {repeated}");
+        for (title, said) in [
+            ("standbys rebuilt, their replay stuck", &self.rebuilt_standbys),
+            ("promotions repeated, their standby stopped during them", &self.repeated_promotions),
+        ] {
+            let _ = writeln!(out, "  {title}: {}", said.len());
+            for line in said {
+                let _ = writeln!(out, "    {line}");
+            }
         }
         if self.passed() {
             let _ = writeln!(out, "  every check passed");
@@ -244,7 +227,8 @@ pub fn write(dir: &Path, summary: &Summary, ops: &[Op], reads: &[Reads], logs: &
     }
     std::fs::write(dir.join("history.tsv"), history).unwrap();
     for reader in reads {
-        std::fs::write(dir.join(format!("reads-shard-{}.txt", reader.shard)), list(&reader.ids)).unwrap();
+        std::fs::write(dir.join(format!("reads-shard-{}.txt", reader.shard)), list(&reader.read.ids))
+            .unwrap();
     }
     for (name, log) in logs {
         std::fs::write(dir.join(format!("{name}.log")), log).unwrap();

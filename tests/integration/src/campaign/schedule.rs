@@ -418,8 +418,7 @@ impl Schedule {
                     0 => {}
                     1 => step.fault = Fault::Failover(BeforePromotion::StandbyLostPower),
                     _ => {
-                        let ms = between(&mut pick, 3_000, 12_000) as i64;
-                        let hold = Duration::from_millis(between(&mut pick, 1_500, 4_000));
+                        let (ms, hold) = ahead(&mut pick);
                         step.fault = Fault::Failover(BeforePromotion::AheadThenStandbyRestarted { ms, hold });
                     }
                 },
@@ -466,8 +465,7 @@ impl Schedule {
                 match pick.below(kinds) {
                     0 => {}
                     1 => {
-                        let ms = between(&mut pick, 3_000, 12_000) as i64;
-                        let hold = Duration::from_millis(between(&mut pick, 1_500, 4_000));
+                        let (ms, hold) = ahead(&mut pick);
                         step.fault = Fault::Failover(BeforePromotion::AheadThenSetBack { ms, hold });
                     }
                     _ => {
@@ -599,10 +597,15 @@ fn group(pick: &mut Pick) -> Group {
     }
 }
 
-/// One of `choices`, each with its weight.
-fn weighted<T: Copy>(pick: &mut Pick, choices: &[(u32, T)]) -> T {
-    let total: u32 = choices.iter().map(|(weight, _)| weight).sum();
-    let mut at = pick.below(total as usize) as u32;
+/// How far and how long a failover runs the pair's clock ahead before it is set back.
+fn ahead(pick: &mut Pick) -> (i64, Duration) {
+    let ms = between(pick, 3_000, 12_000) as i64;
+    (ms, Duration::from_millis(between(pick, 1_500, 4_000)))
+}
+
+/// One of `choices`, each with its weight (also the campaign writers' kinds of statement).
+pub(super) fn weighted<T: Copy>(pick: &mut Pick, choices: &[(usize, T)]) -> T {
+    let mut at = pick.below(choices.iter().map(|(weight, _)| weight).sum());
     for &(weight, choice) in choices {
         if at < weight {
             return choice;

@@ -9,14 +9,15 @@ use super::shared::{Endpoint, Shared, MOVABLE_SHARDS, PAIR_SHARDS, SECOND_SHARDS
 use crate::cluster::{apply_settings, pg_upgrade, Cluster, Disk};
 use crate::faults::FakeClock;
 use crate::ha::{Answer, HaStandIn};
-use crate::install::major_of;
+use crate::install::{major_of, pg_bin_dir};
 use crate::pair::{Member, Pair, ReplayWatch};
-use crate::process::wait_until;
+use crate::process::{wait_for, wait_until};
+use crate::queries::{column, value};
 use crate::registry::Registry;
 use postgres::Client;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Settings of every server. Calls may wait 2 s for the clock (the first after a promotion
@@ -95,9 +96,8 @@ impl Member for Server {
 
     /// Starts it (stopped) on its clock, and waits until it accepts connections.
     fn start(&mut self) {
-        {
-            let _steady = super::shared::clocks_steady();
-            self.clock.start(&mut self.cluster);
+        if let Err(log) = self.try_start() {
+            panic!("the server did not start\n--- server log ---\n{log}");
         }
         self.cluster.wait_until_accepting();
     }
@@ -166,9 +166,9 @@ impl System {
         let registry_url = registry.as_ref().map(Registry::url);
         let url = registry_url.as_deref();
         let mut primary =
-            new_server(&shared, Group::Pair, "pair-1", &server_settings(&shards[0], false, url));
+            new_server(&shared, Group::Pair, "pair-1", &server_settings(&shards[0], false, url), None);
         let second_settings = server_settings(&shards[1], schedule.second_without_wal_records, url);
-        let mut second = new_server(&shared, Group::Second, "second", &second_settings);
+        let mut second = new_server(&shared, Group::Second, "second", &second_settings, None);
         for (server, group) in [(&mut primary, Group::Pair), (&mut second, Group::Second)] {
             server.start();
             let mut client = server.cluster.connect();
@@ -199,11 +199,8 @@ impl System {
         system.configure_standby();
         let mut directory = shared.directory.write().unwrap();
         directory.primary = [Some(system.pair.primary.endpoint()), Some(system.second.endpoint())];
-        for group in Group::ALL {
-            for &shard in &system.shards[group.index()] {
-                directory.home.insert(shard, group);
-            }
-        }
+        directory.home.extend(PAIR_SHARDS.map(|shard| (shard, Group::Pair)));
+        directory.home.extend(SECOND_SHARDS.map(|shard| (shard, Group::Second)));
         drop(directory);
         system
     }
@@ -232,11 +229,8 @@ impl System {
     }
 
     /// Marks `group` unavailable to the clients (before stopping its primary) or available.
-    fn publish(&self, group: Group, available: bool) {
-        let endpoint = available.then(|| match group {
-            Group::Pair => self.pair.primary.endpoint(),
-            Group::Second => self.second.endpoint(),
-        });
+    fn publish(&mut self, group: Group, available: bool) {
+        let endpoint = available.then(|| self.server(group).endpoint());
         self.shared.directory.write().unwrap().primary[group.index()] = endpoint;
     }
 
@@ -247,20 +241,13 @@ impl System {
 
     /// Starts the standby again if it stopped by itself: a write that fails while it replays
     /// (the record of a ceiling, as PostgreSQL's own files) stops its startup process, and
-    /// PostgreSQL then shuts the standby down; an operator starts it once the disk is fixed.
-    /// Until then a synchronous primary's commits wait.
-    pub fn start_standby_if_stopped(&mut self) {
-        // A failure during the fault shuts the server down within moments.
-        std::thread::sleep(Duration::from_secs(1));
-        self.revive_standby();
-    }
-
-    /// Starts the standby again at once if it stopped by itself, before what needs it: a
-    /// failover (which promotes it), its restart, a move's freeze (whose writers' synchronous
-    /// commits wait for it). The fault's lane does it when the fault ends, but the other lane
-    /// may hold the system then (the 18 long run, seed 7475: a failover promoted a standby
-    /// stopped 6 s before).
-    fn revive_standby(&mut self) {
+    /// PostgreSQL then shuts the standby down; an operator starts it once the disk is fixed
+    /// (until then a synchronous primary's commits wait). The fault's lane does it when the
+    /// fault ends; the system does it too before what needs the standby: a failover (which
+    /// promotes it), its restart, a move's freeze (whose writers' synchronous commits wait for
+    /// it), as the other lane may hold the system when the fault ends (the 18 long run, seed
+    /// 7475: a failover promoted a standby stopped 6 s before).
+    pub fn revive_standby(&mut self) {
         self.pair.start_standby_if_stopped();
     }
 
@@ -284,10 +271,8 @@ impl System {
         promoted.switched_at
     }
 
-    /// A power loss of the group's primary: killed, its unsynced writes lost, started again,
-    /// with the group's clock `clock_behind_ms` behind for `POWER_LOSS_CLOCK_HOLD` when that is
-    /// not 0 (the issued IDs then lie ahead of the clock: only what the disk kept of the
-    /// reservation keeps the shards above them).
+    /// `Fault::PowerLoss`. With the clock behind, the issued IDs lie ahead of it: only what the
+    /// disk kept of the reservation keeps the shards above them.
     pub fn power_loss(&mut self, group: Group, clock_behind_ms: i64) {
         lose_power(&mut self.server(group).cluster);
         if clock_behind_ms != 0 {
@@ -321,18 +306,14 @@ impl System {
     pub fn kill_backend(&mut self, group: Group, choice: usize) {
         let cluster = &self.server(group).cluster;
         let mut client = cluster.connect();
-        let pids: Vec<i32> = client
-            .query(
-                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
-                 ORDER BY usename <> $1, pid",
-                &[&APP_ROLE],
-            )
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+        let pids: Vec<i32> = column(
+            &mut client,
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+             ORDER BY usename <> $1, pid",
+            &[&APP_ROLE],
+        );
         let pid = if pids.is_empty() {
-            client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0)
+            value(&mut client, "SELECT pg_backend_pid()", &[])
         } else {
             pids[choice % pids.len()]
         };
@@ -353,7 +334,7 @@ impl System {
         // Taken where the standby stops receiving, kept to the end (see pair_clock_held).
         let mut _pair_clock_held = None;
         // A clock run ahead that the standby could not be seen to replay under is set back only
-        // after the promotion (see `standby_replayed_the_primary`).
+        // after the promotion (see `pair_clock_ahead_then_back`).
         let mut set_back_after_promotion = false;
         match before {
             BeforePromotion::Nothing => self.kill_primary(),
@@ -368,52 +349,28 @@ impl System {
                     .answer(Answer::Gone);
                 std::thread::sleep(MANAGER_TTL);
             }
+            // Down while the primary goes on issuing (and, when replication is asynchronous,
+            // committing) for a moment, then the primary dies, and the standby comes back with
+            // only what it had: its restartpoint, its record.
             BeforePromotion::RestartStandby => {
-                // Down while the primary goes on issuing (and, when replication is
-                // asynchronous, committing) for a moment, then the primary dies, and the
-                // standby comes back with only what it had: its restartpoint, its record.
-                _pair_clock_held = Some(super::shared::pair_clock_held());
-                self.pair.standby.cluster.stop("fast");
-                std::thread::sleep(Duration::from_secs(2));
-                self.kill_primary();
-                self.pair.standby.start();
+                _pair_clock_held = Some(self.primary_dies_while_standby_down(false))
             }
+            // Its disk keeps only what it fsynced: the WAL it received and had flushed (what it
+            // told the primary), the files of its last restartpoint.
             BeforePromotion::StandbyLostPower => {
-                // Its disk keeps only what it fsynced: the WAL it received and had flushed (what
-                // it told the primary), the files of its last restartpoint.
-                _pair_clock_held = Some(super::shared::pair_clock_held());
-                lose_power(&mut self.pair.standby.cluster);
-                std::thread::sleep(Duration::from_secs(2));
-                self.kill_primary();
-                self.pair.standby.start();
+                _pair_clock_held = Some(self.primary_dies_while_standby_down(true))
             }
             BeforePromotion::AheadThenStandbyRestarted { ms, hold } => {
                 // The primary issues ahead while the standby replays its ceilings, reading
                 // its own clock ahead too; set back; then the standby's restart and the
                 // promotion must keep what it read (F1's guard).
-                self.shared.set_offset(Group::Pair, ms);
-                std::thread::sleep(hold);
-                if self.standby_replayed_the_primary() {
-                    self.shared.set_offset(Group::Pair, 0);
-                } else {
-                    set_back_after_promotion = true;
-                }
-                _pair_clock_held = Some(super::shared::pair_clock_held());
-                self.pair.standby.cluster.stop("fast");
-                std::thread::sleep(Duration::from_secs(2));
-                self.kill_primary();
-                self.pair.standby.start();
+                set_back_after_promotion = !self.pair_clock_ahead_then_back(ms, hold);
+                _pair_clock_held = Some(self.primary_dies_while_standby_down(false));
             }
             BeforePromotion::AheadThenSetBack { ms, hold } => {
                 // The primary issues ahead, the standby replaying its ceilings; the clock set
                 // back, the primary dies at once, its last IDs ahead of both clocks.
-                self.shared.set_offset(Group::Pair, ms);
-                std::thread::sleep(hold);
-                if self.standby_replayed_the_primary() {
-                    self.shared.set_offset(Group::Pair, 0);
-                } else {
-                    set_back_after_promotion = true;
-                }
+                set_back_after_promotion = !self.pair_clock_ahead_then_back(ms, hold);
                 self.kill_primary();
             }
             BeforePromotion::StandbyCutOff { hold, .. } => {
@@ -429,7 +386,7 @@ impl System {
             }
             BeforePromotion::KillStandbyBackend => {
                 let mut client = self.pair.standby.cluster.wait_until_accepting();
-                let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+                let pid: i32 = value(&mut client, "SELECT pg_backend_pid()", &[]);
                 self.pair.standby.cluster.kill_backend(pid as u32);
                 self.kill_primary();
             }
@@ -463,16 +420,12 @@ impl System {
         // as docs/reading-in-order.md says. Their clients lost their connections with the old
         // primary, so they are "maybe" in the history.
         self.resolve_prepared(Group::Pair, None, Duration::ZERO);
-        {
-            let mut directory = self.shared.directory.write().unwrap();
-            directory.epoch[Group::Pair.index()] += 1;
-        }
+        self.shared.directory.write().unwrap().epoch[Group::Pair.index()] = ended + 1;
         self.publish(Group::Pair, true);
         if before == BeforePromotion::ManagerDied {
             // The split brain: both primaries run, half of the writers on the old one, until
             // the old one is killed (as Patroni does once it is back and finds another leader).
-            let epoch = self.shared.directory.read().unwrap().epoch[Group::Pair.index()] - 1;
-            self.shared.directory.write().unwrap().split = Some((self.pair.standby.endpoint(), epoch));
+            self.shared.directory.write().unwrap().split = Some((self.pair.standby.endpoint(), ended));
             std::thread::sleep(SPLIT_BRAIN);
             self.shared.directory.write().unwrap().split = None;
             self.pair.standby.cluster.kill_postmaster();
@@ -484,15 +437,37 @@ impl System {
         }
     }
 
-    /// Whether the pair's standby has replayed the primary's WAL up to where it is now, waiting
-    /// up to 30 s: after a clock run ahead on both, whether the standby read its clock ahead as
-    /// it replayed the ceilings written meanwhile. The promotion is documented to cover a
-    /// clock set back only then (README, guarantee 3): an asynchronous standby lagging by more
-    /// than the time ahead (seconds, on a loaded machine: seed 5146 on 18) saw none of it, and
-    /// a set back before its promotion would repeat IDs by design. Not caught up, the clock
-    /// stays ahead through the promotion, which then covers it.
-    fn standby_replayed_the_primary(&self) -> bool {
-        self.pair.replays_within(Duration::from_secs(30))
+    /// The pair's clock run `ms` ahead for `hold`, then set back if the standby has replayed
+    /// the primary's WAL up to where it is now, waiting up to 30 s; whether it was set back.
+    /// Only then did the standby read its clock ahead as it replayed the ceilings written
+    /// meanwhile, and the promotion is documented to cover a clock set back only then (README,
+    /// guarantee 3): an asynchronous standby lagging by more than the time ahead (seconds, on a
+    /// loaded machine: seed 5146 on 18) saw none of it, and a set back before its promotion
+    /// would repeat IDs by design. Not caught up, the clock stays ahead through the promotion,
+    /// which then covers it.
+    fn pair_clock_ahead_then_back(&self, ms: i64, hold: Duration) -> bool {
+        self.shared.set_offset(Group::Pair, ms);
+        std::thread::sleep(hold);
+        let replayed = self.pair.replays_within(Duration::from_secs(30));
+        if replayed {
+            self.shared.set_offset(Group::Pair, 0);
+        }
+        replayed
+    }
+
+    /// The standby stopped (or its power lost), the primary killed 2 s later, the standby
+    /// started again; the pair's clock held from the moment the standby stopped receiving.
+    fn primary_dies_while_standby_down(&mut self, power_lost: bool) -> MutexGuard<'static, ()> {
+        let held = super::shared::pair_clock_held();
+        if power_lost {
+            lose_power(&mut self.pair.standby.cluster);
+        } else {
+            self.pair.standby.cluster.stop("fast");
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        self.kill_primary();
+        self.pair.standby.start();
+        held
     }
 
     /// Rebuilds the pair's standby from a new base backup when its replay has stood still for
@@ -530,10 +505,8 @@ impl System {
         self.configure_standby();
     }
 
-    /// A copy of the pair's primary's data directory (a base backup: the same system identifier
-    /// and timeline), started beside it as a primary on the pair's clock with an HA stand-in of
-    /// its own (a VM snapshot, a restored backup started by mistake); the pair's writers send
-    /// every other statement to it until `end_copy`.
+    /// `Fault::Copy`'s copy, started on the pair's clock with an HA stand-in of its own; the
+    /// pair's writers send every other statement to it until `end_copy`.
     pub fn start_copy(&mut self) -> Server {
         self.built += 1;
         let name = format!("copy-{}", self.built);
@@ -608,10 +581,11 @@ impl System {
         // the IDs it handed out with nothing stored (bare calls, rollbacks), also before its
         // last restart or promotion, all below its durable reservation. (Its
         // `snowflake_stats().last_id` forgets those of before a restart.)
-        let ceiling: i64 = source
-            .query_one("SELECT snowflake_compose(reserved_until, $1, 0) FROM snowflake_status()", &[&shard])
-            .unwrap()
-            .get(0);
+        let ceiling: i64 = value(
+            &mut source,
+            "SELECT snowflake_compose(reserved_until, $1, 0) FROM snowflake_status()",
+            &[&shard],
+        );
         let highest = ids.iter().copied().chain([ceiling]).max().unwrap_or(0);
         let mut target = self.server(to).cluster.connect();
         // The target may still hold the shard's table from an earlier move away from it whose
@@ -628,14 +602,13 @@ impl System {
             .unwrap();
         self.shards[to.index()].push(shard);
         self.apply_fence(to);
-        let opened_at_ms = shared.now_ms();
         shared.moves.lock().unwrap().push(super::shared::Move {
             shard,
             from,
             to,
             fenced_at_ms,
             fenced_clock_unix_ms,
-            opened_at_ms,
+            opened_at_ms: shared.now_ms(),
             last_id_at_fence,
         });
         // The source may have run ahead of the target's clock: the advance is refused
@@ -652,23 +625,19 @@ impl System {
             // The copy must be on the target's standby before the source's table goes: with
             // asynchronous replication a failover right after the move would lose it, and the
             // rows with it (several-servers.md's move has no standbys to wait for).
-            let lsn: String = target.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+            let lsn: String = value(&mut target, "SELECT pg_current_wal_lsn()::text", &[]);
             // Meanwhile a standby whose replay stands still is rebuilt, as the janitor would
             // (which cannot while the move holds the system): the 15 long run with seed 3550
             // had the move wait its 5 minutes on one, rebuilt only after the move had failed.
-            let deadline = Instant::now() + Duration::from_secs(300);
-            loop {
+            wait_for("the standby replayed the moved rows", Duration::from_secs(300), || {
                 self.revive_standby();
                 self.pair.standby.cluster.wait_until_accepting();
-                if self.pair.standby.cluster.replayed_within(&lsn, Duration::from_secs(5)) {
-                    break;
+                let replayed = self.pair.standby.cluster.replayed_within(&lsn, Duration::from_secs(5));
+                if !replayed {
+                    self.rebuild_standby_if_stuck();
                 }
-                assert!(
-                    Instant::now() < deadline,
-                    "the standby did not replay the moved rows within 5 minutes"
-                );
-                self.rebuild_standby_if_stuck();
-            }
+                replayed.then_some(())
+            });
         }
         if target_lost_power {
             drop(target);
@@ -705,18 +674,14 @@ impl System {
     pub fn resolve_prepared(&mut self, group: Group, shard: Option<i32>, age: Duration) {
         let pattern = shard.map_or("c-%".to_string(), |shard| format!("c-{shard}-%"));
         let mut client = self.server(group).cluster.wait_until_accepting();
-        let gids: Vec<String> = client
-            .query(
-                // Any age, when none is given: `prepared` is the old primary's clock, which
-                // may read ahead of this one's after a clock fault.
-                "SELECT gid FROM pg_prepared_xacts
-                 WHERE gid LIKE $1 AND ($2::float8 = 0 OR prepared < now() - make_interval(secs => $2::float8))",
-                &[&pattern, &age.as_secs_f64()],
-            )
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+        let gids: Vec<String> = column(
+            &mut client,
+            // Any age, when none is given: `prepared` is the old primary's clock, which may read
+            // ahead of this one's after a clock fault.
+            "SELECT gid FROM pg_prepared_xacts
+             WHERE gid LIKE $1 AND ($2::float8 = 0 OR prepared < now() - make_interval(secs => $2::float8))",
+            &[&pattern, &age.as_secs_f64()],
+        );
         for gid in gids {
             // The writer may have committed it meanwhile.
             let _ = client.batch_execute(&format!("COMMIT PREPARED '{gid}'"));
@@ -735,9 +700,7 @@ impl System {
         };
         let original = std::fs::read(server.cluster.data_dir().join(file)).unwrap();
         let changed = match what {
-            BadStart::ChangedLayout => {
-                [original.clone(), b"snowflake_id.shard_bits = 11\n".to_vec()].concat()
-            }
+            BadStart::ChangedLayout => [&original[..], b"snowflake_id.shard_bits = 11\n"].concat(),
             BadStart::DamagedRecord => damage(&original),
         };
         server.cluster.write_data_file(file, &changed);
@@ -761,12 +724,10 @@ impl System {
         }
     }
 
-    /// The second server moved to the next major by the documented procedure: its prepared
-    /// transactions finished (pg_upgrade refuses them), stopped, pg_upgrade into a new
-    /// cluster (copy mode), the old server's reservation and layout files copied into it, the
-    /// new server started in its place. With `forgotten`, the new cluster is first started
-    /// with the layout file alone, on pg_upgrade's estimate of the reservation, which must be
-    /// refused. `Err` if it started.
+    /// `Fault::Upgrade` by the documented procedure: prepared transactions finished (pg_upgrade
+    /// refuses them), stopped, pg_upgrade into a new cluster (copy mode), the old reservation
+    /// and layout files copied into it, started in its place. `Err` if the start of a
+    /// `forgotten` record (on pg_upgrade's estimate of the reservation) was not refused.
     pub fn upgrade_second(&mut self, forgotten: bool) -> Result<(), String> {
         let bin = self.upgrade_bin.clone().expect("a schedule with pg_upgrade has its next major");
         self.publish(Group::Second, false);
@@ -775,8 +736,7 @@ impl System {
         self.second.cluster.stop("fast");
         self.second.start();
         self.resolve_prepared(Group::Second, None, Duration::ZERO);
-        let old_major = major_of(self.second.cluster.bin_dir());
-        if old_major == 15 {
+        if major_of(self.second.cluster.bin_dir()) == 15 {
             // See major_upgrade.rs: Debian's 15 writes a column option newer majors'
             // pg_upgrade refuses to restore.
             self.second
@@ -792,13 +752,8 @@ impl System {
             self.second_without_wal_records,
             registry_url.as_deref(),
         );
-        let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-        let cluster =
-            Cluster::builder("campaign-second-upgraded").disk(disk()).bin(&bin).settings(&settings).create();
-        pg_upgrade(&self.second.cluster, &cluster, &[]);
-        let clock = FakeClock::of(&cluster);
-        self.shared.add_clock(Group::Second, "second-upgraded", clock.offset_file().to_path_buf(), 0);
-        let mut upgraded = Server { name: "second-upgraded".to_string(), cluster, clock, ha: None };
+        let mut upgraded = new_server(&self.shared, Group::Second, "second-upgraded", &settings, Some(&bin));
+        pg_upgrade(&self.second.cluster, &upgraded.cluster, &[]);
         let from = self.second.cluster.data_dir().to_path_buf();
         let copy = |upgraded: &Server, file: &str| {
             // Written, not copied: a copy keeps the old file's mode. Fsynced, as cp and sync.
@@ -876,7 +831,6 @@ fn damage(record: &[u8]) -> Vec<u8> {
     damaged
 }
 
-/// A new server of `group` (not started), on the group's clock.
 /// The settings of a new server issuing `shards`, without WAL records of its reservation when
 /// `without_wal_records` (`Schedule::second_without_wal_records`), claiming them from the
 /// registry at `registry_url` when given.
@@ -897,7 +851,9 @@ fn server_settings(shards: &[i32], without_wal_records: bool, registry_url: Opti
     settings
 }
 
-fn new_server(shared: &Shared, group: Group, name: &str, settings: &[String]) -> Server {
+/// A new server of `group` (not started), on the group's clock, of the PostgreSQL in `bin` if
+/// given (the next major, for pg_upgrade).
+fn new_server(shared: &Shared, group: Group, name: &str, settings: &[String], bin: Option<&Path>) -> Server {
     let mut settings = settings.to_vec();
     // The pair runs under an HA manager, with the lease on; the second server under none.
     let ha = (group == Group::Pair).then(HaStandIn::start);
@@ -906,7 +862,11 @@ fn new_server(shared: &Shared, group: Group, name: &str, settings: &[String]) ->
         settings.push(format!("snowflake_id.lease_ms = {LEASE_MS}"));
     }
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-    let cluster = Cluster::builder(&format!("campaign-{name}")).disk(disk()).settings(&settings).create();
+    let cluster = Cluster::builder(&format!("campaign-{name}"))
+        .disk(disk())
+        .bin(bin.unwrap_or(pg_bin_dir()))
+        .settings(&settings)
+        .create();
     let clock = FakeClock::of(&cluster);
     shared.add_clock(group, name, clock.offset_file().to_path_buf(), 0);
     Server { name: name.to_string(), cluster, clock, ha }
