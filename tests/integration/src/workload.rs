@@ -157,11 +157,11 @@ impl Writers {
     pub fn wait_for(&self, rows: usize) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while self.rows() < rows {
-            let errors = self.errors();
             assert!(
                 Instant::now() < deadline,
-                "the load reached only {} rows; errors: {errors:?}",
-                self.rows()
+                "the load reached only {} rows; errors: {:?}",
+                self.rows(),
+                self.errors()
             );
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -181,14 +181,12 @@ impl Writers {
     /// order of `writes` and each in the order they were returned, and every error.
     pub fn finish(self) -> (Vec<Vec<i64>>, Vec<String>) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        let shared = self.shared;
         let keys = self
             .workers
             .into_iter()
             .map(|worker| worker.join().unwrap().into_iter().flat_map(|op| op.committed).collect())
             .collect();
-        let errors = shared.errors.lock().unwrap().clone();
-        (keys, errors)
+        (keys, self.shared.errors.lock().unwrap().clone())
     }
 }
 
