@@ -4,8 +4,8 @@
 use crate::install::{major_of, pg_bin_dir};
 use crate::power_loss;
 use crate::process::{
-    as_server_owner, children_of, create_server_owned_dir, kill_9, pg_ctl, pg_ctl_start, print_log_tail, run,
-    server_owned_temp_dir, wait_for, wait_until,
+    as_server_owner, children_of, create_server_owned_dir, kill_9, pg_ctl, pg_ctl_start, poll_within,
+    print_log_tail, run, server_owned_temp_dir, wait_for, wait_until,
 };
 use crate::queries::value;
 use postgres::error::DbError;
@@ -188,18 +188,10 @@ impl Cluster {
     fn base_backup(disk: Disk, bin: &Path, socket_dir: &Path, name: &str, settings: &[String]) -> Cluster {
         let standby = Cluster::new_folder(name, bin, disk);
         let mut backup = as_server_owner(bin.join("pg_basebackup"));
-        backup.arg("-h").arg(socket_dir).args([
-            "-p",
-            &PORT.to_string(),
-            "-U",
-            "postgres",
-            "-X",
-            "stream",
-            "-R",
-            // Not the spread checkpoint of the default: minutes on a server under load.
-            "--checkpoint=fast",
-        ]);
-        backup.args(standby.no_sync()).arg("-D").arg(&standby.data_dir);
+        let port = PORT.to_string();
+        backup.arg("-h").arg(socket_dir).args(["-p", &port, "-U", "postgres", "-X", "stream", "-R"]);
+        // Not the spread checkpoint of the default: minutes on a server under load.
+        backup.arg("--checkpoint=fast").args(standby.no_sync()).arg("-D").arg(&standby.data_dir);
         // Tried again (it empties the folder when it fails), as an operator or an HA manager
         // would: the primary's clock stepped a minute ahead ends its WAL sender by
         // wal_sender_timeout mid-copy (the 18 long run, seed 7475, a +92 s step).
@@ -344,17 +336,13 @@ impl Cluster {
     /// process, and the server shuts down), where `pg_ctl promote -w` would wait its minute.
     pub fn try_promote(&mut self) -> Result<(), PromotionFailed> {
         self.request_promotion();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while !self.stopped_by_itself() {
-            if self.try_value("SELECT NOT pg_is_in_recovery()") == Some(true) {
-                return Ok(());
+        let ended = poll_within(Duration::from_secs(120), Duration::from_millis(100), || {
+            if self.stopped_by_itself() {
+                return Some(Err(PromotionFailed::Stopped(self.log())));
             }
-            if Instant::now() > deadline {
-                return Err(PromotionFailed::TimedOut(self.log()));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Err(PromotionFailed::Stopped(self.log()))
+            (self.try_value("SELECT NOT pg_is_in_recovery()") == Some(true)).then_some(Ok(()))
+        });
+        ended.unwrap_or_else(|| Err(PromotionFailed::TimedOut(self.log())))
     }
 
     /// Promotes a standby and waits until it accepts writes.
@@ -374,24 +362,16 @@ impl Cluster {
     /// Whether this standby replays its primary's WAL up to `lsn` within `within`: polled,
     /// connecting again while it refuses (it may be restarting), never failing the test.
     pub fn replayed_within(&self, lsn: &str, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
         let mut client: Option<Client> = None;
-        loop {
-            if client.as_ref().is_none_or(|client| client.is_closed()) {
+        let replayed = poll_within(within, Duration::from_millis(20), || {
+            if client.as_ref().is_none_or(Client::is_closed) {
                 client = self.config().connect(NoTls).ok();
             }
-            let replayed = client.as_mut().and_then(|client| {
-                let row = client.query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn]);
-                row.ok().and_then(|row| row.get::<_, Option<bool>>(0))
-            });
-            if replayed == Some(true) {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            let row =
+                client.as_mut()?.query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn]);
+            row.ok()?.get::<_, Option<bool>>(0).filter(|&replayed| replayed)
+        });
+        replayed.is_some()
     }
 
     /// Waits until the server accepts connections again (after a crash and restart): at most

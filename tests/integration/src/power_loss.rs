@@ -7,13 +7,13 @@
 //! its fault FIFO, and the real folder beneath. scripts/lazyfs-install.sh builds LazyFS; the
 //! program is `$SNOWFLAKE_LAZYFS`.
 
-use crate::process::{print_log_tail, running_as_root, wait_for};
+use crate::process::{poll_within, print_log_tail, running_as_root, wait_for};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What LazyFS keeps in memory, written data fsynced or not; once it is full, further writes
 /// go straight to the disk below (more durable than needed, never less). Its eviction stays
@@ -160,14 +160,7 @@ impl LazyFs {
 
     /// Whether the daemon has exited, or does within `within`.
     fn exited_within(&mut self, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        while self.daemon.try_wait().ok().flatten().is_none() {
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        true
+        poll_within(within, Duration::from_millis(20), || self.daemon.try_wait().ok().flatten()).is_some()
     }
 
     /// Mounts LazyFS again after a power loss it was armed for, over the same folder: the

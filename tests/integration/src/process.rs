@@ -133,11 +133,8 @@ pub(crate) fn is_server_process(pid: u32) -> bool {
 /// (`what`): what a failed test leaves to read.
 pub fn print_log_tail(what: &str, log_file: &Path, lines: usize) {
     let log = fs::read_to_string(log_file).unwrap_or_default();
-    let tail: Vec<&str> = log.lines().rev().take(lines).collect();
-    eprintln!("--- last lines of {what} ---");
-    for line in tail.iter().rev() {
-        eprintln!("{line}");
-    }
+    let all: Vec<&str> = log.lines().collect();
+    eprintln!("--- last lines of {what} ---\n{}", all[all.len().saturating_sub(lines)..].join("\n"));
 }
 
 /// Polls `done` every 10 ms until it holds; fails the test after 60 s, naming `what`.
@@ -146,15 +143,24 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// Polls `poll` every 10 ms until it gives a value, and returns it; fails the test after
-/// `within`, saying that it timed out waiting until `what`. A poll that wants to say more on
-/// failure (the last reading) asserts itself against its own deadline.
-pub fn wait_for<T>(what: &str, within: Duration, mut poll: impl FnMut() -> Option<T>) -> T {
+/// `within`, saying that it timed out waiting until `what`. A wait that wants to say more on
+/// failure (the last reading) uses `poll_within` and asserts on its `None`.
+pub fn wait_for<T>(what: &str, within: Duration, poll: impl FnMut() -> Option<T>) -> T {
+    poll_within(within, Duration::from_millis(10), poll)
+        .unwrap_or_else(|| panic!("timed out after {within:?} waiting until {what}"))
+}
+
+/// Polls `poll` every `every` until it gives a value, for at most `within`: the value, or
+/// `None` if none came in time (without failing the test).
+pub fn poll_within<T>(within: Duration, every: Duration, mut poll: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + within;
     loop {
         if let Some(value) = poll() {
-            return value;
+            return Some(value);
         }
-        assert!(Instant::now() < deadline, "timed out after {within:?} waiting until {what}");
-        std::thread::sleep(Duration::from_millis(10));
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(every);
     }
 }
