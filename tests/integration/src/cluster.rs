@@ -91,12 +91,8 @@ impl Cluster {
 
     /// `--no-sync` for initdb and pg_basebackup, where nothing loses unsynced writes: on a
     /// power-loss disk they sync what they wrote, as they do by default.
-    fn no_sync(&self) -> &'static [&'static str] {
-        if self.disk.is_some() {
-            &[]
-        } else {
-            &["--no-sync"]
-        }
+    fn no_sync(&self) -> Option<&'static str> {
+        self.disk.is_none().then_some("--no-sync")
     }
 
     /// Writes a file of the data directory, fsynced (file and folder) on a power-loss disk, as
@@ -276,21 +272,20 @@ impl Cluster {
     pub fn stopped_by_itself(&mut self) -> bool {
         let alive =
             self.recorded_postmaster_pid().is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
-        if self.running && !alive {
+        let stopped = self.running && !alive;
+        if stopped {
             self.running = false;
-            return true;
         }
-        false
+        stopped
     }
 
     /// Kills the postmaster and all its children with SIGKILL at once, as a machine crash
     /// would, and waits until they are gone.
     pub fn kill_postmaster(&mut self) {
-        if self.stopped_by_itself() {
-            return;
+        if !self.stopped_by_itself() {
+            kill_server(self.postmaster_pid());
+            self.running = false;
         }
-        kill_server(self.postmaster_pid());
-        self.running = false;
     }
 
     /// The process id of the reservation worker, found as an operator would: the
