@@ -235,16 +235,12 @@ impl ReplayWatch {
             return None;
         };
         let written = position(pair.primary.cluster(), "SELECT pg_current_wal_flush_lsn()::text")?;
-        match self.seen {
-            Some((seen, since)) if seen == replayed => {
-                if written <= replayed || since.elapsed() < self.stuck_for {
-                    return None;
-                }
-            }
-            _ => {
-                self.seen = Some((replayed, Instant::now()));
-                return None;
-            }
+        let Some((_, since)) = self.seen.filter(|&(seen, _)| seen == replayed) else {
+            self.seen = Some((replayed, Instant::now()));
+            return None;
+        };
+        if written <= replayed || since.elapsed() < self.stuck_for {
+            return None;
         }
         self.seen = None;
         Some(StuckReplay { replayed, written })
