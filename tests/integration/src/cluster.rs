@@ -4,11 +4,12 @@
 use crate::install::{major_of, pg_bin_dir};
 use crate::power_loss;
 use crate::process::{
-    as_server_owner, children_of, kill_9, pg_ctl_start, print_log_tail, run, running_as_root,
-    server_owned_temp_dir, wait_for, wait_until,
+    as_server_owner, children_of, create_server_owned_dir, kill_9, pg_ctl, pg_ctl_start, poll_within,
+    print_log_tail, run, server_owned_temp_dir, wait_for, wait_until,
 };
 use crate::queries::value;
 use postgres::error::DbError;
+use postgres::types::FromSqlOwned;
 use postgres::{Client, Config, NoTls};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -71,12 +72,8 @@ impl Cluster {
         let data_dir = root.join("data");
         let disk = (disk == Disk::PowerLoss).then(|| {
             let below = root.join("data-below");
-            for folder in [&below, &data_dir] {
-                fs::create_dir(folder).unwrap();
-                if running_as_root() {
-                    run(Command::new("chown").arg("postgres:").arg(folder), "chown");
-                }
-            }
+            create_server_owned_dir(&below);
+            create_server_owned_dir(&data_dir);
             // What the mount shows as the data directory: 0700, as PostgreSQL wants it
             // (initdb sets it; pg_basebackup takes the folder as it finds it).
             fs::set_permissions(&below, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
@@ -94,12 +91,8 @@ impl Cluster {
 
     /// `--no-sync` for initdb and pg_basebackup, where nothing loses unsynced writes: on a
     /// power-loss disk they sync what they wrote, as they do by default.
-    fn no_sync(&self) -> &'static [&'static str] {
-        if self.disk.is_some() {
-            &[]
-        } else {
-            &["--no-sync"]
-        }
+    fn no_sync(&self) -> Option<&'static str> {
+        self.disk.is_none().then_some("--no-sync")
     }
 
     /// Writes a file of the data directory, fsynced (file and folder) on a power-loss disk, as
@@ -147,20 +140,19 @@ impl Cluster {
         disk.remount();
     }
 
-    /// Appends lines to postgresql.conf (a later line overrides an earlier one).
-    fn append_settings(&self, lines: &[String]) {
-        let mut conf = fs::read_to_string(self.data_dir.join("postgresql.conf")).unwrap();
-        for line in lines {
-            conf.push_str(line);
-            conf.push('\n');
-        }
-        self.write_data_file("postgresql.conf", conf.as_bytes());
-    }
-
     /// Adds settings to postgresql.conf, for the next start or reload (a later line
     /// overrides an earlier one).
     pub fn configure(&self, lines: &[&str]) {
-        self.append_settings(&lines.iter().map(|line| line.to_string()).collect::<Vec<_>>());
+        self.append_settings(lines);
+    }
+
+    fn append_settings(&self, lines: impl IntoIterator<Item = impl AsRef<str>>) {
+        let mut conf = fs::read_to_string(self.data_dir.join("postgresql.conf")).unwrap();
+        for line in lines {
+            conf.push_str(line.as_ref());
+            conf.push('\n');
+        }
+        self.write_data_file("postgresql.conf", conf.as_bytes());
     }
 
     /// A new cluster of the PostgreSQL whose programs are in `bin`, on `disk`, not started.
@@ -175,15 +167,14 @@ impl Cluster {
         }
         initdb.arg("-D").arg(&cluster.data_dir);
         run(&mut initdb, "initdb");
-        let mut lines = vec![
+        let lines = [
             "listen_addresses = ''".to_string(),
             format!("port = {PORT}"),
             format!("unix_socket_directories = '{}'", cluster.root.display()),
             "shared_preload_libraries = 'snowflake_id'".to_string(),
             "max_connections = 60".to_string(),
         ];
-        lines.extend(settings.iter().cloned());
-        cluster.append_settings(&lines);
+        cluster.append_settings(lines.iter().chain(settings));
         cluster
     }
 
@@ -193,18 +184,10 @@ impl Cluster {
     fn base_backup(disk: Disk, bin: &Path, socket_dir: &Path, name: &str, settings: &[String]) -> Cluster {
         let standby = Cluster::new_folder(name, bin, disk);
         let mut backup = as_server_owner(bin.join("pg_basebackup"));
-        backup.arg("-h").arg(socket_dir).args([
-            "-p",
-            &PORT.to_string(),
-            "-U",
-            "postgres",
-            "-X",
-            "stream",
-            "-R",
-            // Not the spread checkpoint of the default: minutes on a server under load.
-            "--checkpoint=fast",
-        ]);
-        backup.args(standby.no_sync()).arg("-D").arg(&standby.data_dir);
+        let port = PORT.to_string();
+        backup.arg("-h").arg(socket_dir).args(["-p", &port, "-U", "postgres", "-X", "stream", "-R"]);
+        // Not the spread checkpoint of the default: minutes on a server under load.
+        backup.arg("--checkpoint=fast").args(standby.no_sync()).arg("-D").arg(&standby.data_dir);
         // Tried again (it empties the folder when it fails), as an operator or an HA manager
         // would: the primary's clock stepped a minute ahead ends its WAL sender by
         // wal_sender_timeout mid-copy (the 18 long run, seed 7475, a +92 s step).
@@ -221,9 +204,8 @@ impl Cluster {
             std::thread::sleep(Duration::from_secs(1));
         }
         // The copied configuration names the primary's socket folder.
-        let mut lines = vec![format!("unix_socket_directories = '{}'", standby.root.display())];
-        lines.extend(settings.iter().cloned());
-        standby.append_settings(&lines);
+        let socket = format!("unix_socket_directories = '{}'", standby.root.display());
+        standby.append_settings(std::iter::once(&socket).chain(settings));
         standby
     }
 
@@ -252,9 +234,10 @@ impl Cluster {
     /// just stopped, and pg_ctl found no server.
     pub fn stop(&mut self, mode: &str) {
         if self.running && !self.stopped_by_itself() {
-            let mut stop = as_server_owner(self.bin.join("pg_ctl"));
-            stop.args(["-w", "-t", "120", "-m", mode, "-D"]).arg(&self.data_dir).arg("stop");
-            run(&mut stop, "pg_ctl stop");
+            run(
+                &mut pg_ctl(&self.bin, &self.data_dir, &["-w", "-t", "120", "-m", mode], "stop"),
+                "pg_ctl stop",
+            );
             self.running = false;
         }
     }
@@ -289,21 +272,20 @@ impl Cluster {
     pub fn stopped_by_itself(&mut self) -> bool {
         let alive =
             self.recorded_postmaster_pid().is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
-        if self.running && !alive {
+        let stopped = self.running && !alive;
+        if stopped {
             self.running = false;
-            return true;
         }
-        false
+        stopped
     }
 
     /// Kills the postmaster and all its children with SIGKILL at once, as a machine crash
     /// would, and waits until they are gone.
     pub fn kill_postmaster(&mut self) {
-        if self.stopped_by_itself() {
-            return;
+        if !self.stopped_by_itself() {
+            kill_server(self.postmaster_pid());
+            self.running = false;
         }
-        kill_server(self.postmaster_pid());
-        self.running = false;
     }
 
     /// The process id of the reservation worker, found as an operator would: the
@@ -341,9 +323,7 @@ impl Cluster {
 
     /// Asks a standby to promote itself, without waiting for the promotion.
     pub fn request_promotion(&self) {
-        let mut promote = as_server_owner(self.bin.join("pg_ctl"));
-        promote.args(["-W", "-D"]).arg(&self.data_dir).arg("promote");
-        run(&mut promote, "pg_ctl promote -W");
+        run(&mut pg_ctl(&self.bin, &self.data_dir, &["-W"], "promote"), "pg_ctl promote -W");
     }
 
     /// Promotes a standby and waits until it accepts writes; `Err` at once when the server
@@ -351,29 +331,18 @@ impl Cluster {
     /// process, and the server shuts down), where `pg_ctl promote -w` would wait its minute.
     pub fn try_promote(&mut self) -> Result<(), PromotionFailed> {
         self.request_promotion();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
+        let ended = poll_within(Duration::from_secs(120), Duration::from_millis(100), || {
             if self.stopped_by_itself() {
-                return Err(PromotionFailed::Stopped(self.log()));
+                return Some(Err(PromotionFailed::Stopped(self.log())));
             }
-            let promoted = self.config().connect(NoTls).ok().and_then(|mut client| {
-                client.query_one("SELECT NOT pg_is_in_recovery()", &[]).ok().map(|row| row.get::<_, bool>(0))
-            });
-            if promoted == Some(true) {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(PromotionFailed::TimedOut(self.log()));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            (self.try_value("SELECT NOT pg_is_in_recovery()") == Some(true)).then_some(Ok(()))
+        });
+        ended.unwrap_or_else(|| Err(PromotionFailed::TimedOut(self.log())))
     }
 
     /// Promotes a standby and waits until it accepts writes.
     pub fn promote(&self) {
-        let mut promote = as_server_owner(self.bin.join("pg_ctl"));
-        promote.args(["-w", "-t", "60", "-D"]).arg(&self.data_dir).arg("promote");
-        run(&mut promote, "pg_ctl promote");
+        run(&mut pg_ctl(&self.bin, &self.data_dir, &["-w", "-t", "60"], "promote"), "pg_ctl promote");
     }
 
     /// Waits until this standby has replayed its primary's WAL up to `lsn` (as
@@ -388,24 +357,16 @@ impl Cluster {
     /// Whether this standby replays its primary's WAL up to `lsn` within `within`: polled,
     /// connecting again while it refuses (it may be restarting), never failing the test.
     pub fn replayed_within(&self, lsn: &str, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
         let mut client: Option<Client> = None;
-        loop {
-            if client.as_ref().is_none_or(|client| client.is_closed()) {
+        let replayed = poll_within(within, Duration::from_millis(20), || {
+            if client.as_ref().is_none_or(Client::is_closed) {
                 client = self.config().connect(NoTls).ok();
             }
-            let replayed = client.as_mut().and_then(|client| {
-                let row = client.query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn]);
-                row.ok().and_then(|row| row.get::<_, Option<bool>>(0))
-            });
-            if replayed == Some(true) {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            let row =
+                client.as_mut()?.query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&lsn]);
+            row.ok()?.get::<_, Option<bool>>(0).filter(|&replayed| replayed)
+        });
+        replayed.is_some()
     }
 
     /// Waits until the server accepts connections again (after a crash and restart): at most
@@ -485,9 +446,7 @@ impl Cluster {
 
     /// A connection to another database of this server.
     pub fn connect_to(&self, dbname: &str) -> Client {
-        let mut config = self.config();
-        config.dbname(dbname);
-        config.connect(NoTls).unwrap_or_else(|e| panic!("connect to {dbname}: {e}\n{}", self.log()))
+        self.connect_as("postgres", dbname)
     }
 
     /// A connection to the database `dbname` of this server as `role`.
@@ -495,6 +454,13 @@ impl Cluster {
         let mut config = self.config();
         config.user(role).dbname(dbname);
         config.connect(NoTls).unwrap_or_else(|e| panic!("connect to {dbname} as {role}: {e}\n{}", self.log()))
+    }
+
+    /// The first column of the one row `query` returns on a new connection; `None` when the
+    /// server does not answer (down, restarting) or the query fails.
+    pub(crate) fn try_value<T: FromSqlOwned>(&self, query: &str) -> Option<T> {
+        let mut client = self.config().connect(NoTls).ok()?;
+        client.query_one(query, &[]).ok()?.try_get(0).ok()
     }
 
     /// The server log so far.
@@ -509,9 +475,7 @@ impl Drop for Cluster {
             print_log_tail("the server log", &self.log_file, 40);
         }
         if self.running {
-            let mut stop = as_server_owner(self.bin.join("pg_ctl"));
-            stop.args(["-w", "-m", "immediate", "-D"]).arg(&self.data_dir).arg("stop");
-            let _ = stop.output();
+            let _ = pg_ctl(&self.bin, &self.data_dir, &["-w", "-m", "immediate"], "stop").output();
         }
         // Unmounted before its folder goes.
         self.disk = None;
@@ -548,6 +512,7 @@ pub struct ClusterBuilder<'a> {
 }
 
 /// Where a new cluster's data comes from.
+#[derive(Clone, Copy)]
 enum Source<'a> {
     Initdb,
     /// A base backup of a server of this harness (of its major): its standby.
@@ -615,25 +580,22 @@ impl<'a> ClusterBuilder<'a> {
 
     /// Makes it, not started.
     pub fn create(self) -> Cluster {
-        match self.source {
+        let (bin, socket_dir) = match self.source {
             Source::Initdb => {
                 let bin = self.bin.unwrap_or_else(|| pg_bin_dir().to_path_buf());
-                Cluster::initdb(self.disk, &bin, self.name, &self.settings)
+                return Cluster::initdb(self.disk, &bin, self.name, &self.settings);
             }
-            Source::StandbyOf(primary) => {
-                Cluster::base_backup(self.disk, &primary.bin, &primary.root, self.name, &self.settings)
+            Source::StandbyOf(primary) | Source::CopyOf(primary) => {
+                (primary.bin.as_path(), primary.root.as_path())
             }
-            Source::CopyOf(primary) => {
-                let copy =
-                    Cluster::base_backup(self.disk, &primary.bin, &primary.root, self.name, &self.settings);
-                std::fs::remove_file(copy.data_dir().join("standby.signal"))
-                    .expect("the base backup's standby.signal");
-                copy
-            }
-            Source::StandbyThrough(socket_dir) => {
-                Cluster::base_backup(self.disk, pg_bin_dir(), socket_dir, self.name, &self.settings)
-            }
+            Source::StandbyThrough(socket_dir) => (pg_bin_dir(), socket_dir),
+        };
+        let cluster = Cluster::base_backup(self.disk, bin, socket_dir, self.name, &self.settings);
+        if let Source::CopyOf(_) = self.source {
+            fs::remove_file(cluster.data_dir.join("standby.signal"))
+                .expect("the base backup's standby.signal");
         }
+        cluster
     }
 
     /// Makes it and starts it, then runs its setup SQL.

@@ -2,7 +2,7 @@
 //! (strace).
 
 use crate::cluster::Cluster;
-use std::fs::{self};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -51,9 +51,7 @@ impl FakeClock {
 
     /// Starts the (stopped) server on this clock.
     pub fn start(&self, cluster: &mut Cluster) {
-        if let Err(log) = self.try_start(cluster) {
-            panic!("the server did not start\n--- server log ---\n{log}");
-        }
+        cluster.start_with(&self.env());
     }
 
     /// Starts the (stopped) server on this clock; on failure, the server log.
@@ -85,28 +83,26 @@ pub fn write_offset_file(path: &Path, offset: &str) {
 /// strace, until dropped; or into its writes at an offset (`slow_writes`).
 pub struct FsyncFault(std::process::Child);
 
+const FSYNCS: &str = "fsync,fdatasync";
+
 impl FsyncFault {
     /// Delays every fsync of `pid` by `delay`.
     pub fn slow(pid: u32, delay: Duration) -> FsyncFault {
-        FsyncFault::inject(pid, &format!("delay_enter={}", delay.as_micros()))
+        FsyncFault::inject(pid, FSYNCS, &format!("delay_enter={}", delay.as_micros()))
     }
 
     /// Makes every fsync of `pid` fail with EIO, as a failing disk does.
     pub fn failing(pid: u32) -> FsyncFault {
-        FsyncFault::inject(pid, "error=EIO")
+        FsyncFault::inject(pid, FSYNCS, "error=EIO")
     }
 
     /// Delays every `pwrite` of `pid` by `delay`: the reservation worker's in-place write of its
     /// record file, after the record's WAL entry.
     pub fn slow_writes(pid: u32, delay: Duration) -> FsyncFault {
-        FsyncFault::inject_into(pid, "pwrite64", &format!("delay_enter={}", delay.as_micros()))
+        FsyncFault::inject(pid, "pwrite64", &format!("delay_enter={}", delay.as_micros()))
     }
 
-    fn inject(pid: u32, how: &str) -> FsyncFault {
-        FsyncFault::inject_into(pid, "fsync,fdatasync", how)
-    }
-
-    fn inject_into(pid: u32, syscalls: &str, how: &str) -> FsyncFault {
+    fn inject(pid: u32, syscalls: &str, how: &str) -> FsyncFault {
         let child = Command::new("strace")
             .args(["-qq", "-f", "-p", &pid.to_string(), "-o", "/dev/null", "-e"])
             .arg(format!("inject={syscalls}:{how}"))

@@ -6,8 +6,9 @@
 
 use crate::cluster::{apply_settings, Cluster, Disk, PromotionFailed};
 use crate::faults::FakeClock;
-use crate::process::wait_until;
-use postgres::{Client, NoTls};
+use crate::process::wait_for;
+use crate::queries::value;
+use postgres::Client;
 use std::time::{Duration, Instant};
 
 /// The pair's table by default: `t`, whose key is issued on shard 1.
@@ -88,24 +89,16 @@ impl Pair {
 impl<S: Member> Pair<S> {
     /// Waits until the standby has replayed everything the primary has written so far.
     pub fn replay(&self) {
-        let lsn: String = self
-            .primary
-            .cluster()
-            .connect()
-            .query_one("SELECT pg_current_wal_lsn()::text", &[])
-            .unwrap()
-            .get(0);
+        let lsn: String =
+            value(&mut self.primary.cluster().connect(), "SELECT pg_current_wal_lsn()::text", &[]);
         self.standby.cluster().wait_for_replay(&lsn);
     }
 
     /// Whether the standby replays, within `within`, what its primary has written so far;
     /// false also when the primary does not answer.
     pub fn replays_within(&self, within: Duration) -> bool {
-        let position = self.primary.cluster().config().connect(NoTls).and_then(|mut client| {
-            client.query_one("SELECT pg_current_wal_lsn()::text", &[]).map(|row| row.get::<_, String>(0))
-        });
-        let Ok(position) = position else { return false };
-        self.standby.cluster().replayed_within(&position, within)
+        let position = self.primary.cluster().try_value::<String>("SELECT pg_current_wal_lsn()::text");
+        position.is_some_and(|position| self.standby.cluster().replayed_within(&position, within))
     }
 
     /// Inserts a row into `t` on the primary and waits until the standby has replayed it.
@@ -136,16 +129,11 @@ impl<S: Member> Pair<S> {
 
     /// The end of the WAL the standby has received (or replayed, when more), as an LSN.
     pub fn received_lsn(&self) -> u64 {
-        let received: String = self
-            .standby
-            .cluster()
-            .wait_until_accepting()
-            .query_one(
-                "SELECT greatest(coalesce(pg_last_wal_receive_lsn(), '0/0'), coalesce(pg_last_wal_replay_lsn(), '0/0'))::text",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let received: String = value(
+            &mut self.standby.cluster().wait_until_accepting(),
+            "SELECT greatest(coalesce(pg_last_wal_receive_lsn(), '0/0'), coalesce(pg_last_wal_replay_lsn(), '0/0'))::text",
+            &[],
+        );
         parse_lsn(&received).unwrap_or_else(|| panic!("not an LSN: {received:?}"))
     }
 
@@ -240,26 +228,19 @@ impl ReplayWatch {
             return None;
         }
         self.checked = Instant::now();
-        let position = |cluster: &Cluster, query: &str| {
-            let mut client = cluster.config().connect(NoTls).ok()?;
-            let row = client.query_one(query, &[]).ok()?;
-            parse_lsn(&row.get::<_, Option<String>>(0)?)
-        };
+        let position =
+            |cluster: &Cluster, query: &str| parse_lsn(&cluster.try_value::<Option<String>>(query)??);
         let Some(replayed) = position(pair.standby.cluster(), "SELECT pg_last_wal_replay_lsn()::text") else {
             self.seen = None;
             return None;
         };
         let written = position(pair.primary.cluster(), "SELECT pg_current_wal_flush_lsn()::text")?;
-        match self.seen {
-            Some((seen, since)) if seen == replayed => {
-                if written <= replayed || since.elapsed() < self.stuck_for {
-                    return None;
-                }
-            }
-            _ => {
-                self.seen = Some((replayed, Instant::now()));
-                return None;
-            }
+        let Some((_, since)) = self.seen.filter(|&(seen, _)| seen == replayed) else {
+            self.seen = Some((replayed, Instant::now()));
+            return None;
+        };
+        if written <= replayed || since.elapsed() < self.stuck_for {
+            return None;
         }
         self.seen = None;
         Some(StuckReplay { replayed, written })
@@ -275,14 +256,12 @@ pub fn parse_lsn(text: &str) -> Option<u64> {
 /// Where a just promoted server left its old timeline: the end of the WAL it had, from the
 /// newest timeline history file (its last line: parent timeline, switch point, reason).
 fn switchpoint(client: &mut Client) -> u64 {
-    let history: String = client
-        .query_one(
-            "SELECT pg_read_file('pg_wal/' || name) FROM pg_ls_waldir()
-             WHERE name LIKE '%.history' ORDER BY name DESC LIMIT 1",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let history: String = value(
+        client,
+        "SELECT pg_read_file('pg_wal/' || name) FROM pg_ls_waldir()
+         WHERE name LIKE '%.history' ORDER BY name DESC LIMIT 1",
+        &[],
+    );
     let last = history.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
     last.split('\t').nth(1).and_then(parse_lsn).unwrap_or_else(|| panic!("no switch point in {history:?}"))
 }
@@ -367,12 +346,9 @@ impl<'a> PairBuilder<'a> {
 /// promotion, calls are refused (55000) until the clock is within `max_lead_ms` of where the
 /// shards resume.
 pub fn first_id_once_issuing(client: &mut Client) -> i64 {
-    let mut first = None;
-    wait_until("the server issues IDs", || {
-        first = client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).ok().map(|row| row.get(0));
-        first.is_some()
-    });
-    first.unwrap()
+    wait_for("the server issues IDs", Duration::from_secs(60), || {
+        client.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]).ok().map(|row| row.get(0))
+    })
 }
 
 #[cfg(test)]

@@ -7,12 +7,13 @@
 //! its fault FIFO, and the real folder beneath. scripts/lazyfs-install.sh builds LazyFS; the
 //! program is `$SNOWFLAKE_LAZYFS`.
 
+use crate::process::{poll_within, print_log_tail, running_as_root, wait_for};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What LazyFS keeps in memory, written data fsynced or not; once it is full, further writes
 /// go straight to the disk below (more durable than needed, never less). Its eviction stays
@@ -28,10 +29,6 @@ pub struct LazyFs {
     /// to mount it again after a power loss it was armed for (`remount`).
     folder: PathBuf,
     below: PathBuf,
-    /// Its log (beside its configuration and FIFOs).
-    log: PathBuf,
-    /// Where commands are written ("lazyfs::clear-cache").
-    faults: PathBuf,
     /// Where LazyFS says a clear-cache finished, kept open for reading from the mount on (its
     /// daemon opens it for writing before it reads any command); read without waiting.
     completed: File,
@@ -66,7 +63,7 @@ fn mounted(mount: &Path) -> bool {
 
 /// A command run as root: LazyFS must be (here /dev/fuse is root's).
 fn as_root(program: impl AsRef<Path>) -> Command {
-    if crate::process::running_as_root() {
+    if running_as_root() {
         Command::new(program.as_ref())
     } else {
         let mut command = Command::new("sudo");
@@ -86,10 +83,13 @@ impl LazyFs {
             mount: mount.to_path_buf(),
             folder: folder.to_path_buf(),
             below: below.to_path_buf(),
-            log: folder.join("lazyfs.log"),
-            faults: folder.join("lazyfs-faults.fifo"),
             completed,
         }
+    }
+
+    /// Its log, beside its configuration and FIFOs.
+    fn log(&self) -> PathBuf {
+        self.folder.join("lazyfs.log")
     }
 
     /// Starts the daemon and waits until it is mounted; returns it and its answer FIFO.
@@ -130,14 +130,11 @@ impl LazyFs {
             .expect("start LazyFS");
         // It makes both FIFOs, then opens the second for writing, which waits for a reader;
         // read-write never waits (Linux), and keeps it open for each command's answer.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !(completed.exists() && mounted(mount)) {
-            assert!(
-                Instant::now() < deadline,
-                "LazyFS did not mount at {mount:?}: see {folder:?}/lazyfs.log"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for(
+            &format!("LazyFS mounted at {mount:?} (see {folder:?}/lazyfs.log)"),
+            Duration::from_secs(30),
+            || (completed.exists() && mounted(mount)).then_some(()),
+        );
         let completed = OpenOptions::new()
             .read(true)
             .write(true)
@@ -158,11 +155,12 @@ impl LazyFs {
 
     /// Waits until an armed power loss happened (the daemon gone), at most `within`.
     pub fn wait_for_power_loss(&mut self, within: Duration) {
-        let deadline = Instant::now() + within;
-        while self.daemon.try_wait().ok().flatten().is_none() {
-            assert!(Instant::now() < deadline, "the armed power loss did not happen within {within:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        assert!(self.exited_within(within), "the armed power loss did not happen within {within:?}");
+    }
+
+    /// Whether the daemon has exited, or does within `within`.
+    fn exited_within(&mut self, within: Duration) -> bool {
+        poll_within(within, Duration::from_millis(20), || self.daemon.try_wait().ok().flatten()).is_some()
     }
 
     /// Mounts LazyFS again after a power loss it was armed for, over the same folder: the
@@ -178,12 +176,12 @@ impl LazyFs {
     /// Writes one command to LazyFS's fault FIFO.
     fn command(&mut self, command: &str) {
         if let Ok(Some(status)) = self.daemon.try_wait() {
-            crate::process::print_log_tail("LazyFS's log", &self.log, 20);
+            print_log_tail("LazyFS's log", &self.log(), 20);
             panic!("LazyFS at {:?} is gone ({status})", self.mount);
         }
         OpenOptions::new()
             .write(true)
-            .open(&self.faults)
+            .open(self.folder.join("lazyfs-faults.fifo"))
             .and_then(|mut fifo| fifo.write_all(format!("{command}\n").as_bytes()))
             .expect("write to LazyFS's fault FIFO");
     }
@@ -196,18 +194,15 @@ impl LazyFs {
     pub fn lose_unsynced_writes(&mut self) {
         self.command("lazyfs::clear-cache");
         let mut answer = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !answer.ends_with(b"\n") {
-            assert!(Instant::now() < deadline, "LazyFS did not report the cleared cache within 60 s");
+        wait_for("LazyFS reported the cleared cache", Duration::from_secs(60), || {
             let mut chunk = [0u8; 64];
             match self.completed.read(&mut chunk) {
                 Ok(read) => answer.extend_from_slice(&chunk[..read]),
-                Err(error) if error.kind() == ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
+                Err(error) if error.kind() == ErrorKind::WouldBlock => {}
                 Err(error) => panic!("read LazyFS's answer: {error}"),
             }
-        }
+            answer.ends_with(b"\n").then_some(())
+        });
         assert_eq!(
             String::from_utf8_lossy(&answer).trim(),
             "finished::clear-cache",
@@ -221,7 +216,7 @@ impl Drop for LazyFs {
         // Gone before its unmount: what it said is lost with its folder, unless shown now.
         if let Ok(Some(status)) = self.daemon.try_wait() {
             eprintln!("LazyFS at {:?} had exited ({status})", self.mount);
-            crate::process::print_log_tail("LazyFS's log", &self.log, 20);
+            print_log_tail("LazyFS's log", &self.log(), 20);
         }
         // A plain unmount, then a lazy one if something still has a file open.
         let unmounted =
@@ -229,11 +224,7 @@ impl Drop for LazyFs {
         if !unmounted {
             let _ = as_root("fusermount3").arg("-uz").arg(&self.mount).output();
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.daemon.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if self.daemon.try_wait().ok().flatten().is_none() {
+        if !self.exited_within(Duration::from_secs(10)) {
             let _ = self.daemon.kill();
             let _ = self.daemon.wait();
         }

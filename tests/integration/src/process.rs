@@ -1,7 +1,7 @@
 //! Processes and files as the servers' owner: commands run as `postgres` when the tests run
 //! as root, temporary folders it owns, `pg_ctl`, `kill -9` of a server's processes.
 
-use std::fs::{self};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -34,11 +34,16 @@ pub fn server_owned_temp_dir(name: &str) -> PathBuf {
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let root = std::env::temp_dir().join(format!("snowflake_id-{name}-{}-{call}", std::process::id()));
     let _ = fs::remove_dir_all(&root);
-    fs::create_dir_all(&root).unwrap();
-    if running_as_root() {
-        run(Command::new("chown").arg("postgres:").arg(&root), "chown");
-    }
+    create_server_owned_dir(&root);
     root
+}
+
+/// Makes the folder `path` (and its parents), owned by the servers' owner.
+pub(crate) fn create_server_owned_dir(path: &Path) {
+    fs::create_dir_all(path).unwrap();
+    if running_as_root() {
+        run(Command::new("chown").arg("postgres:").arg(path), "chown");
+    }
 }
 
 pub fn run(command: &mut Command, what: &str) -> Output {
@@ -81,9 +86,23 @@ pub fn pg_ctl_start(bin: &Path, data_dir: &Path, log_file: &Path, env: &[(&str, 
 /// `pg_ctl stop -m fast` of the server in `data_dir` (a server of a kit of deploy/), which must
 /// succeed.
 pub fn pg_ctl_stop(bin: &Path, data_dir: &Path) {
-    let mut stop = as_server_owner(bin.join("pg_ctl"));
-    stop.args(["-w", "-t", "120", "-m", "fast", "-D"]).arg(data_dir).arg("stop");
-    run(&mut stop, "pg_ctl stop");
+    run(&mut pg_ctl(bin, data_dir, &["-w", "-t", "120", "-m", "fast"], "stop"), "pg_ctl stop");
+}
+
+/// `pg_ctl <options> -D <data_dir> <action>`, as the servers' owner, to run.
+pub(crate) fn pg_ctl(bin: &Path, data_dir: &Path, options: &[&str], action: &str) -> Command {
+    let mut command = as_server_owner(bin.join("pg_ctl"));
+    command.args(options).arg("-D").arg(data_dir).arg(action);
+    command
+}
+
+/// Stops the server of a kit of deploy/ whose folder is `folder` (its `data` and `server.log`)
+/// and starts it again with `env` for its postmaster, such as a fake clock; both must succeed.
+pub fn restart_kit_server(folder: &Path, env: &[(&str, &str)]) {
+    let (bin, data_dir) = (crate::install::pg_bin_dir(), folder.join("data"));
+    pg_ctl_stop(bin, &data_dir);
+    let out = pg_ctl_start(bin, &data_dir, &folder.join("server.log"), env);
+    assert!(out.status.success(), "{} did not start again: {out:?}", folder.display());
 }
 
 /// Sends SIGKILL to a process of a server these tests started. Only to a PostgreSQL process:
@@ -114,11 +133,8 @@ pub(crate) fn is_server_process(pid: u32) -> bool {
 /// (`what`): what a failed test leaves to read.
 pub fn print_log_tail(what: &str, log_file: &Path, lines: usize) {
     let log = fs::read_to_string(log_file).unwrap_or_default();
-    let tail: Vec<&str> = log.lines().rev().take(lines).collect();
-    eprintln!("--- last lines of {what} ---");
-    for line in tail.iter().rev() {
-        eprintln!("{line}");
-    }
+    let all: Vec<&str> = log.lines().collect();
+    eprintln!("--- last lines of {what} ---\n{}", all[all.len().saturating_sub(lines)..].join("\n"));
 }
 
 /// Polls `done` every 10 ms until it holds; fails the test after 60 s, naming `what`.
@@ -127,24 +143,24 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// Polls `poll` every 10 ms until it gives a value, and returns it; fails the test after
-/// `within`, saying that it timed out waiting until `what`. A poll that wants to say more on
-/// failure (the last reading) asserts itself against its own deadline.
-pub fn wait_for<T>(what: &str, within: Duration, mut poll: impl FnMut() -> Option<T>) -> T {
+/// `within`, saying that it timed out waiting until `what`. A wait that wants to say more on
+/// failure (the last reading) uses `poll_within` and asserts on its `None`.
+pub fn wait_for<T>(what: &str, within: Duration, poll: impl FnMut() -> Option<T>) -> T {
+    poll_within(within, Duration::from_millis(10), poll)
+        .unwrap_or_else(|| panic!("timed out after {within:?} waiting until {what}"))
+}
+
+/// Polls `poll` every `every` until it gives a value, for at most `within`: the value, or
+/// `None` if none came in time (without failing the test).
+pub fn poll_within<T>(within: Duration, every: Duration, mut poll: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + within;
     loop {
         if let Some(value) = poll() {
-            return value;
+            return Some(value);
         }
-        assert!(Instant::now() < deadline, "timed out after {within:?} waiting until {what}");
-        std::thread::sleep(Duration::from_millis(10));
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(every);
     }
-}
-
-/// Stops the server of a kit of deploy/ whose folder is `folder` (its `data` and `server.log`)
-/// and starts it again with `env` for its postmaster, such as a fake clock; both must succeed.
-pub fn restart_kit_server(folder: &Path, env: &[(&str, &str)]) {
-    let (bin, data_dir) = (crate::install::pg_bin_dir(), folder.join("data"));
-    pg_ctl_stop(bin, &data_dir);
-    let out = pg_ctl_start(bin, &data_dir, &folder.join("server.log"), env);
-    assert!(out.status.success(), "{} did not start again: {out:?}", folder.display());
 }

@@ -3,6 +3,7 @@
 
 use crate::cluster::Cluster;
 use crate::engine::{Op, Pick, Route, Transaction, Workload, Writer};
+use crate::process::poll_within;
 use postgres::types::ToSql;
 use postgres::Client;
 use std::cell::{Cell, RefCell};
@@ -155,16 +156,10 @@ impl Writers {
 
     /// Waits until at least `rows` were acknowledged (at most a minute).
     pub fn wait_for(&self, rows: usize) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while self.rows() < rows {
-            let errors = self.errors();
-            assert!(
-                Instant::now() < deadline,
-                "the load reached only {} rows; errors: {errors:?}",
-                self.rows()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let reached = poll_within(Duration::from_secs(60), Duration::from_millis(10), || {
+            (self.rows() >= rows).then_some(())
+        });
+        assert!(reached.is_some(), "the load reached only {} rows; errors: {:?}", self.rows(), self.errors());
     }
 
     /// The errors the connections stopped at so far (each stops at its first).
@@ -181,14 +176,12 @@ impl Writers {
     /// order of `writes` and each in the order they were returned, and every error.
     pub fn finish(self) -> (Vec<Vec<i64>>, Vec<String>) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        let shared = self.shared;
         let keys = self
             .workers
             .into_iter()
             .map(|worker| worker.join().unwrap().into_iter().flat_map(|op| op.committed).collect())
             .collect();
-        let errors = shared.errors.lock().unwrap().clone();
-        (keys, errors)
+        (keys, self.shared.errors.lock().unwrap().clone())
     }
 }
 

@@ -116,13 +116,12 @@ impl Transaction {
 
 /// How a failed statement is recorded: its SQLSTATE, or `lost`; and its message.
 pub fn classify(error: &postgres::Error) -> (String, String) {
-    let code = if connection_lost(error) {
-        "lost".to_string()
-    } else {
-        error.code().map_or("lost", |code| code.code()).to_string()
+    let code = match error.code() {
+        Some(code) if !connection_lost(error) => code.code(),
+        _ => "lost",
     };
     let message = error.as_db_error().map_or_else(|| error.to_string(), |db| db.message().to_string());
-    (code, message)
+    (code.to_string(), message)
 }
 
 impl<K> Op<K> {

@@ -5,6 +5,7 @@
 //! cursor: the control, which misses rows committed after it read past their IDs.
 
 use super::{connection_lost, Route};
+use postgres::types::ToSql;
 use postgres::{Client, NoTls};
 use std::thread::sleep;
 use std::time::Duration;
@@ -108,18 +109,15 @@ pub fn poll(
 ) -> Result<(), postgres::Error> {
     let rows = match paging {
         Paging::BelowHorizon { shard } => {
-            let horizon = match shard {
-                Some(_) => "snowflake_horizon($1)",
-                None => "snowflake_horizon()",
+            let (horizon, params): (_, &[&(dyn ToSql + Sync)]) = match &shard {
+                Some(shard) => ("snowflake_horizon($1)", &[shard]),
+                None => ("snowflake_horizon()", &[]),
             };
             let sql = format!(
                 "SELECT h, (extract(epoch FROM clock_timestamp() - snowflake_timestamp(h)) * 1000)::bigint \
                  FROM {horizon} AS h"
             );
-            let row = match shard {
-                Some(shard) => client.query_one(&sql, &[&shard])?,
-                None => client.query_one(&sql, &[])?,
-            };
+            let row = client.query_one(&sql, params)?;
             let (horizon, lag_ms): (i64, i64) = (row.get(0), row.get(1));
             let rows = client.query(
                 &format!("SELECT id, tag FROM {table} WHERE id > $1 AND id < $2 ORDER BY id"),
