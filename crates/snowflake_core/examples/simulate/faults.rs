@@ -209,6 +209,12 @@ pub struct Config {
     /// How long the HA manager takes to answer the lease's request, at most (past the request's
     /// 250 ms deadline, no answer).
     pub max_answer_ms: i64,
+    /// Percent of the primary's calls that take `snowflake_nextval`'s guarded path and may wait
+    /// (0: none, every call refused at once at a bound, as the fast path is): for the clock up
+    /// to `max_wait_ms`, for the worker up to `max_reservation_wait_ms` (`world::waits`).
+    pub waiting_percent: u64,
+    pub max_wait_ms: u64,
+    pub max_reservation_wait_ms: u64,
 }
 
 impl Config {
@@ -233,9 +239,24 @@ impl Config {
             loop_wait_ms: 0,
             ttl_ms: 0,
             max_answer_ms: 0,
+            waiting_percent: 0,
+            max_wait_ms: 0,
+            max_reservation_wait_ms: 0,
         };
         config.draw_ha(&mut rng);
+        config.draw_waits(&mut rng);
         config
+    }
+
+    /// The calls that wait, drawn after everything else, so that the rest stays what a seed
+    /// drew before; half the seeds have none and run as they did.
+    fn draw_waits(&mut self, rng: &mut Rng) {
+        self.waiting_percent = [0, 0, 30, 100][rng.below(4) as usize];
+        self.max_wait_ms = [0, 100, 1_000][rng.below(3) as usize];
+        self.max_reservation_wait_ms = [200, 1_000, 5_000][rng.below(3) as usize];
+        if self.waiting_percent == 0 {
+            (self.max_wait_ms, self.max_reservation_wait_ms) = (0, 0);
+        }
     }
 
     /// The HA settings, drawn after the others so that those stay what a seed drew before.

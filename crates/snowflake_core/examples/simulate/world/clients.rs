@@ -9,19 +9,37 @@ impl World {
             self.stats.lease_refusals += 1;
             return;
         }
-        let now = self.clock(p);
+        if !self.up(p) {
+            return;
+        }
         let layout = self.layout;
+        let result = if self.call_waits(p) {
+            let waited = self.claim_waiting(p, shard, count);
+            if waited.gone {
+                // Its server crashed while it slept: the call died with it.
+                self.stats.claims += 1;
+                return;
+            }
+            self.refused_without_waiting(p, shard, &waited);
+            waited.result
+        } else {
+            let server = &self.servers[p];
+            let mem = server.mem.as_ref().expect("up");
+            let now = self.clock(p);
+            claim_once(
+                &mem.slots[shard as usize],
+                &mem.res,
+                shard,
+                count,
+                &layout,
+                server.settings.max_lead_ms,
+                now,
+            )
+        };
+        // The clock when the claim returned (after its sleeps, for a call that waited).
+        let now = self.clock(p);
         let server = &self.servers[p];
-        let Some(mem) = server.mem.as_ref() else { return };
-        let result = claim_once(
-            &mem.slots[shard as usize],
-            &mem.res,
-            shard,
-            count,
-            &layout,
-            server.settings.max_lead_ms,
-            now,
-        );
+        let mem = server.mem.as_ref().expect("up");
         // Read right after the claim: nothing else runs in between (the model has no threads).
         let in_force = generator::lead_in_force(server.settings.max_lead_ms, &mem.res);
         let bound = generator::max_ceiling_lead_ms(server.settings.reserve_ms, in_force);
