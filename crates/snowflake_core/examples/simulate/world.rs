@@ -10,7 +10,8 @@
 //! standby receives and replays), `worker` (the reservation worker's recordings, start and
 //! tick), `clients` (claims and their checks), `handovers` (failover, switchover, promotion,
 //! pg_upgrade, the clock set back), and the parts the model grew later: `moves`, `readers`,
-//! `ha` (HA managers and the lease), `observers`; `stats` counts what a run reached.
+//! `ha` (HA managers and the lease), `observers`, `waits` (calls that sleep for the clock or
+//! the worker); `stats` counts what a run reached.
 
 use crate::check::{Checker, Issued, Violation};
 use crate::faults::{Config, Event, Kind, PromoStep, RecStep, Target};
@@ -201,8 +202,9 @@ pub struct Server {
     ran_since_clean_stop: bool,
 }
 
-/// A clock the generator reads: the server's reading, frozen for the call (claims here never
-/// sleep: `max_wait_ms` is 0; a sleep would only move this copy).
+/// A clock the generator reads: the server's reading, frozen for the call (`claim_once`'s
+/// claims never sleep: `max_wait_ms` is 0; a sleep would only move this copy). Calls that wait
+/// have a clock of their own (`waits`).
 struct SimClock(i64);
 
 /// One call of `generator::claim` as the model makes it, on the pair or the second server:
