@@ -249,9 +249,12 @@ impl Config {
     }
 
     /// The calls that wait, drawn after everything else, so that the rest stays what a seed
-    /// drew before; half the seeds have none and run as they did.
+    /// drew before. Three seeds in four have none and run as they did: calls that wait are
+    /// healthier (they ride out what refuses the fast path), which hides the symptoms by which
+    /// other guards are caught (`claim-durable-ceiling`'s counter running away from its ceiling
+    /// was caught in 3 of 8 budgets of 60 s with half the seeds waiting, 8 of 8 without).
     fn draw_waits(&mut self, rng: &mut Rng) {
-        self.waiting_percent = [0, 0, 30, 100][rng.below(4) as usize];
+        self.waiting_percent = [0, 0, 0, 0, 0, 0, 30, 100][rng.below(8) as usize];
         self.max_wait_ms = [0, 100, 1_000][rng.below(3) as usize];
         self.max_reservation_wait_ms = [200, 1_000, 5_000][rng.below(3) as usize];
         if self.waiting_percent == 0 {
