@@ -26,15 +26,20 @@ impl World {
             let server = &self.servers[p];
             let mem = server.mem.as_ref().expect("up");
             let now = self.clock(p);
-            claim_once(
-                &mem.slots[shard as usize],
-                &mem.res,
-                shard,
-                count,
-                &layout,
-                server.settings.max_lead_ms,
-                now,
-            )
+            let slot = &mem.slots[shard as usize];
+            let before = slot.last_issued.load(Relaxed);
+            let result = claim_once(slot, &mem.res, shard, count, &layout, server.settings.max_lead_ms, now);
+            // A refused call consumes no counter (`generator`'s top: nothing is claimed past the
+            // ceiling). Only a lowering between its compare-and-swap and its second look at the
+            // ceiling could make it drop what it claimed, and nothing runs in between here.
+            let after = slot.last_issued.load(Relaxed);
+            if result.is_err() && after != before {
+                let message = format!(
+                    "server {p}: shard {shard}: a refused call ({result:?}) moved the counter from {before} to {after}"
+                );
+                return self.violate("consumed", message);
+            }
+            result
         };
         // The clock when the claim returned (after its sleeps, for a call that waited).
         let now = self.clock(p);
