@@ -10,7 +10,8 @@
 //! standby receives and replays), `worker` (the reservation worker's recordings, start and
 //! tick), `clients` (claims and their checks), `handovers` (failover, switchover, promotion,
 //! pg_upgrade, the clock set back), and the parts the model grew later: `moves`, `readers`,
-//! `ha` (HA managers and the lease), `observers`; `stats` counts what a run reached.
+//! `ha` (HA managers and the lease), `observers`, `waits` (calls that sleep for the clock or
+//! the worker); `stats` counts what a run reached.
 
 use crate::check::{Checker, Issued, Violation};
 use crate::faults::{Config, Event, Kind, PromoStep, RecStep, Target};
@@ -25,6 +26,7 @@ use snowflake_core::resume::{
     ReplayedCeiling, Settings, StandbyReadings, StartFacts, StartPlan, StartRefusal, Step, RECORDING,
     RECORDING_AT_START, RECORDING_GUARD, RECORDING_LOWERED,
 };
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// The worker's tick, and the step of virtual time.
@@ -119,8 +121,10 @@ struct InFlight {
 
 /// A server's process memory: gone at any crash.
 pub struct Mem {
-    res: Reservation,
-    slots: Vec<ShardSlot>,
+    /// Shared with a call that waits (`waits`), which holds them while it sleeps and its
+    /// server's worker records; a crash meanwhile makes new ones, and the call's are dropped.
+    res: Rc<Reservation>,
+    slots: Rc<[ShardSlot]>,
     readings: StandbyReadings,
     recorded_at_start: u64,
     lead_kept: Option<LeadSettings>,
@@ -148,7 +152,7 @@ pub struct Mem {
 impl Mem {
     fn new() -> Self {
         Mem {
-            res: Reservation::default(),
+            res: Rc::new(Reservation::default()),
             slots: (0..=MOVED).map(|_| ShardSlot::default()).collect(),
             readings: StandbyReadings::default(),
             recorded_at_start: 0,
@@ -198,8 +202,9 @@ pub struct Server {
     ran_since_clean_stop: bool,
 }
 
-/// A clock the generator reads: the server's reading, frozen for the call (claims here never
-/// sleep: `max_wait_ms` is 0; a sleep would only move this copy).
+/// A clock the generator reads: the server's reading, frozen for the call (`claim_once`'s
+/// claims never sleep: `max_wait_ms` is 0; a sleep would only move this copy). Calls that wait
+/// have a clock of their own (`waits`).
 struct SimClock(i64);
 
 /// One call of `generator::claim` as the model makes it, on the pair or the second server:
@@ -277,6 +282,12 @@ pub struct World {
     /// Every ID the pair issues from now on lies at or above this time part: the highest floor
     /// a client's `snowflake_observe` raised on the pair (`observers`).
     observed_floor: u64,
+    /// Which of the primary's calls wait (`waits`): a stream of its own, so that a seed whose
+    /// calls never wait draws everything else as before.
+    wait_rng: Rng,
+    /// A call that waits is sleeping (`waits`): the ticks inside its sleep make no call wait.
+    in_wait: bool,
+    last_tick_at: i64,
 }
 
 macro_rules! trace {
@@ -296,6 +307,7 @@ mod readers;
 mod replication;
 mod starts;
 mod stats;
+mod waits;
 mod worker;
 
 pub use stats::Stats;
@@ -365,6 +377,9 @@ impl World {
             unfix,
             ha,
             observed_floor: 0,
+            wait_rng: Rng::new(seed, 5),
+            in_wait: false,
+            last_tick_at: START_UNIX_MS,
         };
         trace!(world, "config {:?}", world.cfg);
         for i in 0..world.servers.len() {
@@ -502,6 +517,13 @@ impl World {
 
     fn tick(&mut self) {
         self.t += TICK_MS;
+        self.tick_now();
+    }
+
+    /// A tick's turn of every process at the present time: at `tick`, and inside a call that
+    /// waits, every `TICK_MS` of its sleep (`waits`).
+    fn tick_now(&mut self) {
+        self.last_tick_at = self.t;
         for server in &mut self.servers {
             server.skew_us =
                 (server.skew_us + server.slew_ppm * TICK_MS / 1_000).clamp(-SKEW_BAND_US, SKEW_BAND_US);

@@ -9,19 +9,42 @@ impl World {
             self.stats.lease_refusals += 1;
             return;
         }
-        let now = self.clock(p);
+        if !self.up(p) {
+            return;
+        }
         let layout = self.layout;
+        let result = if self.call_waits(p) {
+            let waited = self.claim_waiting(p, shard, count);
+            if waited.gone {
+                // Its server crashed while it slept: the call died with it.
+                self.stats.claims += 1;
+                return;
+            }
+            self.refused_without_waiting(p, shard, &waited);
+            waited.result
+        } else {
+            let server = &self.servers[p];
+            let mem = server.mem.as_ref().expect("up");
+            let now = self.clock(p);
+            let slot = &mem.slots[shard as usize];
+            let before = slot.last_issued.load(Relaxed);
+            let result = claim_once(slot, &mem.res, shard, count, &layout, server.settings.max_lead_ms, now);
+            // A refused call consumes no counter (`generator`'s top: nothing is claimed past the
+            // ceiling). Only a lowering between its compare-and-swap and its second look at the
+            // ceiling could make it drop what it claimed, and nothing runs in between here.
+            let after = slot.last_issued.load(Relaxed);
+            if result.is_err() && after != before {
+                let message = format!(
+                    "server {p}: shard {shard}: a refused call ({result:?}) moved the counter from {before} to {after}"
+                );
+                return self.violate("consumed", message);
+            }
+            result
+        };
+        // The clock when the claim returned (after its sleeps, for a call that waited).
+        let now = self.clock(p);
         let server = &self.servers[p];
-        let Some(mem) = server.mem.as_ref() else { return };
-        let result = claim_once(
-            &mem.slots[shard as usize],
-            &mem.res,
-            shard,
-            count,
-            &layout,
-            server.settings.max_lead_ms,
-            now,
-        );
+        let mem = server.mem.as_ref().expect("up");
         // Read right after the claim: nothing else runs in between (the model has no threads).
         let in_force = generator::lead_in_force(server.settings.max_lead_ms, &mem.res);
         let bound = generator::max_ceiling_lead_ms(server.settings.reserve_ms, in_force);

@@ -37,6 +37,8 @@ pub struct Stats {
     pub wal_panics: u64,
     pub observes: u64,
     pub observes_refused: u64,
+    pub waits: u64,
+    pub wait_ms: u64,
 }
 
 impl Stats {
@@ -76,7 +78,9 @@ impl Stats {
             lease_refusals,
             wal_panics,
             observes,
-            observes_refused
+            observes_refused,
+            waits,
+            wait_ms
         );
     }
 
@@ -89,7 +93,7 @@ impl Stats {
              shard moves {} (copies made again after a failover {}), HA managers dead alone {}, machines paused {}, \
              promotions with the old primary left running {} (not drawn into a failover, the lease off or another on its way: {}), calls refused \
              for the lease {}, PANICs at a full WAL disk {}, \
-             observations {} (refused {})",
+             observations {} (refused {}), calls that waited {} ({} ms in all)",
             self.promotions,
             self.guards,
             self.clean_stops,
@@ -124,6 +128,8 @@ impl Stats {
             self.wal_panics,
             self.observes,
             self.observes_refused,
+            self.waits,
+            self.wait_ms,
         )
     }
 }
