@@ -40,6 +40,10 @@ impl World {
         }
         self.stats.observes += 1;
         self.observed_floor = self.observed_floor.max(floor);
+        // Later IDs must lie above the floor, as above an ID issued there: confirming
+        // pg_upgrade's estimate assumes of it what it assumes of every ID (`upgrade`).
+        let now_tp = self.layout.time_part(now_unix_ms).expect("in range");
+        self.note_ahead(now_unix_ms, floor as i64 - now_tp as i64);
         trace!(self, "server {p} observes time part {observed}: floor {floor}");
     }
 
