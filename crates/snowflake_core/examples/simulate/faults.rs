@@ -429,7 +429,61 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
         };
         out.push(Event { gap_ticks, kind });
     }
+    restart_in_flight_drawn(seed, &mut out);
     out
+}
+
+/// Percent of seeds that draw `restart_in_flight`, on a stream of its own after every other
+/// draw: the other seeds' schedules stay what they were.
+const RESTART_IN_FLIGHT_PERCENT: u64 = 25;
+
+/// Draws `restart_in_flight` into a schedule already drawn, at a place drawn in it.
+fn restart_in_flight_drawn(seed: u64, out: &mut Vec<Event>) {
+    let mut rng = Rng::new(seed, 6);
+    if !rng.chance(RESTART_IN_FLIGHT_PERCENT) {
+        return;
+    }
+    let at = rng.below(out.len() as u64 + 1) as usize;
+    let gap_ticks = rng.below(30) as u32;
+    let mut composite = Vec::new();
+    restart_in_flight(&mut rng, gap_ticks, &mut composite);
+    out.splice(at..at, composite);
+}
+
+/// F7's other half at a restart (`standby-readings-undated`): calls borrow to the lead bound,
+/// so that the record file holds a ceiling far ahead of the clock; the clock jumps while the
+/// file is full, the jump's ceilings logged and never written to it, and is set back; the
+/// primary restarts cleanly (shared memory new, no crash recovery): its start record is the
+/// file's ceiling, below the jump's, and dated by a standby more than `max_clock_skew_ms`
+/// ahead of its clock. A standby whose replay, and WAL receiver, lag behind reads the clock
+/// of a second jump while that start record is still on its way; it is cut off and promoted
+/// once the reading is older than the skew, before the clock reaches the start record's
+/// date: the promotion replays the start record, which must not drop that reading.
+fn restart_in_flight(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) {
+    let standby = rng.below(2) as u8;
+    out.extend(borrow_to_the_lead_bound(rng, gap_ticks));
+    // The standby catches up with the bursts' commits, then falls behind.
+    out.push(Event { gap_ticks: 2 + rng.below(6) as u32, kind: Kind::SlowReplay { standby, ticks: 200 } });
+    let ahead = rng.range(3_000, 15_000);
+    let lasts = 1 + rng.below(4) as u32;
+    out.push(Event { gap_ticks: 0, kind: Kind::Enospc { target: Target::Primary, ticks: lasts + 1 } });
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: ahead } });
+    out.push(Event { gap_ticks: lasts, kind: Kind::ClockStep { delta_ms: -ahead } });
+    // Once the file can be written again.
+    out.push(Event {
+        gap_ticks: 2 + rng.below(2) as u32,
+        kind: Kind::CleanRestart { target: Target::Primary },
+    });
+    let ahead = rng.range(3_000, 15_000);
+    out.push(Event { gap_ticks: 1 + rng.below(3) as u32, kind: Kind::ClockStep { delta_ms: ahead } });
+    let bare = Kind::BareIds { claims: 1 + rng.below(20) as u32 };
+    out.push(Event { gap_ticks: rng.below(2) as u32, kind: bare });
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    out.push(Event { gap_ticks: rng.below(6) as u32, kind: Kind::Partition { standby, ticks: 100 } });
+    out.push(Event {
+        gap_ticks: 11 + rng.below(10) as u32,
+        kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
+    });
 }
 
 /// Bursts of claims, batches large enough that calls borrow time up to the lead bound: the
