@@ -6,7 +6,7 @@
 
 use postgres::Client;
 use snowflake_id_integration::{
-    assert_setting_refused, db_error, issued, log_of_refused_start, value, wait_for, Cluster, Disk,
+    assert_setting_refused, column, db_error, issued, log_of_refused_start, value, wait_for, Cluster, Disk,
     FakeClock, Pair, Registry, Write, Writers,
 };
 use std::collections::HashSet;
@@ -65,8 +65,7 @@ fn first_id_within(client: &mut Client, shard: i32, within: Duration) -> i64 {
 }
 
 fn ids(client: &mut Client, shard: i32, count: i32) -> Vec<i64> {
-    let rows = client.query("SELECT snowflake_nextvals($1, $2)", &[&shard, &count]).unwrap();
-    rows.iter().map(|row| row.get(0)).collect()
+    column(client, "SELECT snowflake_nextvals($1, $2)", &[&shard, &count])
 }
 
 fn system_identifier(client: &mut Client) -> String {

@@ -9,7 +9,7 @@
 
 use snowflake_id_integration::engine::unix_ms;
 use snowflake_id_integration::{
-    apply_settings, first_id_once_issuing, value, wait_until, Cluster, FakeClock, Pair, TABLE_T,
+    apply_settings, column, first_id_once_issuing, value, wait_until, Cluster, FakeClock, Pair, TABLE_T,
 };
 
 /// How a test restarts the standby before the promotion.
@@ -197,8 +197,7 @@ fn promote_after_restart(Pair { mut primary, mut standby }: Pair, restart: Resta
     let mut client = standby.wait_until_accepting();
     let first = first_id_once_issuing(&mut client);
     let insert = "INSERT INTO t SELECT snowflake_nextval(1) FROM generate_series(1, 1000) RETURNING id";
-    let new = client.query(insert, &[]).unwrap();
-    let lowest = new.iter().map(|row| row.get(0)).chain([first]).min().unwrap();
+    let lowest = column(&mut client, insert, &[]).into_iter().chain([first]).min().unwrap();
     // The time part starts at bit 22 of the default layout.
     assert!(
         lowest > highest,

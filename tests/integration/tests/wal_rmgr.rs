@@ -4,7 +4,7 @@
 //! (`snowflake_id.legacy_wal_rmgr_id`, by default 128 only while such records may remain).
 //! Ids PostgreSQL keeps for itself are refused at start.
 
-use snowflake_id_integration::{value, wait_until, Cluster};
+use snowflake_id_integration::{log_of_refused_start, value, wait_until, Cluster};
 
 /// Moves shard 1 a second ahead `records` times (a reservation record each), then crashes
 /// the server (kill -9); returns the highest ID shard 1 issued before the crash.
@@ -90,8 +90,7 @@ fn a_fresh_cluster_registers_nothing_under_the_experimental_id() {
 
 #[test]
 fn an_id_postgresql_keeps_for_itself_stops_the_server() {
-    let mut cluster = Cluster::builder("wal-rmgr-bad").settings(&["snowflake_id.wal_rmgr_id = 100"]).create();
-    let log = cluster.try_start_with(&[]).expect_err("the server started with wal_rmgr_id = 100");
+    let log = log_of_refused_start("wal-rmgr-bad", &["snowflake_id.wal_rmgr_id = 100"]);
     assert!(
         log.contains("FATAL:  invalid value for parameter \"snowflake_id.wal_rmgr_id\": \"100\""),
         "{log}"
