@@ -46,15 +46,25 @@ pub enum Rec {
     Ceiling {
         unix_ms: i64,
         lead: Option<LeadSettings>,
-        /// The model's bookkeeping, not in the real record: when it was logged (virtual time),
-        /// to tell when a standby dates it later than that (F14, `replication`).
-        logged_at: i64,
+        /// The model's bookkeeping, not in the real record: when it was logged, to tell when a
+        /// standby dates it later than that, and why (F14, `replication`).
+        logged: Logged,
     },
     Commit,
     /// A shard move's copy of the rows, committed on the pair (`moves`).
     Copy(u32),
     Checkpoint,
     ShutdownCheckpoint,
+}
+
+/// When a ceiling's record was logged: virtual time, and the shared clock's offset then (a
+/// set-back since lowers it); and whether it is the start record of a worker whose shared
+/// memory is new (F15). The model's bookkeeping, not in the real record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Logged {
+    pub at: i64,
+    pub clock_offset: i64,
+    pub fresh_start: bool,
 }
 
 /// What survives the process: the record file, the debt's file, the signal file, the WAL.
@@ -495,10 +505,11 @@ impl World {
 
     /// Appends a ceiling's record to the primary's WAL; its worker notes it as the last logged
     /// (`Reservation::last_logged`, read by `resume::renewal`).
-    pub(super) fn log_ceiling(&mut self, p: usize, ceiling: u64, lead: LeadSettings) {
+    pub(super) fn log_ceiling(&mut self, p: usize, ceiling: u64, lead: LeadSettings, fresh_start: bool) {
         let unix_ms = self.layout.unix_ms(ceiling);
         let server = &mut self.servers[p];
-        server.disk.wal.push(Rec::Ceiling { unix_ms, lead: Some(lead), logged_at: self.t });
+        let logged = Logged { at: self.t, clock_offset: self.shared_offset, fresh_start };
+        server.disk.wal.push(Rec::Ceiling { unix_ms, lead: Some(lead), logged });
         server.mem.as_ref().expect("up").res.last_logged.store(ceiling, Relaxed);
     }
 

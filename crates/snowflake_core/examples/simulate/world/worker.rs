@@ -29,7 +29,10 @@ impl World {
             match step {
                 Step::LogWal => {
                     let lead = self.lead_in_force(p);
-                    self.log_ceiling(p, ceiling, lead);
+                    // A start record with shared memory new: no ceiling logged before it.
+                    let fresh_start = steps == RECORDING_AT_START
+                        && self.servers[p].mem.as_ref().expect("up").res.last_logged.load(Relaxed) == 0;
+                    self.log_ceiling(p, ceiling, lead, fresh_start);
                     trace!(
                         self,
                         "server {p} logs ceiling {unix_ms} at {} (clock {})",
@@ -155,7 +158,7 @@ impl World {
                     match step {
                         Step::LogWal => {
                             let lead = self.lead_in_force(p);
-                            self.log_ceiling(p, ceiling, lead);
+                            self.log_ceiling(p, ceiling, lead, false);
                             if self.promo_crash(p, PromoStep::LoggedWal) {
                                 return;
                             }
@@ -271,7 +274,7 @@ impl World {
                 trace!(self, "server {p} lowers its ceiling to {lower}");
                 for &step in RECORDING_LOWERED {
                     match step {
-                        Step::LogWal => self.log_ceiling(p, lower, lead),
+                        Step::LogWal => self.log_ceiling(p, lower, lead, false),
                         Step::WriteFile => {
                             let record = self.record_of(p, unix_ms, lead);
                             if self.write_record(p, record).is_err() {
