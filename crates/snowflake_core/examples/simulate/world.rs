@@ -49,6 +49,11 @@ pub enum Rec {
         /// The model's bookkeeping, not in the real record: when it was logged (virtual time),
         /// to tell when a standby dates it later than that (F14, `replication`).
         logged_at: i64,
+        /// The model's bookkeeping too: the clock of the server that logged it, then, and
+        /// whether a worker's start logged it (`RECORDING_AT_START`), to tell F14 from F13's
+        /// class (`replication`).
+        logged_clock: i64,
+        at_start: bool,
     },
     Commit,
     /// A shard move's copy of the rows, committed on the pair (`moves`).
@@ -495,10 +500,12 @@ impl World {
 
     /// Appends a ceiling's record to the primary's WAL; its worker notes it as the last logged
     /// (`Reservation::last_logged`, read by `resume::renewal`).
-    pub(super) fn log_ceiling(&mut self, p: usize, ceiling: u64, lead: LeadSettings) {
+    pub(super) fn log_ceiling(&mut self, p: usize, ceiling: u64, lead: LeadSettings, at_start: bool) {
         let unix_ms = self.layout.unix_ms(ceiling);
+        let logged_clock = self.clock(p);
         let server = &mut self.servers[p];
-        server.disk.wal.push(Rec::Ceiling { unix_ms, lead: Some(lead), logged_at: self.t });
+        let record = Rec::Ceiling { unix_ms, lead: Some(lead), logged_at: self.t, logged_clock, at_start };
+        server.disk.wal.push(record);
         server.mem.as_ref().expect("up").res.last_logged.store(ceiling, Relaxed);
     }
 
@@ -645,7 +652,8 @@ impl World {
                 }
             }
             Kind::ClockStep { delta_ms } if delta_ms >= 0 => self.shared_offset += delta_ms,
-            Kind::ClockStep { delta_ms } => self.set_back(delta_ms),
+            Kind::ClockStep { delta_ms } => self.set_back(delta_ms, false),
+            Kind::SetBackOwingGuard { delta_ms } => self.set_back(delta_ms.min(0), true),
             Kind::Skew { server, skew_ms } => {
                 let i = server as usize % self.servers.len();
                 self.servers[i].skew_us = (skew_ms * 1_000).clamp(-SKEW_BAND_US, SKEW_BAND_US);

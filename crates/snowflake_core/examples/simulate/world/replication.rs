@@ -11,14 +11,14 @@ impl World {
         i: usize,
         unix_ms: i64,
         lead: Option<LeadSettings>,
-        logged_at: i64,
+        logged: Option<(i64, i64, bool)>,
         end: usize,
         recovery: Recovery,
     ) -> bool {
         let now_unix_ms = self.clock(i);
         let settings = self.servers[i].settings;
-        if recovery == Recovery::Archive {
-            self.note_misdated_lowering(i, unix_ms, lead, logged_at);
+        if let (Recovery::Archive, Some(logged)) = (recovery, logged) {
+            self.note_misdated_lowering(i, unix_ms, lead, logged);
         }
         let received = self.servers[i].disk.wal.len() as u64;
         let mem = self.servers[i].mem.as_mut().expect("up");
@@ -65,8 +65,20 @@ impl World {
     /// it was written may go. Marked when the date lies later than the writing, by the virtual
     /// time that passed, by more than the skew. The date is worked out here again, not by
     /// `resume`'s code: a checker that called the code it checks would move with a mutation of
-    /// that code (`standby-readings-undated`), and its exclusion would hide the mutant.
-    fn note_misdated_lowering(&mut self, i: usize, unix_ms: i64, lead: Option<LeadSettings>, logged_at: i64) {
+    /// that code (`standby-readings-undated`), and its exclusion would hide the mutant. For the
+    /// same reason the date is taken no later than the clock of the server that logged it read
+    /// then, except for a start record: a record further ahead of that clock than `reserve_ms`
+    /// dates itself later than it was written on any clock (F13's class), which the core keeps
+    /// from being a lowering for a promotion's guard (`promotion-guard-logged`) and a renewal
+    /// (`renewal-below-logged-held`); a start record after shared memory was made again (a
+    /// restart at a file's ceiling below one logged before it) still can, and stays excluded.
+    fn note_misdated_lowering(
+        &mut self,
+        i: usize,
+        unix_ms: i64,
+        lead: Option<LeadSettings>,
+        (logged_at, logged_clock, at_start): (i64, i64, bool),
+    ) {
         let settings = self.servers[i].settings;
         let Some(mem) = self.servers[i].mem.as_ref() else { return };
         if !mem.readings.last_replayed_unix_ms.is_some_and(|previous| unix_ms < previous) {
@@ -79,6 +91,7 @@ impl World {
         if dated > now_unix_ms + skew_ms {
             return;
         }
+        let dated = if at_start { dated } else { dated.min(logged_clock) };
         let aged_by_clock = (now_unix_ms - dated).max(0);
         if self.t - logged_at - aged_by_clock > skew_ms {
             self.servers[i].disk.misdated_lowering = true;
@@ -94,8 +107,9 @@ impl World {
                 return true;
             }
             match self.servers[i].disk.wal[index] {
-                Rec::Ceiling { unix_ms, lead, logged_at } => {
-                    if !self.replay_ceiling(i, unix_ms, lead, logged_at, index + 1, Recovery::Archive) {
+                Rec::Ceiling { unix_ms, lead, logged_at, logged_clock, at_start } => {
+                    let logged = Some((logged_at, logged_clock, at_start));
+                    if !self.replay_ceiling(i, unix_ms, lead, logged, index + 1, Recovery::Archive) {
                         return false;
                     }
                 }

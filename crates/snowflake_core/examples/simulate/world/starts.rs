@@ -213,10 +213,10 @@ impl World {
             // Crash recovery: this server's own WAL from the last checkpoint.
             let (from, to) = (self.servers[i].disk.redo, self.servers[i].disk.wal.len());
             for index in from..to {
-                if let Rec::Ceiling { unix_ms, lead, logged_at } = self.servers[i].disk.wal[index] {
+                if let Rec::Ceiling { unix_ms, lead, .. } = self.servers[i].disk.wal[index] {
                     // A record above the file is written to it (F9); a full disk stops the
                     // recovery, and the server is started again later.
-                    if !self.replay_ceiling(i, unix_ms, lead, logged_at, index + 1, Recovery::Crash) {
+                    if !self.replay_ceiling(i, unix_ms, lead, None, index + 1, Recovery::Crash) {
                         return;
                     }
                 }

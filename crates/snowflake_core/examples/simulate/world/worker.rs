@@ -29,7 +29,7 @@ impl World {
             match step {
                 Step::LogWal => {
                     let lead = self.lead_in_force(p);
-                    self.log_ceiling(p, ceiling, lead);
+                    self.log_ceiling(p, ceiling, lead, steps == RECORDING_AT_START);
                     trace!(
                         self,
                         "server {p} logs ceiling {unix_ms} at {} (clock {})",
@@ -155,7 +155,7 @@ impl World {
                     match step {
                         Step::LogWal => {
                             let lead = self.lead_in_force(p);
-                            self.log_ceiling(p, ceiling, lead);
+                            self.log_ceiling(p, ceiling, lead, false);
                             if self.promo_crash(p, PromoStep::LoggedWal) {
                                 return;
                             }
@@ -271,7 +271,7 @@ impl World {
                 trace!(self, "server {p} lowers its ceiling to {lower}");
                 for &step in RECORDING_LOWERED {
                     match step {
-                        Step::LogWal => self.log_ceiling(p, lower, lead),
+                        Step::LogWal => self.log_ceiling(p, lower, lead, false),
                         Step::WriteFile => {
                             let record = self.record_of(p, unix_ms, lead);
                             if self.write_record(p, record).is_err() {
