@@ -296,7 +296,8 @@ const WEIGHTS: [u64; 30] =
 /// out with even odds, so that a run spends its events on a few faults and their rare
 /// combinations (a clock step with no restart to hide it, a skew with no slew to move it)
 /// instead of averaging over all of them. Arms 17 to 19, 21 and 27 are composite faults that
-/// place the moments the rarest guards cover: each says which.
+/// place the moments the rarest guards cover: each says which. Two more, `restart_in_flight`
+/// and `guard_run_again`, are drawn after every other draw, each on a stream of its own.
 pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     let mut rng = Rng::new(seed, 2);
     let mut weights = WEIGHTS;
