@@ -2,6 +2,7 @@
 //! streams of their own, so that a shrunk schedule runs under the same configuration.
 
 use crate::rng::Rng;
+use crate::world::TICK_MS;
 
 /// Where a recording of the worker's renewal may be cut (`resume::RECORDING`'s steps).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +55,13 @@ pub enum Kind {
     },
     /// Every server's clock steps (a negative step only where the docs allow it, see `World`).
     ClockStep {
+        delta_ms: i64,
+    },
+    /// The shared clock set back (`delta_ms` negative) while the primary, just promoted, owes
+    /// its guard: logged once, its file write failed, its worker not yet started again. Allowed
+    /// where `ClockStep`'s set-back is (every standby up, streaming and replaying: README
+    /// guarantee 3), but before the promotion is done. Drawn only by `guard_run_again`.
+    SetBackOwingGuard {
         delta_ms: i64,
     },
     /// One server's clock offset set within +-max_clock_skew_ms/2 of the shared clock.
@@ -288,7 +296,8 @@ const WEIGHTS: [u64; 30] =
 /// out with even odds, so that a run spends its events on a few faults and their rare
 /// combinations (a clock step with no restart to hide it, a skew with no slew to move it)
 /// instead of averaging over all of them. Arms 17 to 19, 21 and 27 are composite faults that
-/// place the moments the rarest guards cover: each says which.
+/// place the moments the rarest guards cover: each says which. Two more, `restart_in_flight`
+/// and `guard_run_again`, are drawn after every other draw, each on a stream of its own.
 pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     let mut rng = Rng::new(seed, 2);
     let mut weights = WEIGHTS;
@@ -430,6 +439,7 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
         out.push(Event { gap_ticks, kind });
     }
     restart_in_flight_drawn(seed, &mut out);
+    guard_run_again_drawn(seed, &mut out);
     out
 }
 
@@ -482,6 +492,80 @@ fn restart_in_flight(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) {
     out.push(Event { gap_ticks: rng.below(6) as u32, kind: Kind::Partition { standby, ticks: 100 } });
     out.push(Event {
         gap_ticks: 11 + rng.below(10) as u32,
+        kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
+    });
+}
+
+/// Percent of seeds that draw `guard_run_again`, on a stream of its own after every other
+/// draw (`restart_in_flight`'s too): the other seeds' schedules stay what they were.
+const GUARD_RUN_AGAIN_PERCENT: u64 = 20;
+
+/// Draws `guard_run_again` into a schedule already drawn, at a place drawn in it.
+fn guard_run_again_drawn(seed: u64, out: &mut Vec<Event>) {
+    let mut rng = Rng::new(seed, 8);
+    if !rng.chance(GUARD_RUN_AGAIN_PERCENT) {
+        return;
+    }
+    let at = rng.below(out.len() as u64 + 1) as usize;
+    let gap_ticks = rng.below(30) as u32;
+    let mut composite = Vec::new();
+    let lead_ms = Config::draw(seed).standby_lead_ms as i64;
+    guard_run_again(&mut rng, gap_ticks, lead_ms, &mut composite);
+    out.splice(at..at, composite);
+}
+
+/// F13's class at a promotion (`promotion-guard-logged`): a failover cut by a kill -9 at the
+/// end of recovery, and the promoted server's record file full from its worker's first run:
+/// each run of the promotion logs its guard, fails to write it, exits, and runs again a second
+/// later. The old primary comes back as its standby (re-cloned within 3 s) and lags; the clock
+/// jumps while two runs log their guards, the standby cut off meanwhile, and is set back before
+/// the next run (every standby replaying: the standby reads the jump as it replays the first of
+/// the two); the file can be written again, and the next run's guard, from the clock set back,
+/// is the one published. The standby, cut off again at once, still lacks it when the clock
+/// jumps a second time while the new primary issues: set back, the standby reads that jump as
+/// it replays the second guard of the first jump, and is cut off again until the guard run
+/// again, were it below the one logged before, would be dated (the promotion's bound less
+/// `reserve_ms` after it was written); then it receives that guard, not the second jump's
+/// ceilings, and is promoted, the primary lost. The promotion replays the guard run again,
+/// which must not drop the reading of the second jump.
+fn guard_run_again(rng: &mut Rng, gap_ticks: u32, lead_ms: i64, out: &mut Vec<Event>) {
+    let standby = rng.below(2) as u8;
+    let crash = Some((PromoStep::EndOfRecovery, false));
+    out.push(Event { gap_ticks, kind: Kind::Failover { standby, power: rng.chance(50), crash } });
+    // Its worker runs the promotion at the next tick, then every 20 ticks: runs 5 and 6 (ticks
+    // 81 and 101) still fail, run 7 (tick 121) writes its guard.
+    let full = 102 + rng.below(19) as u32;
+    out.push(Event { gap_ticks: 0, kind: Kind::Enospc { target: Target::Primary, ticks: full } });
+    // Tick 62: the old primary re-cloned and streaming (it restarts within 3 s).
+    out.push(Event { gap_ticks: 62, kind: Kind::SlowReplay { standby, ticks: 600 } });
+    let ahead = rng.range(3_000, 15_000);
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: ahead } });
+    // Cut off from tick 80 to 102: runs 5 and 6 log their guards during the jump.
+    out.push(Event { gap_ticks: 18, kind: Kind::Partition { standby, ticks: 22 } });
+    out.push(Event { gap_ticks: 22, kind: Kind::SetBackOwingGuard { delta_ms: -ahead } });
+    // Cut off again until the second set-back. Run 7 (tick 121) writes its guard; a second
+    // later the new primary's calls issue (commits the standby will receive after the guard).
+    let burst_gap = 39 + rng.below(3) as u32;
+    let bare_gap = 1 + rng.below(2) as u32;
+    let cut = burst_gap + 1 + bare_gap;
+    out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: cut } });
+    let burst = Kind::Burst { claims: 20 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(100) as u32 };
+    out.push(Event { gap_ticks: burst_gap, kind: burst });
+    // The guard run again (tick 121) is dated `lead_ms + 1` plus the skew (500 ms) after it was
+    // written; replayed sooner it is undated, and drops nothing. The second set-back comes 22
+    // ticks or so after it; the standby is cut off until the rest has passed. The second jump
+    // lies above what the promoted standby's clock will read then, plus its bound.
+    let wait_ticks = ((lead_ms + 1 + 500 + 300 - 22 * TICK_MS).max(TICK_MS) / TICK_MS) as u32;
+    let ahead = 2 * lead_ms + TICK_MS * i64::from(wait_ticks) + rng.range(3_000, 15_000);
+    out.push(Event { gap_ticks: 1, kind: Kind::ClockStep { delta_ms: ahead } });
+    let bare = Kind::BareIds { claims: 1 + rng.below(20) as u32 };
+    out.push(Event { gap_ticks: bare_gap, kind: bare });
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: wait_ticks } });
+    // Connected again for a tick or two: it receives the guard run again and the commits
+    // after it, not yet the jump's ceilings.
+    out.push(Event {
+        gap_ticks: wait_ticks + rng.below(2) as u32,
         kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
     });
 }

@@ -656,7 +656,8 @@ impl World {
                 }
             }
             Kind::ClockStep { delta_ms } if delta_ms >= 0 => self.shared_offset += delta_ms,
-            Kind::ClockStep { delta_ms } => self.set_back(delta_ms),
+            Kind::ClockStep { delta_ms } => self.set_back(delta_ms, false),
+            Kind::SetBackOwingGuard { delta_ms } => self.set_back(delta_ms.min(0), true),
             Kind::Skew { server, skew_ms } => {
                 let i = server as usize % self.servers.len();
                 self.servers[i].skew_us = (skew_ms * 1_000).clamp(-SKEW_BAND_US, SKEW_BAND_US);

@@ -10,12 +10,20 @@ impl World {
     /// every standby up, streaming and replaying, so that each reads its clock, as it replays
     /// a ceiling, after the last one the primary decided ahead of it. A clock run ahead only
     /// while a standby was down or cut off, set back before its promotion, is excluded by
-    /// design: the promotion would resume short, as documented.
-    pub(super) fn set_back(&mut self, delta_ms: i64) {
+    /// design: the promotion would resume short, as documented. With `owing_guard`, instead
+    /// while the primary's worker is between two runs of its promotion (its guard logged, the
+    /// file write failed, the worker exited): the standbys replay all the same.
+    pub(super) fn set_back(&mut self, delta_ms: i64, owing_guard: bool) {
         let p = self.primary;
         let primary_ready = self.up(p)
             && !self.servers[p].disk.signal
-            && self.servers[p].mem.as_ref().is_some_and(|mem| mem.worker_up && !mem.guard_pending);
+            && self.servers[p].mem.as_ref().is_some_and(|mem| {
+                if owing_guard {
+                    mem.guard_pending && !mem.worker_up && mem.res.last_logged.load(Relaxed) > 0
+                } else {
+                    mem.worker_up && !mem.guard_pending
+                }
+            });
         let standbys = self.standbys();
         let chains_up = standbys.iter().all(|&i| {
             let mut j = i;
