@@ -297,7 +297,9 @@ const WEIGHTS: [u64; 30] =
 /// combinations (a clock step with no restart to hide it, a skew with no slew to move it)
 /// instead of averaging over all of them. Arms 17 to 19, 21 and 27 are composite faults that
 /// place the moments the rarest guards cover: each says which. Two more, `restart_in_flight`
-/// and `guard_run_again`, are drawn after every other draw, each on a stream of its own.
+/// `guard_run_again` and `lead_lost_at_restart`, are drawn by a share of the seeds after
+/// everything else, each on a stream of its own, so that the seeds that draw none keep their
+/// schedules.
 pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     let mut rng = Rng::new(seed, 2);
     let mut weights = WEIGHTS;
@@ -438,26 +440,36 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
         };
         out.push(Event { gap_ticks, kind });
     }
-    restart_in_flight_drawn(seed, &mut out);
-    guard_run_again_drawn(seed, &mut out);
+    // The composites drawn after everything else: (stream, percent of seeds, composite).
+    splice_drawn(seed, 6, 25, &mut out, restart_in_flight);
+    let lead_ms = Config::draw(seed).standby_lead_ms as i64;
+    splice_drawn(seed, 8, 20, &mut out, |rng, gap_ticks, out| guard_run_again(rng, gap_ticks, lead_ms, out));
+    let config = Config::draw(seed);
+    splice_drawn(seed, 9, 25, &mut out, |rng, gap_ticks, out| {
+        lead_lost_at_restart(rng, &config, gap_ticks, out)
+    });
     out
 }
 
-/// Percent of seeds that draw `restart_in_flight`, on a stream of its own after every other
-/// draw: the other seeds' schedules stay what they were.
-const RESTART_IN_FLIGHT_PERCENT: u64 = 25;
-
-/// Draws `restart_in_flight` into a schedule already drawn, at a place drawn in it.
-fn restart_in_flight_drawn(seed: u64, out: &mut Vec<Event>) {
-    let mut rng = Rng::new(seed, 6);
-    if !rng.chance(RESTART_IN_FLIGHT_PERCENT) {
+/// Draws a composite into a schedule already drawn, by `percent` of the seeds, on random
+/// stream `stream` of its own, at a place drawn in the schedule: after every other draw, so
+/// that a seed that does not draw it keeps the schedule it had.
+fn splice_drawn(
+    seed: u64,
+    stream: u64,
+    percent: u64,
+    out: &mut Vec<Event>,
+    composite: impl FnOnce(&mut Rng, u32, &mut Vec<Event>),
+) {
+    let mut rng = Rng::new(seed, stream);
+    if !rng.chance(percent) {
         return;
     }
     let at = rng.below(out.len() as u64 + 1) as usize;
     let gap_ticks = rng.below(30) as u32;
-    let mut composite = Vec::new();
-    restart_in_flight(&mut rng, gap_ticks, &mut composite);
-    out.splice(at..at, composite);
+    let mut events = Vec::new();
+    composite(&mut rng, gap_ticks, &mut events);
+    out.splice(at..at, events);
 }
 
 /// F7's other half at a restart (`standby-readings-undated`): calls borrow to the lead bound,
@@ -494,24 +506,6 @@ fn restart_in_flight(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Event>) {
         gap_ticks: 11 + rng.below(10) as u32,
         kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
     });
-}
-
-/// Percent of seeds that draw `guard_run_again`, on a stream of its own after every other
-/// draw (`restart_in_flight`'s too): the other seeds' schedules stay what they were.
-const GUARD_RUN_AGAIN_PERCENT: u64 = 20;
-
-/// Draws `guard_run_again` into a schedule already drawn, at a place drawn in it.
-fn guard_run_again_drawn(seed: u64, out: &mut Vec<Event>) {
-    let mut rng = Rng::new(seed, 8);
-    if !rng.chance(GUARD_RUN_AGAIN_PERCENT) {
-        return;
-    }
-    let at = rng.below(out.len() as u64 + 1) as usize;
-    let gap_ticks = rng.below(30) as u32;
-    let mut composite = Vec::new();
-    let lead_ms = Config::draw(seed).standby_lead_ms as i64;
-    guard_run_again(&mut rng, gap_ticks, lead_ms, &mut composite);
-    out.splice(at..at, composite);
 }
 
 /// F13's class at a promotion (`promotion-guard-logged`): a failover cut by a kill -9 at the
@@ -568,6 +562,97 @@ fn guard_run_again(rng: &mut Rng, gap_ticks: u32, lead_ms: i64, out: &mut Vec<Ev
         gap_ticks: wait_ticks + rng.below(2) as u32,
         kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
     });
+}
+
+/// F10's second form and F12 (`worker-start-file-lead`, `recovery-written-lead`): a record file
+/// left with a larger lead than the last WAL record and the standby know of, and a restart that
+/// takes it. The standby's own `max_lead_ms` must be the smaller one too, so first a history:
+/// the primary's setting lowered by a reload, a switchover, and the old primary held down (its
+/// WAL disk full) until it is re-cloned, as a standby with that smaller setting, from a new
+/// primary whose larger lead is no longer in force. The new primary borrows to its lead bound,
+/// and a reload lowers its setting while the ceiling is far ahead (the lead kept). Half the
+/// time (F12) the first renewal after it is cut by a kill -9 between its WAL record and its
+/// file write: crash recovery writes that record, with the kept lead, to the file; the restart
+/// keeps that lead, and its start record's fdatasync stalls while the old primary is re-cloned
+/// from it, cut off, and the power lost. Else (F10) calls borrow under the kept lead, so that
+/// the file carries it; the clock jumps to within the smaller bound of the ceiling (the kept
+/// lead spent, no renewal yet) and the old primary is re-cloned; a kill -9, whose restart keeps
+/// no lead and logs its start record with the smaller one, and whose file write stalls; the
+/// clock set back while the standby replays that record, the standby cut off, and a clean
+/// restart, which must not find the larger lead in the file. Then calls borrow, and the
+/// standby is promoted.
+fn lead_lost_at_restart(rng: &mut Rng, cfg: &Config, gap_ticks: u32, out: &mut Vec<Event>) {
+    let standby = rng.below(2) as u8;
+    let small = 500;
+    out.push(Event { gap_ticks, kind: Kind::LowerLead { new_ms: small, restart: false } });
+    out.push(Event { gap_ticks: 1 + rng.below(3) as u32, kind: Kind::Switchover { standby, crash: None } });
+    let hold_at = out.len();
+    out.push(Event { gap_ticks: 0, kind: Kind::WalFull { target: Target::Standby(standby), ticks: 0 } });
+    let mut elapsed = 0u32;
+    fn push(out: &mut Vec<Event>, elapsed: &mut u32, gap_ticks: u32, kind: Kind) {
+        *elapsed += gap_ticks;
+        out.push(Event { gap_ticks, kind });
+    }
+    // Past the old primary's restart (within 3 s of the switchover), so that it waits for room.
+    for event in borrow_to_the_lead_bound(rng, 61) {
+        push(out, &mut elapsed, event.gap_ticks, event.kind);
+    }
+    push(out, &mut elapsed, 0, Kind::LowerLead { new_ms: small, restart: false });
+    let stall = Kind::DiskStall { ms: rng.range(3_000, 8_000) };
+    if rng.chance(50) {
+        // F12
+        push(out, &mut elapsed, 0, Kind::CrashAtStep { step: RecStep::AfterLogWal, power: false });
+        push(out, &mut elapsed, 0, stall);
+        let burst =
+            Kind::Burst { claims: 20 + rng.below(30) as u32, max_batch_ms: 1_000 + rng.below(3_000) as u32 };
+        push(out, &mut elapsed, 1, burst);
+        // The renewal at the next tick, the restart a tick later; the old primary re-cloned after.
+        let hold = elapsed + 3 + rng.below(3) as u32;
+        out[hold_at].kind = Kind::WalFull { target: Target::Standby(standby), ticks: hold };
+        let gap = hold - elapsed + 1 + rng.below(3) as u32;
+        push(out, &mut elapsed, gap, Kind::Partition { standby, ticks: 100 });
+        push(
+            out,
+            &mut elapsed,
+            rng.below(2) as u32,
+            Kind::Kill { target: Target::Primary, power: true, restart_after_ticks: 0 },
+        );
+    } else {
+        for event in borrow_to_the_lead_bound(rng, 1) {
+            push(out, &mut elapsed, event.gap_ticks, event.kind);
+        }
+        let lead = cfg.standby_lead_ms as i64;
+        let reserve = cfg.reserve_ms as i64;
+        let rem = rng.range(reserve / 2 + 250, small as i64 + reserve);
+        let jump = (lead + 1 + reserve - rem).max(100);
+        push(out, &mut elapsed, 0, Kind::ClockStep { delta_ms: jump });
+        push(out, &mut elapsed, 0, stall);
+        // The worker drops its kept lead at its next tick; the old primary re-cloned after.
+        let hold = elapsed + 2;
+        out[hold_at].kind = Kind::WalFull { target: Target::Standby(standby), ticks: hold };
+        push(
+            out,
+            &mut elapsed,
+            2,
+            Kind::Kill { target: Target::Primary, power: false, restart_after_ticks: 0 },
+        );
+        let back = rng.range(
+            small as i64 + reserve - rem + 300,
+            (lead - small as i64 - 600).max(small as i64 + reserve - rem + 400),
+        );
+        push(out, &mut elapsed, 1, Kind::ClockStep { delta_ms: -back });
+        push(out, &mut elapsed, 0, Kind::Partition { standby, ticks: 100 });
+        push(out, &mut elapsed, rng.below(2) as u32, Kind::CleanRestart { target: Target::Primary });
+    }
+    for event in borrow_to_the_lead_bound(rng, 2) {
+        push(out, &mut elapsed, event.gap_ticks, event.kind);
+    }
+    push(
+        out,
+        &mut elapsed,
+        1 + rng.below(4) as u32,
+        Kind::Failover { standby, power: rng.chance(50), crash: None },
+    );
 }
 
 /// Bursts of claims, batches large enough that calls borrow time up to the lead bound: the
