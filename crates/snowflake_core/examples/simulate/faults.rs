@@ -296,10 +296,10 @@ const WEIGHTS: [u64; 30] =
 /// out with even odds, so that a run spends its events on a few faults and their rare
 /// combinations (a clock step with no restart to hide it, a skew with no slew to move it)
 /// instead of averaging over all of them. Arms 17 to 19, 21 and 27 are composite faults that
-/// place the moments the rarest guards cover: each says which. Two more, `restart_in_flight`
-/// `guard_run_again` and `lead_lost_at_restart`, are drawn by a share of the seeds after
-/// everything else, each on a stream of its own, so that the seeds that draw none keep their
-/// schedules.
+/// place the moments the rarest guards cover: each says which. Four more, `restart_in_flight`,
+/// `guard_run_again`, `lead_lost_at_restart` and `floor_ahead_lowering`, are drawn by a share
+/// of the seeds after everything else, each on a stream of its own, so that the seeds that
+/// draw none keep their schedules.
 pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     let mut rng = Rng::new(seed, 2);
     let mut weights = WEIGHTS;
@@ -447,6 +447,9 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     let config = Config::draw(seed);
     splice_drawn(seed, 9, 25, &mut out, |rng, gap_ticks, out| {
         lead_lost_at_restart(rng, &config, gap_ticks, out)
+    });
+    splice_drawn(seed, 12, 20, &mut out, |rng, gap_ticks, out| {
+        floor_ahead_lowering(rng, gap_ticks, &config, out)
     });
     out
 }
@@ -653,6 +656,68 @@ fn lead_lost_at_restart(rng: &mut Rng, cfg: &Config, gap_ticks: u32, out: &mut V
         1 + rng.below(4) as u32,
         Kind::Failover { standby, power: rng.chance(50), crash: None },
     );
+}
+
+/// F13's first form at a restart (`lower-ceiling-floor-wait`): a standby's replay falls
+/// behind; the clock jumps while the primary issues bare IDs, and is set back, the jump's
+/// ceiling kept (IDs were issued up there), more than `max_lead_ms` ahead of the clock. The
+/// primary restarts cleanly: its floor lies there, and calls are refused until the clock comes
+/// within `max_lead_ms` of it. The clock jumps a second time for a tick, its renewal's fdatasync
+/// stalled past the set-back (no call issues up there), and the standby is cut off at once: the
+/// worker's next tick finds a ceiling far ahead of the clock and nothing issued since the
+/// restart, and a lowering held at the floor would date itself (its ceiling less `reserve_ms`)
+/// up to the floor's lead later than it was written. Calls issue again at the floor; the clock
+/// jumps a third time while the primary issues, and is set back as the standby, connected
+/// again, reads it as it replays a record older than the lowering. It receives the lowering and
+/// the commits after it, not the third jump's ceilings, is cut off, and is promoted, the
+/// primary lost, once the clock has reached the lowering's date less the skew (sooner, it is
+/// undated and drops nothing not yet received), while the reading still lies more than the skew
+/// before that date: the promotion must keep it.
+fn floor_ahead_lowering(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: &mut Vec<Event>) {
+    let standby = rng.below(2) as u8;
+    // The primary's lead at most the standbys' (a primary promoted from one has theirs).
+    let lead_ms = cfg.standby_lead_ms as i64;
+    let latency_ticks = (cfg.max_disk_latency_ms / TICK_MS) as u32 + 1;
+    out.push(Event { gap_ticks, kind: Kind::SlowReplay { standby, ticks: 800 } });
+    // Bare IDs once the jump's renewal is published: its ceiling stays.
+    let first = lead_ms + rng.range(1_500, 4_000);
+    out.push(Event { gap_ticks: rng.below(2) as u32, kind: Kind::ClockStep { delta_ms: first } });
+    let bare = Kind::BareIds { claims: 5 + rng.below(15) as u32 };
+    out.push(Event { gap_ticks: 1 + latency_ticks, kind: bare });
+    out.push(Event { gap_ticks: 1, kind: bare });
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -first } });
+    let restart_gap = 2 + rng.below(2) as u32;
+    out.push(Event { gap_ticks: restart_gap, kind: Kind::CleanRestart { target: Target::Primary } });
+    // Once its start record is written: the second jump, one tick, its renewal stalled.
+    let stall_ms = rng.range(60, 250);
+    out.push(Event { gap_ticks: 10, kind: Kind::DiskStall { ms: stall_ms } });
+    let second = first + rng.range(1_500, 6_000);
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: second } });
+    out.push(Event { gap_ticks: 1, kind: Kind::ClockStep { delta_ms: -second } });
+    let since = restart_gap + 11;
+    // Ticks after the first set-back: the lowering's date lies about `first` after it (less
+    // the jump's wait, plus twice a recording's latency); the third set-back more than the
+    // skew before it, the failover after it.
+    let jump_ticks = 3 + latency_ticks;
+    let reading_ticks = ((first - 1_000 - rng.range(0, 300)) / TICK_MS) as u32;
+    let failover_ticks = ((first + 2 * cfg.max_disk_latency_ms + 100) / TICK_MS) as u32;
+    let burst_gap = reading_ticks.saturating_sub(since + jump_ticks + 1).max(1);
+    let cut = burst_gap + 1 + jump_ticks;
+    out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: cut } });
+    // Commits after the lowering, so that the standby can receive it without what follows.
+    let burst = Kind::Burst { claims: 20 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(20) as u32 };
+    out.push(Event { gap_ticks: burst_gap, kind: burst });
+    // The third jump lies above what the promoted standby's clock will read, plus its bound.
+    let wait_ms = TICK_MS * i64::from(failover_ticks.saturating_sub(since + cut) + jump_ticks);
+    let third = lead_ms + wait_ms + rng.range(3_000, 10_000);
+    out.push(Event { gap_ticks: 1, kind: Kind::ClockStep { delta_ms: third } });
+    let bare = Kind::BareIds { claims: 1 + rng.below(20) as u32 };
+    out.push(Event { gap_ticks: jump_ticks, kind: bare });
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -third } });
+    let receive = 6 + rng.below(10) as u32;
+    out.push(Event { gap_ticks: receive, kind: Kind::Partition { standby, ticks: 400 } });
+    let left = failover_ticks.saturating_sub(since + cut + receive).max(1);
+    out.push(Event { gap_ticks: left, kind: Kind::Failover { standby, power: rng.chance(50), crash: None } });
 }
 
 /// Bursts of claims, batches large enough that calls borrow time up to the lead bound: the
