@@ -440,6 +440,7 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     }
     restart_in_flight_drawn(seed, &mut out);
     guard_run_again_drawn(seed, &mut out);
+    worker_restart_in_flight_drawn(seed, &mut out);
     out
 }
 
@@ -566,6 +567,90 @@ fn guard_run_again(rng: &mut Rng, gap_ticks: u32, lead_ms: i64, out: &mut Vec<Ev
     // after it, not yet the jump's ceilings.
     out.push(Event {
         gap_ticks: wait_ticks + rng.below(2) as u32,
+        kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
+    });
+}
+
+/// Percent of seeds that draw `worker_restart_in_flight`, on a stream of its own after every
+/// other draw (`restart_in_flight`'s and `guard_run_again`'s too): the other seeds' schedules
+/// stay what they were.
+const WORKER_RESTART_IN_FLIGHT_PERCENT: u64 = 20;
+
+/// Draws `worker_restart_in_flight` into a schedule already drawn, at a place drawn in it.
+fn worker_restart_in_flight_drawn(seed: u64, out: &mut Vec<Event>) {
+    let mut rng = Rng::new(seed, 11);
+    if !rng.chance(WORKER_RESTART_IN_FLIGHT_PERCENT) {
+        return;
+    }
+    let at = rng.below(out.len() as u64 + 1) as usize;
+    let gap_ticks = rng.below(30) as u32;
+    let mut composite = Vec::new();
+    worker_restart_in_flight(&mut rng, gap_ticks, &Config::draw(seed), &mut composite);
+    out.splice(at..at, composite);
+}
+
+/// F13's class at a worker's start (`worker-start-logged`): the reservation worker restarted
+/// with shared memory kept, after renewals whose file write failed. The two clocks as far apart
+/// as the skew allows (the standby's behind), a standby replaying slowly, a call wants IDs up
+/// to the lead bound: the worker's next tick records the ceiling there. The clock then jumps
+/// while the primary's record file is full, for two to four ticks (and the disk's latency): the
+/// jump's ceilings are logged and never published, and the standby has not replayed them when
+/// the clock is set back (it replays the first as the clock goes back, every standby
+/// replaying). The worker exits at that moment and is started again a second later: its start
+/// record is the higher of the ceiling published before the jump and the last one logged, and
+/// the published one would be a lowering on a standby, dated later than it was written, by
+/// nearly the lead bound less that second. The standby, cut off just before that start record,
+/// reads the clock of a second jump (the primary issuing up there on every shard) as it
+/// replays one of the first jump's ceilings, with the start record not yet received; it
+/// receives it, and some of the commits after it but not the second jump's ceiling, for a
+/// while after the set-back, and is cut off until the start record would be dated (its ceiling
+/// less `reserve_ms`, within the skew of the standby's clock); then it is promoted, the
+/// primary lost. The promotion replays the start record, which must not drop the reading of
+/// the second jump. Its times come from the seed's configuration (the lead, the disk's
+/// latency): with a lead of one second the start comes too late to be misdated.
+fn worker_restart_in_flight(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: &mut Vec<Event>) {
+    let standby = rng.below(2) as u8;
+    // Ticks a recording's fdatasync may take.
+    let sync_ticks = ((cfg.max_disk_latency_ms + TICK_MS - 1) / TICK_MS) as u32;
+    out.push(Event { gap_ticks, kind: Kind::SkewApart { standby } });
+    out.push(Event { gap_ticks: 0, kind: Kind::SlowReplay { standby, ticks: 600 } });
+    // Calls ask for up to the lead bound: the worker's next tick records the ceiling there.
+    let wants = Kind::Burst { claims: 12 + rng.below(10) as u32, max_batch_ms: cfg.primary_lead_ms as u32 };
+    out.push(Event { gap_ticks: 0, kind: wants });
+    let jump_ticks = sync_ticks + 2 + rng.below(3) as u32;
+    out.push(Event { gap_ticks: 1, kind: Kind::Enospc { target: Target::Primary, ticks: jump_ticks + 1 } });
+    let ahead = rng.range(3_000, 15_000);
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: ahead } });
+    out.push(Event { gap_ticks: jump_ticks, kind: Kind::ClockStep { delta_ms: -ahead } });
+    out.push(Event { gap_ticks: 0, kind: Kind::WorkerExit { target: Target::Primary } });
+    // Started again 20 ticks later, it records at its start (then, for the calls, a renewal).
+    // The standby is cut off a few ticks before, until the second set-back.
+    let before = 2 + rng.below(3) as u32;
+    let cut = before + 2 + 3 * sync_ticks;
+    out.push(Event { gap_ticks: 20 - before, kind: Kind::Partition { standby, ticks: cut } });
+    // Commits after the start record (and the renewal): what the standby may receive with it.
+    let burst = Kind::Burst { claims: 20 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(50) as u32 };
+    out.push(Event { gap_ticks: before + 1 + 2 * sync_ticks, kind: burst });
+    // Connected again after the second set-back for `connected` ticks, then cut off until the
+    // start record would be dated: the ceiling published before the jump, `max_lead_ms + 1`
+    // ahead of the clock with `reserve_ms` taken off, the clocks the skew apart.
+    let connected = 8 + rng.below(17) as u32;
+    let set_back_at = jump_ticks + 20 + 2 + 3 * sync_ticks;
+    let dated_at = ((cfg.primary_lead_ms as i64 + 1) / TICK_MS) as u32 + 1;
+    let cut_off = dated_at.saturating_sub(set_back_at + connected).max(1) + rng.below(4) as u32;
+    // The second jump lies above what the promoted standby's clock will read then, plus its
+    // bound.
+    let ahead =
+        2 * cfg.standby_lead_ms as i64 + TICK_MS * i64::from(connected + cut_off) + rng.range(3_000, 15_000);
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: ahead } });
+    // Once the jump's ceiling is published, calls issue up there on every shard (no shard
+    // commits after the set-back, so nothing flushes past what the standby may receive).
+    let burst = Kind::Burst { claims: 20 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(50) as u32 };
+    out.push(Event { gap_ticks: sync_ticks + 1, kind: burst });
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    out.push(Event { gap_ticks: connected, kind: Kind::Partition { standby, ticks: 200 } });
+    out.push(Event {
+        gap_ticks: cut_off,
         kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
     });
 }
