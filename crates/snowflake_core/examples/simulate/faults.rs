@@ -296,8 +296,9 @@ const WEIGHTS: [u64; 30] =
 /// out with even odds, so that a run spends its events on a few faults and their rare
 /// combinations (a clock step with no restart to hide it, a skew with no slew to move it)
 /// instead of averaging over all of them. Arms 17 to 19, 21 and 27 are composite faults that
-/// place the moments the rarest guards cover: each says which. Two more, `restart_in_flight`
-/// and `guard_run_again`, are drawn after every other draw, each on a stream of its own.
+/// place the moments the rarest guards cover: each says which. Three more, `restart_in_flight`,
+/// `guard_run_again` and `worker_restart_in_flight`, are drawn after every other draw, each on a
+/// stream of its own.
 pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     let mut rng = Rng::new(seed, 2);
     let mut weights = WEIGHTS;
@@ -589,25 +590,25 @@ fn worker_restart_in_flight_drawn(seed: u64, out: &mut Vec<Event>) {
     out.splice(at..at, composite);
 }
 
-/// F13's class at a worker's start (`worker-start-logged`): the reservation worker restarted
-/// with shared memory kept, after renewals whose file write failed. The two clocks as far apart
-/// as the skew allows (the standby's behind), a standby replaying slowly, a call wants IDs up
-/// to the lead bound: the worker's next tick records the ceiling there. The clock then jumps
-/// while the primary's record file is full, for two to four ticks (and the disk's latency): the
-/// jump's ceilings are logged and never published, and the standby has not replayed them when
-/// the clock is set back (it replays the first as the clock goes back, every standby
-/// replaying). The worker exits at that moment and is started again a second later: its start
-/// record is the higher of the ceiling published before the jump and the last one logged, and
-/// the published one would be a lowering on a standby, dated later than it was written, by
+/// F13's class at a worker's start (`worker-start-logged`): the reservation worker restarted with
+/// shared memory kept, after renewals whose file write failed. The two clocks as far apart as the
+/// skew allows (the standby's behind), a standby replaying slowly, a call wants IDs up to the lead
+/// bound: the worker's next tick records the ceiling there. The clock then jumps while the
+/// primary's record file is full, for two to four ticks (and the disk's latency): the jump's
+/// ceilings are logged and never published, and the standby, replaying behind, has not replayed
+/// them all when the clock is set back (every standby replaying, each reads the jump as it replays
+/// its next ceiling's record). The worker exits at that moment and is started again a second later:
+/// its start record is the higher of the ceiling published before the jump and the last one logged,
+/// and the published one would be a lowering on a standby, dated later than it was written, by
 /// nearly the lead bound less that second. The standby, cut off just before that start record,
-/// reads the clock of a second jump (the primary issuing up there on every shard) as it
-/// replays one of the first jump's ceilings, with the start record not yet received; it
-/// receives it, and some of the commits after it but not the second jump's ceiling, for a
-/// while after the set-back, and is cut off until the start record would be dated (its ceiling
-/// less `reserve_ms`, within the skew of the standby's clock); then it is promoted, the
-/// primary lost. The promotion replays the start record, which must not drop the reading of
-/// the second jump. Its times come from the seed's configuration (the lead, the disk's
-/// latency): with a lead of one second the start comes too late to be misdated.
+/// reads the clock of a second jump (the primary issuing up there on every shard) as it replays one
+/// of the first jump's ceilings, with the start record not yet received; it receives it, and some
+/// of the commits after it but not the second jump's ceiling, for a while after the set-back, and
+/// is cut off until the start record would be dated (its ceiling less `reserve_ms`, within the skew
+/// of the standby's clock); then it is promoted, the primary lost. The promotion replays the start
+/// record, which must not drop the reading of the second jump. Its times come from the seed's
+/// configuration (the lead, the disk's latency): with a lead of one second the start comes too late
+/// to be misdated.
 fn worker_restart_in_flight(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: &mut Vec<Event>) {
     let standby = rng.below(2) as u8;
     // Ticks a recording's fdatasync may take.
