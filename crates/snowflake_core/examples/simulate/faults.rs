@@ -296,10 +296,10 @@ const WEIGHTS: [u64; 30] =
 /// out with even odds, so that a run spends its events on a few faults and their rare
 /// combinations (a clock step with no restart to hide it, a skew with no slew to move it)
 /// instead of averaging over all of them. Arms 17 to 19, 21 and 27 are composite faults that
-/// place the moments the rarest guards cover: each says which. Four more, `restart_in_flight`,
-/// `guard_run_again`, `lead_lost_at_restart` and `floor_ahead_lowering`, are drawn by a share
-/// of the seeds after everything else, each on a stream of its own, so that the seeds that
-/// draw none keep their schedules.
+/// place the moments the rarest guards cover: each says which. Five more, `restart_in_flight`,
+/// `guard_run_again`, `lead_lost_at_restart`, `floor_ahead_lowering` and
+/// `worker_restart_in_flight`, are drawn by a share of the seeds after everything else, each on
+/// a stream of its own, so that the seeds that draw none keep their schedules.
 pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     let mut rng = Rng::new(seed, 2);
     let mut weights = WEIGHTS;
@@ -450,6 +450,9 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     });
     splice_drawn(seed, 12, 20, &mut out, |rng, gap_ticks, out| {
         floor_ahead_lowering(rng, gap_ticks, &config, out)
+    });
+    splice_drawn(seed, 11, 20, &mut out, |rng, gap_ticks, out| {
+        worker_restart_in_flight(rng, gap_ticks, &config, out)
     });
     out
 }
@@ -718,6 +721,72 @@ fn floor_ahead_lowering(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: &mut V
     out.push(Event { gap_ticks: receive, kind: Kind::Partition { standby, ticks: 400 } });
     let left = failover_ticks.saturating_sub(since + cut + receive).max(1);
     out.push(Event { gap_ticks: left, kind: Kind::Failover { standby, power: rng.chance(50), crash: None } });
+}
+
+/// F13's class at a worker's start (`worker-start-logged`): the reservation worker restarted with
+/// shared memory kept, after renewals whose file write failed. The two clocks as far apart as the
+/// skew allows (the standby's behind), a standby replaying slowly, a call wants IDs up to the lead
+/// bound: the worker's next tick records the ceiling there. The clock then jumps while the
+/// primary's record file is full, for two to four ticks (and the disk's latency): the jump's
+/// ceilings are logged and never published, and the standby, replaying behind, has not replayed
+/// them all when the clock is set back (every standby replaying, each reads the jump as it replays
+/// its next ceiling's record). The worker exits at that moment and is started again a second later:
+/// its start record is the higher of the ceiling published before the jump and the last one logged,
+/// and the published one would be a lowering on a standby, dated later than it was written, by
+/// nearly the lead bound less that second. The standby, cut off just before that start record,
+/// reads the clock of a second jump (the primary issuing up there on every shard) as it replays one
+/// of the first jump's ceilings, with the start record not yet received; it receives it, and some
+/// of the commits after it but not the second jump's ceiling, for a while after the set-back, and
+/// is cut off until the start record would be dated (its ceiling less `reserve_ms`, within the skew
+/// of the standby's clock); then it is promoted, the primary lost. The promotion replays the start
+/// record, which must not drop the reading of the second jump. Its times come from the seed's
+/// configuration (the lead, the disk's latency): with a lead of one second the start comes too late
+/// to be misdated.
+fn worker_restart_in_flight(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: &mut Vec<Event>) {
+    let standby = rng.below(2) as u8;
+    // Ticks a recording's fdatasync may take.
+    let sync_ticks = ((cfg.max_disk_latency_ms + TICK_MS - 1) / TICK_MS) as u32;
+    out.push(Event { gap_ticks, kind: Kind::SkewApart { standby } });
+    out.push(Event { gap_ticks: 0, kind: Kind::SlowReplay { standby, ticks: 600 } });
+    // Calls ask for up to the lead bound: the worker's next tick records the ceiling there.
+    let wants = Kind::Burst { claims: 12 + rng.below(10) as u32, max_batch_ms: cfg.primary_lead_ms as u32 };
+    out.push(Event { gap_ticks: 0, kind: wants });
+    let jump_ticks = sync_ticks + 2 + rng.below(3) as u32;
+    out.push(Event { gap_ticks: 1, kind: Kind::Enospc { target: Target::Primary, ticks: jump_ticks + 1 } });
+    let ahead = rng.range(3_000, 15_000);
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: ahead } });
+    out.push(Event { gap_ticks: jump_ticks, kind: Kind::ClockStep { delta_ms: -ahead } });
+    out.push(Event { gap_ticks: 0, kind: Kind::WorkerExit { target: Target::Primary } });
+    // Started again 20 ticks later, it records at its start (then, for the calls, a renewal).
+    // The standby is cut off a few ticks before, until the second set-back.
+    let before = 2 + rng.below(3) as u32;
+    let cut = before + 2 + 3 * sync_ticks;
+    out.push(Event { gap_ticks: 20 - before, kind: Kind::Partition { standby, ticks: cut } });
+    // Commits after the start record (and the renewal): what the standby may receive with it.
+    let burst = Kind::Burst { claims: 20 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(50) as u32 };
+    out.push(Event { gap_ticks: before + 1 + 2 * sync_ticks, kind: burst });
+    // Connected again after the second set-back for `connected` ticks, then cut off until the
+    // start record would be dated: the ceiling published before the jump, `max_lead_ms + 1`
+    // ahead of the clock with `reserve_ms` taken off, the clocks the skew apart.
+    let connected = 8 + rng.below(17) as u32;
+    let set_back_at = jump_ticks + 20 + 2 + 3 * sync_ticks;
+    let dated_at = ((cfg.primary_lead_ms as i64 + 1) / TICK_MS) as u32 + 1;
+    let cut_off = dated_at.saturating_sub(set_back_at + connected).max(1) + rng.below(4) as u32;
+    // The second jump lies above what the promoted standby's clock will read then, plus its
+    // bound.
+    let ahead =
+        2 * cfg.standby_lead_ms as i64 + TICK_MS * i64::from(connected + cut_off) + rng.range(3_000, 15_000);
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: ahead } });
+    // Once the jump's ceiling is published, calls issue up there on every shard (no shard
+    // commits after the set-back, so nothing flushes past what the standby may receive).
+    let burst = Kind::Burst { claims: 20 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(50) as u32 };
+    out.push(Event { gap_ticks: sync_ticks + 1, kind: burst });
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    out.push(Event { gap_ticks: connected, kind: Kind::Partition { standby, ticks: 200 } });
+    out.push(Event {
+        gap_ticks: cut_off,
+        kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
+    });
 }
 
 /// Bursts of claims, batches large enough that calls borrow time up to the lead bound: the
