@@ -34,7 +34,7 @@ pub const TICK_MS: i64 = 50;
 const SHARDS: u32 = 3;
 /// Where true time starts: a fixed date, so that a run never depends on the machine's clock.
 const START_UNIX_MS: i64 = DEFAULT_EPOCH_UNIX_MS + 400 * 86_400_000;
-const MAX_CLOCK_SKEW_MS: u64 = 500;
+pub const MAX_CLOCK_SKEW_MS: u64 = 500;
 /// Each clock stays within half the skew of the shared clock, so any two within the skew.
 const SKEW_BAND_US: i64 = (MAX_CLOCK_SKEW_MS as i64 / 2) * 1_000;
 /// How long an HA manager or an operator takes to start a server that failed to start.
@@ -77,9 +77,10 @@ pub struct Disk {
     record_unsynced: Option<RecordRead>,
     /// Torn by a power loss during a write: its checksum fails.
     torn: bool,
-    /// The model's bookkeeping: this standby replayed a lowering whose date, by its own clock
-    /// set back since the lowering was written, lay later than the writing by more than
-    /// `max_clock_skew_ms` (F14, open): failovers onto it are excluded (`handovers`).
+    /// The model's bookkeeping: this standby replayed a lowering whose date lay later than the
+    /// writing by more than `max_clock_skew_ms`, because its clock was set back since the
+    /// writing (F14, open) or the lowering was a cleanly restarted primary's start record
+    /// (F15, open): failovers onto it are excluded (`handovers`).
     misdated_lowering: bool,
     /// `snowflake_id.promotion_pending`, made durable by write, rename, folder fsync.
     pending: bool,

@@ -6,7 +6,7 @@
 
 use super::{Config, Event, Kind, PromoStep, RecStep, Target};
 use crate::rng::Rng;
-use crate::world::TICK_MS;
+use crate::world::{MAX_CLOCK_SKEW_MS, TICK_MS};
 
 /// F7's other half at a restart (`standby-readings-undated`): calls borrow to the lead bound,
 /// so that the record file holds a ceiling far ahead of the clock; the clock jumps while the
@@ -81,11 +81,12 @@ pub(super) fn guard_run_again(rng: &mut Rng, gap_ticks: u32, lead_ms: i64, out: 
     out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: cut } });
     let burst = Kind::Burst { claims: 20 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(100) as u32 };
     out.push(Event { gap_ticks: burst_gap, kind: burst });
-    // The guard run again (tick 121) is dated `lead_ms + 1` plus the skew (500 ms) after it was
+    // The guard run again (tick 121) is dated `lead_ms + 1` plus the skew after it was
     // written; replayed sooner it is undated, and drops nothing. The second set-back comes 22
     // ticks or so after it; the standby is cut off until the rest has passed. The second jump
     // lies above what the promoted standby's clock will read then, plus its bound.
-    let wait_ticks = ((lead_ms + 1 + 500 + 300 - 22 * TICK_MS).max(TICK_MS) / TICK_MS) as u32;
+    let wait_ticks =
+        ((lead_ms + 1 + MAX_CLOCK_SKEW_MS as i64 + 300 - 22 * TICK_MS).max(TICK_MS) / TICK_MS) as u32;
     let ahead = 2 * lead_ms + TICK_MS * i64::from(wait_ticks) + rng.range(3_000, 15_000);
     out.push(Event { gap_ticks: 1, kind: Kind::ClockStep { delta_ms: ahead } });
     let bare = Kind::BareIds { claims: 1 + rng.below(20) as u32 };
