@@ -59,18 +59,24 @@ impl World {
         true
     }
 
-    /// F14 (open, docs/reliability.md): a standby dates a lowering by its own wall clock (its
-    /// ceiling less `reserve_ms`, aged by the clock now), and a clock set back between the
-    /// lowering's writing and its replay makes it look younger than it is: readings taken after
-    /// it was written may go. Marked when the date lies later than the writing, by the virtual
-    /// time that passed, by more than the skew, and would not with the clock the set-back took
-    /// since the writing given back: a lowering dated late by its own ceiling, further ahead of
-    /// its primary's clock than `reserve_ms` (F13's forms, fixed), is the core's to get right,
-    /// and its failovers go ahead; but for F15 (open): the start record of a primary restarted
-    /// with shared memory new, at a record file's ceiling below the last one logged (its file
-    /// write failed) and ahead of its clock. The date is worked out here again, not by `resume`'s code: a
-    /// checker that called the code it checks would move with a mutation of that code
-    /// (`standby-readings-undated`), and its exclusion would hide the mutant.
+    /// Marks the standby when it dates a lowering later than the lowering was written, for one
+    /// of the two open findings (docs/reliability.md) whose failovers are excluded:
+    ///
+    /// - F14: a standby dates a lowering by its own wall clock (its ceiling less `reserve_ms`,
+    ///   aged by the clock now), and a clock set back between the writing and the replay makes
+    ///   it look younger than it is, so that readings taken after the writing may go. Marked
+    ///   when the date lies later than the writing (by the virtual time that passed) by more
+    ///   than the skew, and would not with the set-back since the writing given back.
+    /// - F15: the start record of a primary restarted with shared memory new, at its record
+    ///   file's ceiling, below the last one logged (whose file write failed) and further ahead
+    ///   of its clock than `reserve_ms`. Marked when dated late by more than the skew, whatever
+    ///   the clocks did.
+    ///
+    /// A lowering dated late only because it lies further ahead of its primary's clock than
+    /// `reserve_ms` (F13's forms, fixed) is the core's to get right: its failovers go ahead, so
+    /// that the mutants of those fixes are caught. The date is worked out here again, not by
+    /// `resume`'s code: a checker that called the code it checks would move with a mutation of
+    /// that code (`standby-readings-undated`), and its exclusion would hide the mutant.
     fn note_misdated_lowering(&mut self, i: usize, unix_ms: i64, lead: Option<LeadSettings>, logged: Logged) {
         let settings = self.servers[i].settings;
         let Some(mem) = self.servers[i].mem.as_ref() else { return };
