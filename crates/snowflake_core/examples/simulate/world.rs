@@ -47,7 +47,7 @@ pub enum Rec {
         unix_ms: i64,
         lead: Option<LeadSettings>,
         /// The model's bookkeeping, not in the real record: when it was logged, to tell when a
-        /// standby dates it later than that, and why (F14, `replication`).
+        /// standby dates it later than that, and why (F14, F15: `replication`).
         logged: Logged,
     },
     Commit,
