@@ -446,13 +446,13 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
         };
         out.push(Event { gap_ticks, kind });
     }
-    // The composites drawn after everything else: (stream, percent of seeds, composite).
-    splice_drawn(seed, 6, 25, &mut out, restart_in_flight);
-    let lead_ms = Config::draw(seed).standby_lead_ms as i64;
-    splice_drawn(seed, 8, 20, &mut out, |rng, gap_ticks, out| guard_run_again(rng, gap_ticks, lead_ms, out));
+    // The composites drawn after everything else: (stream, percent of seeds, composite). Some
+    // time their events by the seed's configuration.
     let config = Config::draw(seed);
+    splice_drawn(seed, 6, 25, &mut out, restart_in_flight);
+    splice_drawn(seed, 8, 20, &mut out, |rng, gap_ticks, out| guard_run_again(rng, gap_ticks, &config, out));
     splice_drawn(seed, 9, 25, &mut out, |rng, gap_ticks, out| {
-        lead_lost_at_restart(rng, &config, gap_ticks, out)
+        lead_lost_at_restart(rng, gap_ticks, &config, out)
     });
     splice_drawn(seed, 12, 20, &mut out, |rng, gap_ticks, out| {
         floor_ahead_lowering(rng, gap_ticks, &config, out)

@@ -58,7 +58,9 @@ pub(super) fn restart_in_flight(rng: &mut Rng, gap_ticks: u32, out: &mut Vec<Eve
 /// `reserve_ms` after it was written); then it receives that guard, not the second jump's
 /// ceilings, and is promoted, the primary lost. The promotion replays the guard run again,
 /// which must not drop the reading of the second jump.
-pub(super) fn guard_run_again(rng: &mut Rng, gap_ticks: u32, lead_ms: i64, out: &mut Vec<Event>) {
+pub(super) fn guard_run_again(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: &mut Vec<Event>) {
+    // The promoted standby's lead, the larger of the pair's.
+    let lead_ms = cfg.standby_lead_ms as i64;
     let standby = rng.below(2) as u8;
     let crash = Some((PromoStep::EndOfRecovery, false));
     out.push(Event { gap_ticks, kind: Kind::Failover { standby, power: rng.chance(50), crash } });
@@ -118,7 +120,7 @@ pub(super) fn guard_run_again(rng: &mut Rng, gap_ticks: u32, lead_ms: i64, out: 
 /// clock set back while the standby replays that record, the standby cut off, and a clean
 /// restart, which must not find the larger lead in the file. Then calls borrow, and the
 /// standby is promoted.
-pub(super) fn lead_lost_at_restart(rng: &mut Rng, cfg: &Config, gap_ticks: u32, out: &mut Vec<Event>) {
+pub(super) fn lead_lost_at_restart(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: &mut Vec<Event>) {
     let standby = rng.below(2) as u8;
     let small = 500;
     out.push(Event { gap_ticks, kind: Kind::LowerLead { new_ms: small, restart: false } });
