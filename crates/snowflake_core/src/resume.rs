@@ -677,9 +677,11 @@ pub fn renewal(
 }
 
 /// A renewal's ceiling, held to `reserve_ms` ahead of the clock when it lies below the last
-/// ceiling logged (finding F13, second form). A ceiling logged whose file write failed (a full
-/// disk) is never published, and the next renewal may lie below it (the clock had jumped ahead
-/// and came back). A standby reads that record as a lowering, and dates it `reserve_ms` before
+/// ceiling logged (finding F13, second form). A lowering is published before it is recorded,
+/// and one whose file write fails (a full disk) is never logged: the next renewal may then lie
+/// below the last ceiling logged, the one from before the clock came back. (Until the file was
+/// written before the WAL record, a raised ceiling whose file write failed was logged and never
+/// published, with the same end.) A standby reads that record as a lowering, and dates it `reserve_ms` before
 /// its ceiling (`standby_floor_unix_ms`); with a renewal's headroom (wider when recordings are
 /// slow, or a call wants IDs ahead) the date would lie after the writing, and the lowering
 /// would drop a reading the standby took in between. Held to `reserve_ms` ahead, it is dated
@@ -696,13 +698,13 @@ fn dated_right(now: u64, reservation: &Reservation, reserve_ms: u64, target: u64
 /// One step of recording a ceiling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
+    /// The record file, durably (fdatasync): what makes the ceiling durable on this server,
+    /// since crash recovery may miss the newest WAL records, which were not flushed.
+    WriteFile,
     /// The WAL record of the ceiling, with the lead settings in force, not waited for: a
     /// standby replays it, so that its promotion resumes above it; the rows issued under it
     /// follow it in WAL, and their commits flush it.
     LogWal,
-    /// The record file, durably (fdatasync): what makes the ceiling durable on this server,
-    /// since crash recovery may miss the newest WAL records, which were not flushed.
-    WriteFile,
     /// Shared memory: claims may issue below the raised ceiling from now on
     /// (`Reservation::publish_ceiling`).
     Publish,
@@ -711,39 +713,73 @@ pub enum Step {
     ResumeAt,
 }
 
-/// The order every renewed ceiling is recorded in: the WAL record, then the file, and only
-/// then shared memory. A lowered ceiling is published first by `generator::lower_ceiling`, and
-/// takes only the first two steps (`RECORDING_LOWERED`).
-pub const RECORDING: &[Step] = &[Step::LogWal, Step::WriteFile, Step::Publish];
+/// The order every renewed ceiling is recorded in: the file, durably, then the WAL record, and
+/// only then shared memory. The file comes first so that WAL never carries a ceiling, or a
+/// lead, that the file may not hold after a restart. Logged first, a ceiling whose file write
+/// then failed (a full disk) left the file below what a standby knew, and a clean restart's
+/// start record, the file's ceiling, read to the standby as a lowering dated too late (finding
+/// F15); and a record carrying a lowered lead, whose file write a power loss took, left the
+/// larger lead in the file for the restart (F10's first form). Written first, a ceiling whose
+/// file write fails is never logged, and a crash between the two steps leaves what a power
+/// loss of an unflushed record leaves anyway: the file ahead of WAL, nothing issued under it.
+/// A lowered ceiling is published first by `generator::lower_ceiling`, and takes only the
+/// first two steps (`RECORDING_LOWERED`).
+pub const RECORDING: &[Step] = &[Step::WriteFile, Step::LogWal, Step::Publish];
 /// A lowered ceiling's recording (see `RECORDING`).
-pub const RECORDING_LOWERED: &[Step] = &[Step::LogWal, Step::WriteFile];
+pub const RECORDING_LOWERED: &[Step] = &[Step::WriteFile, Step::LogWal];
 /// A primary's worker at its start (not after a recovery that owes a promotion guard, which
-/// records its own): the ceiling the server resumed at goes into WAL once more. The record
-/// file may hold a ceiling whose WAL record a power loss took (the record is not waited for,
-/// the file is fdatasynced), with IDs issued under it that nothing in WAL covers (a bare
-/// `SELECT snowflake_nextval()`, an asynchronous commit): a clean switchover resumes at the
-/// last ceiling in WAL before the old primary's shutdown checkpoint, and without this record
-/// that is a lower one, below those IDs (finding F5, found by the simulation). Nothing is
-/// issued between the start and this record: both bounds start at the file's ceiling, and a
-/// new ceiling is recorded, WAL first, before any ID uses it.
+/// records its own): the ceiling the server resumed at goes into WAL once more, then into the
+/// file with the lead now in force. The one recording whose WAL record comes first: its
+/// ceiling is the file's already, and the record must be in WAL whatever the file write does.
 ///
-/// Then into the file again, with the lead now in force: a restart may keep a smaller lead than
-/// the file held (`lead_kept_at_restart`, or none once the clock has caught up), which the WAL
-/// record just written carries; left in the file, the larger one would come back at the next
-/// restart, unknown to a standby that replayed this record (finding F10).
+/// The WAL record: the record file may hold a ceiling whose WAL record a power loss took (the
+/// record is not waited for, the file is fdatasynced), with IDs issued under it that nothing in
+/// WAL covers (a bare `SELECT snowflake_nextval()`, an asynchronous commit): a clean switchover
+/// resumes at the last ceiling in WAL before the old primary's shutdown checkpoint, and without
+/// this record that is a lower one, below those IDs (finding F5, found by the simulation). It
+/// is logged at once, before the file's fdatasync, and also when the file write fails (a full
+/// disk). Nothing is issued between the start and this record: both bounds start at the file's
+/// ceiling, and a new ceiling is recorded before any ID uses it.
+///
+/// Its lead is the larger of the lead now in force and the file's (`start_record_lead`): until
+/// the file write below is durable, a restart may find the file's lead again, and a standby
+/// must know of it.
+///
+/// The file: a restart may keep a smaller lead than the file held (`lead_kept_at_restart`, or
+/// none once the clock has caught up); left in the file, the larger one would come back at the
+/// next restart, while the records after this one carry the smaller (finding F10).
 pub const RECORDING_AT_START: &[Step] = &[Step::LogWal, Step::WriteFile];
+
+/// The lead settings a primary's start record carries (`RECORDING_AT_START`): the lead in
+/// force, or the record file's (as crash recovery left it, as for `lead_kept_at_restart`) when
+/// that is longer. The file is written after the record, with the lead in force; a power loss
+/// may take that write, and crash recovery may replay nothing to cap the file's lead with (a
+/// checkpoint came after the record), so a restart can keep the file's lead again: a standby
+/// that knew only the smaller one from this record would resume its promotion below IDs issued
+/// under it (finding F16, found by the simulation). Knowing the longer one costs a promotion
+/// right after at most a longer wait for the clock.
+pub fn start_record_lead(
+    in_force: LeadSettings,
+    recorded_at_start: Option<LeadSettings>,
+    written_by_recovery: Option<Option<LeadSettings>>,
+) -> LeadSettings {
+    match written_by_recovery.unwrap_or(recorded_at_start) {
+        Some(file) if file.max_lead_ms > in_force.max_lead_ms => file,
+        _ => in_force,
+    }
+}
 
 /// The ceiling a primary's worker records at its start (`RECORDING_AT_START`; 0: none, the
 /// server never issued): the one the server resumed at, or a higher one an earlier worker
-/// logged (a renewal whose file write failed, never published; the worker was restarted while
-/// shared memory stayed). A record below that one would read as a lowering on a standby, dated
+/// logged (before a lowering it published whose file write failed; the worker was restarted
+/// while shared memory stayed). A record below that one would read as a lowering on a standby, dated
 /// later than it was written (finding F13).
 pub fn ceiling_at_start(reservation: &Reservation) -> u64 {
     reservation.ceiling.load(Relaxed).max(reservation.last_logged.load(Relaxed))
 }
 
 /// A promotion guard's recording: as `RECORDING`, then both bounds there.
-pub const RECORDING_GUARD: &[Step] = &[Step::LogWal, Step::WriteFile, Step::ResumeAt];
+pub const RECORDING_GUARD: &[Step] = &[Step::WriteFile, Step::LogWal, Step::ResumeAt];
 
 #[cfg(all(test, not(loom)))]
 mod tests {
@@ -1140,5 +1176,38 @@ mod tests {
         // It wrote one with none beyond the setting, or a later record carried a smaller one.
         assert_eq!(lead_kept_at_restart(Some(long), Some(None), Some(short)), None);
         assert_eq!(lead_kept_at_restart(None, Some(Some(long)), Some(short)), Some(short));
+    }
+
+    #[test]
+    fn a_start_record_carries_the_file_lead_when_longer() {
+        let (long, short) = (
+            LeadSettings { max_lead_ms: 5_000, reserve_ms: 250 },
+            LeadSettings { max_lead_ms: 500, reserve_ms: 250 },
+        );
+        // F16: the restart kept none, the file still holds the longer one until rewritten.
+        assert_eq!(start_record_lead(short, Some(long), None), long);
+        // As crash recovery left the file: its write replaces what the start read.
+        assert_eq!(start_record_lead(short, None, Some(Some(long))), long);
+        assert_eq!(start_record_lead(short, Some(long), Some(None)), short);
+        // The lead in force when the file's is no longer, or the file has none beyond it.
+        assert_eq!(start_record_lead(long, Some(short), None), long);
+        assert_eq!(start_record_lead(short, None, None), short);
+    }
+
+    #[test]
+    fn the_file_is_durable_before_the_wal_record_but_at_a_start() {
+        let position = |steps: &[Step], step| steps.iter().position(|&s| s == step);
+        for steps in [RECORDING, RECORDING_LOWERED, RECORDING_GUARD] {
+            // F15: a ceiling whose file write fails is never logged.
+            assert!(position(steps, Step::WriteFile) < position(steps, Step::LogWal), "{steps:?}");
+            // Nothing published before both.
+            for publish in [Step::Publish, Step::ResumeAt] {
+                if let Some(at) = position(steps, publish) {
+                    assert!(at > position(steps, Step::LogWal).unwrap(), "{steps:?}");
+                }
+            }
+        }
+        // F5: the start record goes into WAL whatever the file write does.
+        assert_eq!(RECORDING_AT_START, &[Step::LogWal, Step::WriteFile]);
     }
 }

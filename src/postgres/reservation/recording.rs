@@ -3,19 +3,30 @@
 
 use super::{lead_settings_in_force, wal, write_durably};
 use crate::postgres::fixed_layout;
-use snowflake_core::generator::Reservation;
+use snowflake_core::generator::{LeadSettings, Reservation};
 use snowflake_core::resume;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Records a ceiling in `steps`' order (`resume::RECORDING` and its kin), with the lead settings
 /// in force.
 pub fn record(reservation: &Reservation, ceiling: u64, steps: &[resume::Step]) -> std::io::Result<()> {
+    record_logging_lead(reservation, ceiling, steps, lead_settings_in_force(reservation))
+}
+
+/// As `record`, its WAL record carrying `logged_lead` (`resume::start_record_lead`); the file
+/// gets the lead settings in force.
+pub fn record_logging_lead(
+    reservation: &Reservation,
+    ceiling: u64,
+    steps: &[resume::Step],
+    logged_lead: LeadSettings,
+) -> std::io::Result<()> {
     let ceiling_unix_ms = fixed_layout::get().unix_ms(ceiling);
     let lead = lead_settings_in_force(reservation);
     for step in steps {
         match step {
             resume::Step::LogWal => {
-                wal::log_ceiling(ceiling_unix_ms, lead);
+                wal::log_ceiling(ceiling_unix_ms, logged_lead);
                 // Published or not: `resume::renewal` holds a renewal below it (F13).
                 reservation.last_logged.store(ceiling, Relaxed);
             }

@@ -6,7 +6,7 @@
 use super::claims::keep_claims;
 use super::lead::{forget_spent_lead, keep_lead, lead_to_keep};
 use super::record::FILE;
-use super::recording::record;
+use super::recording::{record, record_logging_lead};
 use super::{
     lead_settings_in_force, legacy_wal, promotion_pending, restore, resume_settings, switchover, wal,
 };
@@ -161,11 +161,10 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
             .crash_wrote_file
             .load(Acquire)
             .then(|| wal::PackedLead::unpack(start.crash_written_lead.load(Relaxed)));
-        if let Some(recorded) = resume::lead_kept_at_restart(
-            restore::recorded_lead_at_start(),
-            written_by_recovery,
-            crash_replayed,
-        ) {
+        let recorded_at_start = restore::recorded_lead_at_start();
+        if let Some(recorded) =
+            resume::lead_kept_at_restart(recorded_at_start, written_by_recovery, crash_replayed)
+        {
             // A primary restarted while it kept a lead (after a promotion from a primary with a
             // longer one, or a lowered setting): it keeps it until the clock catches up, that of
             // the file as crash recovery left it (F12), no larger than the last its WAL carried
@@ -174,15 +173,20 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
             keep_lead(reservation, kept, "the reservation was recorded under snowflake_id.max_lead_ms =");
         }
         // The ceiling resumed at, into WAL again: a power loss may have taken its record while
-        // the file kept it (F5); then into the file with the lead now in force, which may be
-        // smaller than the file's (F10; `resume::RECORDING_AT_START`). Never lower than a record
-        // before it (the file is written after each, and a worker restarted after a failed write
+        // the file kept it (F5), with the file's lead when longer (F16); then into the file with
+        // the lead now in force, which may be smaller than the file's (F10;
+        // `resume::RECORDING_AT_START`). Never lower than a record before it (the file is
+        // written before each, and a worker restarted after a lowering it could not record
         // records what it logged, `resume::ceiling_at_start`), so no standby reads it as a
         // lowering; none on a server that never issued. A failed write leaves the file as it
         // was, which the next renewal's write replaces before it publishes anything.
         let ceiling = resume::ceiling_at_start(reservation);
         if ceiling > 0 {
-            if let Err(error) = record(reservation, ceiling, resume::RECORDING_AT_START) {
+            let in_force = lead_settings_in_force(reservation);
+            let logged_lead = resume::start_record_lead(in_force, recorded_at_start, written_by_recovery);
+            if let Err(error) =
+                record_logging_lead(reservation, ceiling, resume::RECORDING_AT_START, logged_lead)
+            {
                 pgrx::warning!(
                     "could not record the snowflake_id reservation resumed at in \"{FILE}\": {error}; the next \
                      renewal records it"

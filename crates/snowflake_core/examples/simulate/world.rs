@@ -47,7 +47,7 @@ pub enum Rec {
         unix_ms: i64,
         lead: Option<LeadSettings>,
         /// The model's bookkeeping, not in the real record: when it was logged, to tell when a
-        /// standby dates it later than that, and why (F14, F15: `replication`).
+        /// standby dates it later than that, and why (F14: `replication`).
         logged: Logged,
     },
     Commit,
@@ -58,13 +58,11 @@ pub enum Rec {
 }
 
 /// When a ceiling's record was logged: virtual time, and the shared clock's offset then (a
-/// set-back since lowers it); and whether it is the start record of a worker whose shared
-/// memory is new (F15). The model's bookkeeping, not in the real record.
+/// set-back since lowers it). The model's bookkeeping, not in the real record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Logged {
     pub at: i64,
     pub clock_offset: i64,
-    pub fresh_start: bool,
 }
 
 /// What survives the process: the record file, the debt's file, the signal file, the WAL.
@@ -79,8 +77,7 @@ pub struct Disk {
     torn: bool,
     /// The model's bookkeeping: this standby replayed a lowering whose date lay later than the
     /// writing by more than `max_clock_skew_ms`, because its clock was set back since the
-    /// writing (F14, open) or the lowering was a cleanly restarted primary's start record
-    /// (F15, open): failovers onto it are excluded (`handovers`).
+    /// writing (F14, open): failovers onto it are excluded (`handovers`).
     misdated_lowering: bool,
     /// `snowflake_id.promotion_pending`, made durable by write, rename, folder fsync.
     pending: bool,
@@ -506,10 +503,10 @@ impl World {
 
     /// Appends a ceiling's record to the primary's WAL; its worker notes it as the last logged
     /// (`Reservation::last_logged`, read by `resume::renewal`).
-    pub(super) fn log_ceiling(&mut self, p: usize, ceiling: u64, lead: LeadSettings, fresh_start: bool) {
+    pub(super) fn log_ceiling(&mut self, p: usize, ceiling: u64, lead: LeadSettings) {
         let unix_ms = self.layout.unix_ms(ceiling);
         let server = &mut self.servers[p];
-        let logged = Logged { at: self.t, clock_offset: self.shared_offset, fresh_start };
+        let logged = Logged { at: self.t, clock_offset: self.shared_offset };
         server.disk.wal.push(Rec::Ceiling { unix_ms, lead: Some(lead), logged });
         server.mem.as_ref().expect("up").res.last_logged.store(ceiling, Relaxed);
     }

@@ -118,8 +118,9 @@ pub(super) fn guard_run_again(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: 
 /// lead spent, no renewal yet) and the old primary is re-cloned; a kill -9, whose restart keeps
 /// no lead and logs its start record with the smaller one, and whose file write stalls; the
 /// clock set back while the standby replays that record, the standby cut off, and a clean
-/// restart, which must not find the larger lead in the file. Then calls borrow, and the
-/// standby is promoted.
+/// restart, which must not find the larger lead in the file, or a power loss that takes the
+/// stalled write, after which the standby must know the larger lead (F16). Then calls borrow,
+/// and the standby is promoted.
 pub(super) fn lead_lost_at_restart(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: &mut Vec<Event>) {
     let standby = rng.below(2) as u8;
     let small = 500;
@@ -181,7 +182,13 @@ pub(super) fn lead_lost_at_restart(rng: &mut Rng, gap_ticks: u32, cfg: &Config, 
         );
         push(out, &mut elapsed, 1, Kind::ClockStep { delta_ms: -back });
         push(out, &mut elapsed, 0, Kind::Partition { standby, ticks: 100 });
-        push(out, &mut elapsed, rng.below(2) as u32, Kind::CleanRestart { target: Target::Primary });
+        // A power loss takes the start record's stalled write (F16), a clean restart keeps it.
+        let restart = if rng.chance(50) {
+            Kind::Kill { target: Target::Primary, power: true, restart_after_ticks: 0 }
+        } else {
+            Kind::CleanRestart { target: Target::Primary }
+        };
+        push(out, &mut elapsed, rng.below(2) as u32, restart);
     }
     for event in borrow_to_the_lead_bound(rng, 2) {
         push(out, &mut elapsed, event.gap_ticks, event.kind);

@@ -120,16 +120,12 @@ impl World {
         if !self.replay_to(s, received) || !self.up(s) {
             return false;
         }
-        // Excluded as an open finding (F14 and F15, docs/reliability.md): a lowering this
-        // standby dated later than it was written, its clock set back in between or the record
-        // a cleanly restarted primary's start, may have dropped a clock reading it took after
-        // the writing.
+        // Excluded as an open finding (F14, docs/reliability.md): a lowering this standby
+        // dated later than it was written, its clock set back in between, may have dropped a
+        // clock reading it took after the writing.
         if self.servers[s].disk.misdated_lowering {
             self.stats.failovers_excluded += 1;
-            trace!(
-                self,
-                "failover excluded: the standby dated a lowering later than it was written (F14, F15)"
-            );
+            trace!(self, "failover excluded: the standby dated a lowering later than it was written (F14)");
             return false;
         }
         if ends_clean && ran_again && !self.servers[p].disk.signal {

@@ -59,18 +59,13 @@ impl World {
         true
     }
 
-    /// Marks the standby when it dates a lowering later than the lowering was written, for one
-    /// of the two open findings (docs/reliability.md) whose failovers are excluded:
-    ///
-    /// - F14: a standby dates a lowering by its own wall clock (its ceiling less `reserve_ms`,
-    ///   aged by the clock now), and a clock set back between the writing and the replay makes
-    ///   it look younger than it is, so that readings taken after the writing may go. Marked
-    ///   when the date lies later than the writing (by the virtual time that passed) by more
-    ///   than the skew, and would not with the set-back since the writing given back.
-    /// - F15: the start record of a primary restarted with shared memory new, at its record
-    ///   file's ceiling, below the last one logged (whose file write failed) and further ahead
-    ///   of its clock than `reserve_ms`. Marked when dated late by more than the skew, whatever
-    ///   the clocks did.
+    /// Marks the standby when it dates a lowering later than the lowering was written because
+    /// its clock was set back since (F14, open; docs/reliability.md), whose failovers are
+    /// excluded: a standby dates a lowering by its own wall clock (its ceiling less
+    /// `reserve_ms`, aged by the clock now), and a clock set back between the writing and the
+    /// replay makes it look younger than it is, so that readings taken after the writing may
+    /// go. Marked when the date lies later than the writing (by the virtual time that passed)
+    /// by more than the skew, and would not with the set-back since the writing given back.
     ///
     /// A lowering dated late only because it lies further ahead of its primary's clock than
     /// `reserve_ms` (F13's forms, fixed) is the core's to get right: its failovers go ahead, so
@@ -96,7 +91,7 @@ impl World {
             self.t - logged.at - aged_by_clock > skew_ms
         };
         let set_back_ms = (logged.clock_offset - self.shared_offset).max(0);
-        if misdated(now_unix_ms) && (!misdated(now_unix_ms + set_back_ms) || logged.fresh_start) {
+        if misdated(now_unix_ms) && !misdated(now_unix_ms + set_back_ms) {
             self.servers[i].disk.misdated_lowering = true;
         }
     }

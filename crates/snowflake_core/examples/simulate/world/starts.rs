@@ -52,9 +52,19 @@ impl World {
     /// A clean stop: the worker finishes what it records, then the shutdown checkpoint.
     pub(super) fn clean_stop(&mut self, i: usize) {
         if i == self.primary && !self.servers[i].disk.signal {
-            // The worker finishes the recording it is in (its fdatasync returns); what it
-            // would publish dies with the memory.
+            // The worker finishes the recording it is in before it looks at SIGTERM: its
+            // fdatasync returns, and the steps after it run (`resume::RECORDING`: the WAL
+            // record, before the shutdown checkpoint); what it would publish dies with the
+            // memory.
             self.sync_record(i);
+            if let Some(flight) = self.servers[i].mem.as_mut().and_then(|mem| mem.recording.take()) {
+                for &step in &flight.steps[flight.next_step..] {
+                    if step == Step::LogWal {
+                        let lead = self.lead_in_force(i);
+                        self.log_ceiling(i, flight.ceiling, lead);
+                    }
+                }
+            }
             let disk = &mut self.servers[i].disk;
             disk.redo = disk.wal.len();
             disk.wal.push(Rec::ShutdownCheckpoint);

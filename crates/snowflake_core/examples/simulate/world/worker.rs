@@ -21,18 +21,23 @@ impl World {
     }
 
     /// The `steps` of a recording from `from` on, for a raised ceiling or the one a start
-    /// resumed at. `WriteFile` writes the file, and the fdatasync returns after the disk's
-    /// latency (a later tick).
-    pub(super) fn record_steps(&mut self, p: usize, steps: &'static [Step], ceiling: u64, from: usize) {
+    /// resumed at, its WAL record carrying `logged_lead` (`resume::start_record_lead`) or else
+    /// the lead in force. `WriteFile` writes the file, and the fdatasync returns after the
+    /// disk's latency (a later tick).
+    pub(super) fn record_steps(
+        &mut self,
+        p: usize,
+        steps: &'static [Step],
+        ceiling: u64,
+        from: usize,
+        logged_lead: Option<LeadSettings>,
+    ) {
         let unix_ms = self.layout.unix_ms(ceiling);
         for (index, &step) in steps.iter().enumerate().skip(from) {
             match step {
                 Step::LogWal => {
-                    let lead = self.lead_in_force(p);
-                    // A start record with shared memory new: no ceiling logged before it.
-                    let fresh_start = steps == RECORDING_AT_START
-                        && self.servers[p].mem.as_ref().expect("up").res.last_logged.load(Relaxed) == 0;
-                    self.log_ceiling(p, ceiling, lead, fresh_start);
+                    let lead = logged_lead.unwrap_or_else(|| self.lead_in_force(p));
+                    self.log_ceiling(p, ceiling, lead);
                     trace!(
                         self,
                         "server {p} logs ceiling {unix_ms} at {} (clock {})",
@@ -122,12 +127,16 @@ impl World {
                 }
             }
             mem.worker_up = true;
-            // F5 and F10: the ceiling resumed at, into WAL and the file again, with the lead in
-            // force (none on a server that never issued).
+            // F5, F10 and F16: the ceiling resumed at, into WAL again with the file's lead when
+            // longer, and into the file with the lead in force (none on a server that never
+            // issued).
             let ceiling = resume::ceiling_at_start(&mem.res);
+            let (recorded_at_start, written_by_recovery) = (mem.lead_kept, mem.crash_written_lead);
             self.servers[p].ran_since_clean_stop = true;
             if ceiling > 0 {
-                self.record_steps(p, RECORDING_AT_START, ceiling, 0);
+                let in_force = self.lead_in_force(p);
+                let logged = resume::start_record_lead(in_force, recorded_at_start, written_by_recovery);
+                self.record_steps(p, RECORDING_AT_START, ceiling, 0, Some(logged));
             }
             return;
         }
@@ -158,7 +167,7 @@ impl World {
                     match step {
                         Step::LogWal => {
                             let lead = self.lead_in_force(p);
-                            self.log_ceiling(p, ceiling, lead, false);
+                            self.log_ceiling(p, ceiling, lead);
                             if self.promo_crash(p, PromoStep::LoggedWal) {
                                 return;
                             }
@@ -249,7 +258,7 @@ impl World {
                 return;
             }
             self.servers[p].mem.as_mut().expect("up").last_recording_ms = (self.t - flight.started) as u64;
-            self.record_steps(p, flight.steps, flight.ceiling, flight.next_step);
+            self.record_steps(p, flight.steps, flight.ceiling, flight.next_step, None);
             return;
         }
         let Ok(now) = self.layout.time_part(self.clock(p)) else { return };
@@ -274,7 +283,7 @@ impl World {
                 trace!(self, "server {p} lowers its ceiling to {lower}");
                 for &step in RECORDING_LOWERED {
                     match step {
-                        Step::LogWal => self.log_ceiling(p, lower, lead, false),
+                        Step::LogWal => self.log_ceiling(p, lower, lead),
                         Step::WriteFile => {
                             let record = self.record_of(p, unix_ms, lead);
                             if self.write_record(p, record).is_err() {
@@ -297,7 +306,7 @@ impl World {
                     );
                     return self.violate("ahead", message);
                 }
-                self.record_steps(p, RECORDING, ceiling, 0)
+                self.record_steps(p, RECORDING, ceiling, 0, None)
             }
         }
     }
