@@ -341,10 +341,11 @@ pub struct ReplayPlan {
 
 /// A ceiling's WAL record replayed.
 ///
-/// In crash recovery, never below the ceiling the file held at the start: the worker records
-/// each ceiling in the file right after its WAL record, without waiting for the record's flush,
-/// so the newest records may be missing from the WAL while the file has them. A record above
-/// the file (its WAL written, the crash before the file's write) is written to the file too:
+/// In crash recovery, never below the ceiling the file held at the start: the worker makes
+/// each ceiling durable in the file before any ID uses it, without waiting for its WAL
+/// record's flush, so the newest records may be missing from the WAL while the file has them.
+/// A record above the file (a worker's start record, logged before the file's write, the crash
+/// between the two; `RECORDING_AT_START`) is written to the file too:
 /// the bounds go there, a horizon may be given up to the floor, and a clean restart after this
 /// recovery resumes at the file, which must not be below it (F9 of docs/reliability.md, found
 /// by the simulation).
