@@ -341,14 +341,14 @@ pub struct ReplayPlan {
 
 /// A ceiling's WAL record replayed.
 ///
-/// In crash recovery, never below the ceiling the file held at the start: the worker makes
-/// each ceiling durable in the file before any ID uses it, without waiting for its WAL
-/// record's flush, so the newest records may be missing from the WAL while the file has them.
-/// A record above the file (a worker's start record, logged before the file's write, the crash
-/// between the two; `RECORDING_AT_START`) is written to the file too:
-/// the bounds go there, a horizon may be given up to the floor, and a clean restart after this
-/// recovery resumes at the file, which must not be below it (F9 of docs/reliability.md, found
-/// by the simulation).
+/// In crash recovery, never below the ceiling the file held at the start: the worker makes each
+/// ceiling durable in the file before any ID uses it, without waiting for its WAL record's flush,
+/// so the newest records may be missing from the WAL while the file has them. A record above the
+/// file (a worker's start record, logged before the file's write, the crash between the two,
+/// `RECORDING_AT_START`; or a record before a lowering the file holds, whose own record the crash
+/// took) is written to the file too: the bounds go there, a horizon may be given up to the floor,
+/// and a clean restart after this recovery resumes at the file, which must not be below it (F9 of
+/// docs/reliability.md, found by the simulation).
 ///
 /// On a standby, raised to the promotion's bound above the highest clock reading taken at a
 /// replay since the primary last lowered its ceiling (`standby_floor_unix_ms`), and written to
@@ -677,17 +677,17 @@ pub fn renewal(
         .map(Renewal::Raised)
 }
 
-/// A renewal's ceiling, held to `reserve_ms` ahead of the clock when it lies below the last
-/// ceiling logged (finding F13, second form). A lowering is published before it is recorded,
-/// and one whose file write fails (a full disk) is never logged: the next renewal may then lie
-/// below the last ceiling logged, the one from before the clock came back. (Until the file was
-/// written before the WAL record, a raised ceiling whose file write failed was logged and never
-/// published, with the same end.) A standby reads that record as a lowering, and dates it `reserve_ms` before
-/// its ceiling (`standby_floor_unix_ms`); with a renewal's headroom (wider when recordings are
-/// slow, or a call wants IDs ahead) the date would lie after the writing, and the lowering
-/// would drop a reading the standby took in between. Held to `reserve_ms` ahead, it is dated
-/// right. `None` while the published ceiling still lies that far ahead: the worker waits for
-/// the clock (at most the lead bound), as calls then still have `reserve_ms` to issue in.
+/// A renewal's ceiling, held to `reserve_ms` ahead of the clock when it lies below the last ceiling
+/// logged (finding F13, second form). A lowering is published before it is recorded, and one whose
+/// file write fails (a full disk) is never logged: the next renewal may then lie below the last
+/// ceiling logged, the one from before the clock came back. (Until the file was written before the
+/// WAL record, a raised ceiling whose file write failed was logged and never published, with the
+/// same end.) A standby reads that record as a lowering, and dates it `reserve_ms` before its
+/// ceiling (`standby_floor_unix_ms`); with a renewal's headroom (wider when recordings are slow, or
+/// a call wants IDs ahead) the date would lie after the writing, and the lowering would drop a
+/// reading the standby took in between. Held to `reserve_ms` ahead, it is dated right. `None` while
+/// the published ceiling still lies that far ahead: the worker waits for the clock (at most the
+/// lead bound), as calls then still have `reserve_ms` to issue in.
 fn dated_right(now: u64, reservation: &Reservation, reserve_ms: u64, target: u64) -> Option<u64> {
     if target >= reservation.last_logged.load(Relaxed) {
         return Some(target);
@@ -770,11 +770,11 @@ pub fn start_record_lead(
     }
 }
 
-/// The ceiling a primary's worker records at its start (`RECORDING_AT_START`; 0: none, the
-/// server never issued): the one the server resumed at, or a higher one an earlier worker
-/// logged (before a lowering it published whose file write failed; the worker was restarted
-/// while shared memory stayed). A record below that one would read as a lowering on a standby, dated
-/// later than it was written (finding F13).
+/// The ceiling a primary's worker records at its start (`RECORDING_AT_START`; 0: none, the server
+/// never issued): the one the server resumed at, or a higher one an earlier worker logged (before a
+/// lowering it published whose file write failed; the worker was restarted while shared memory
+/// stayed). A record below that one would read as a lowering on a standby, dated later than it was
+/// written (finding F13).
 pub fn ceiling_at_start(reservation: &Reservation) -> u64 {
     reservation.ceiling.load(Relaxed).max(reservation.last_logged.load(Relaxed))
 }

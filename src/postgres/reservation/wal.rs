@@ -198,11 +198,11 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
 /// the bounds go and what the file gets is `resume::replay`'s decision; the PostgreSQL reasons
 /// behind it follow.
 ///
-/// In crash recovery, never below the ceiling the file held at the start: the worker makes
-/// each ceiling durable in the file before any ID uses it (before its WAL record, but at its
-/// start), without waiting for the record's flush, so the newest records may be missing from
-/// the WAL while the file has them. Above it, the last record replayed holds: on a server restored from a
-/// base backup the file may be older than the WAL replayed after it.
+/// In crash recovery, never below the ceiling the file held at the start: the worker makes each
+/// ceiling durable in the file before any ID uses it (before its WAL record, but at its start),
+/// without waiting for the record's flush, so the newest records may be missing from the WAL while
+/// the file has them. Above it, the last record replayed holds: on a server restored from a base
+/// backup the file may be older than the WAL replayed after it.
 ///
 /// The file:
 /// * in crash recovery, left alone: it already holds what was issued under, and rewriting

@@ -1,6 +1,6 @@
-//! The reservation worker: a background worker that keeps the ceiling ahead of the clock,
-//! recording each new one (the file, then WAL: `resume::RECORDING`) before it publishes it,
-//! and records the promotion guard once after a recovery ends. Calls ask it for more only through
+//! The reservation worker: a background worker that keeps the ceiling ahead of the clock, recording
+//! each new one (the file, then WAL: `resume::RECORDING`) before it publishes it, and records the
+//! promotion guard once after a recovery ends. Calls ask it for more only through
 //! `reservation::Worker`.
 
 use super::claims::keep_claims;
