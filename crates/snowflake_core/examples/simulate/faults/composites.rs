@@ -422,27 +422,35 @@ fn jump_and_back(rng: &mut Rng, gap_ticks: u32, burst: Kind, out: &mut Vec<Event
 /// commit flushes the lowering), and its set-back reads the standby's clock while the lowering
 /// is still on its way to it: its slow WAL receiver gets it a tick or more later, perhaps
 /// without the jump's records after it, before it is cut off. The promotion comes once the
-/// reading is more than `max_clock_skew_ms` old, and replays the lowering. Half the time the
-/// primary's record file is full while the first jump lasts (F13's second form,
-/// `renewal-below-logged-held`): the jump's ceilings are logged and never published, and the
-/// "lowering" is the first renewal after the set-back, below them, with the headroom the
-/// jump's waiting calls asked for. Half of those, calls borrow to the lead bound before the
-/// jump, and the worker exits as the clock is set back (`worker-start-logged`): the record
-/// below is the restarted worker's start record, at the ceiling published before the jump, and
-/// the second jump comes after it.
+/// reading is more than `max_clock_skew_ms` old, and replays the lowering. Half the time
+/// (F13's second form, `renewal-below-logged-held`) the first jump issues nothing and the
+/// primary's record file is full from its set-back on: the lowering is published and, its file
+/// write failing, never logged (the file comes first, F15's fix), and the "lowering" a standby
+/// reads is the first renewal recorded after it, below the jump's last ceiling logged, with a
+/// renewal's headroom. Half of those, calls borrow to the lead bound before the jump, and the
+/// worker exits as the clock is set back (`worker-start-logged`): the record below is the
+/// restarted worker's start record, and the second jump comes after it.
 fn lowering_in_flight(rng: &mut Rng, standby: u8, burst: Kind, out: &mut Vec<Event>) {
     let full = rng.chance(50);
     let exits = full && rng.chance(50);
     if exits {
         out.extend(borrow_to_the_lead_bound(rng, 0));
     }
-    let mut first = Vec::new();
-    jump_and_back(rng, 0, burst, &mut first);
     if full {
-        let ticks = first.iter().map(|event| event.gap_ticks).sum::<u32>() + 1 + rng.below(3) as u32;
-        out.push(Event { gap_ticks: 0, kind: Kind::Enospc { target: Target::Primary, ticks } });
+        // The file comes before WAL (F15's fix): the jump's ceilings are recorded, nothing is
+        // issued up there, and the file is full from the set-back, so that the lowering is
+        // published and never logged, and the renewals after it lie below the jump's.
+        let ahead = rng.range(3_000, 15_000);
+        out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: ahead } });
+        let ticks = 2 + rng.below(6) as u32;
+        out.push(Event {
+            gap_ticks: 2 + rng.below(4) as u32,
+            kind: Kind::Enospc { target: Target::Primary, ticks },
+        });
+        out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    } else {
+        jump_and_back(rng, 0, burst, out);
     }
-    out.extend(first);
     let mut gap_ticks = 2 + rng.below(5) as u32;
     if exits {
         out.push(Event { gap_ticks: 0, kind: Kind::WorkerExit { target: Target::Primary } });
