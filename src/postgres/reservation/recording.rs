@@ -10,19 +10,20 @@ use std::sync::atomic::Ordering::Relaxed;
 /// Records a ceiling in `steps`' order (`resume::RECORDING` and its kin), with the lead settings
 /// in force.
 pub fn record(reservation: &Reservation, ceiling: u64, steps: &[resume::Step]) -> std::io::Result<()> {
-    record_logging_lead(reservation, ceiling, steps, lead_settings_in_force(reservation))
+    let lead = lead_settings_in_force(reservation);
+    record_logging_lead(reservation, ceiling, steps, lead, lead)
 }
 
-/// As `record`, its WAL record carrying `logged_lead` (`resume::start_record_lead`); the file
-/// gets the lead settings in force.
+/// As `record`, with the lead settings in force as the caller read them (`lead`, what the file
+/// gets), and its WAL record carrying `logged_lead` (`resume::start_record_lead`).
 pub fn record_logging_lead(
     reservation: &Reservation,
     ceiling: u64,
     steps: &[resume::Step],
+    lead: LeadSettings,
     logged_lead: LeadSettings,
 ) -> std::io::Result<()> {
     let ceiling_unix_ms = fixed_layout::get().unix_ms(ceiling);
-    let lead = lead_settings_in_force(reservation);
     for step in steps {
         match step {
             resume::Step::LogWal => {

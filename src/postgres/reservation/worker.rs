@@ -185,7 +185,7 @@ pub extern "C-unwind" fn snowflake_id_reservation_worker(_argument: pg_sys::Datu
             let in_force = lead_settings_in_force(reservation);
             let logged_lead = resume::start_record_lead(in_force, recorded_at_start, written_by_recovery);
             if let Err(error) =
-                record_logging_lead(reservation, ceiling, resume::RECORDING_AT_START, logged_lead)
+                record_logging_lead(reservation, ceiling, resume::RECORDING_AT_START, in_force, logged_lead)
             {
                 pgrx::warning!(
                     "could not record the snowflake_id reservation resumed at in \"{FILE}\": {error}; the next \
