@@ -7,7 +7,7 @@ use crate::rng::Rng;
 use composites::{
     borrow_to_the_lead_bound, clock_readings_failover, failover_at_the_edge, floor_ahead_lowering,
     guard_run_again, lagging_readings_failover, lead_lost_at_restart, restart_in_flight,
-    worker_restart_in_flight,
+    worker_restart_in_flight, Dating,
 };
 
 /// Where a recording of the worker's renewal may be cut (`resume::RECORDING`'s steps).
@@ -455,10 +455,13 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
         lead_lost_at_restart(rng, gap_ticks, &config, out)
     });
     splice_drawn(seed, 12, 20, &mut out, |rng, gap_ticks, out| {
-        floor_ahead_lowering(rng, gap_ticks, &config, out)
+        floor_ahead_lowering(rng, gap_ticks, &config, Dating::Dated, out)
     });
     splice_drawn(seed, 11, 20, &mut out, |rng, gap_ticks, out| {
         worker_restart_in_flight(rng, gap_ticks, &config, out)
+    });
+    splice_drawn(seed, 13, 20, &mut out, |rng, gap_ticks, out| {
+        floor_ahead_lowering(rng, gap_ticks, &config, Dating::Undated, out)
     });
     out
 }

@@ -8,6 +8,14 @@ use super::{Config, Event, Kind, PromoStep, RecStep, Target};
 use crate::rng::Rng;
 use crate::world::{MAX_CLOCK_SKEW_MS, TICK_MS};
 
+/// Whether `floor_ahead_lowering`'s promotion comes once its lowering would be dated (the
+/// clock within the skew of its date), or before.
+#[derive(Clone, Copy)]
+pub(super) enum Dating {
+    Dated,
+    Undated,
+}
+
 /// F7's other half at a restart (`standby-readings-undated`): calls borrow to the lead bound,
 /// so that the record file holds a ceiling far ahead of the clock; the clock jumps while the
 /// file is full, the jump's ceilings logged and never written to it, and is set back; the
@@ -216,7 +224,18 @@ pub(super) fn lead_lost_at_restart(rng: &mut Rng, gap_ticks: u32, cfg: &Config, 
 /// primary lost, once the clock has reached the lowering's date less the skew (sooner, it is
 /// undated and drops nothing not yet received), while the reading still lies more than the skew
 /// before that date: the promotion must keep it.
-pub(super) fn floor_ahead_lowering(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: &mut Vec<Event>) {
+///
+/// `Dating::Undated` is the same history with the promotion before that date less the skew
+/// (`standby-readings-undated`): the primary's calls issued at the floor before the lowering, so
+/// that it is held there, dated ahead of the standby's clock; a lowering dated ahead says no
+/// date, and the reading taken after it was written, not yet received, must stay.
+pub(super) fn floor_ahead_lowering(
+    rng: &mut Rng,
+    gap_ticks: u32,
+    cfg: &Config,
+    dating: Dating,
+    out: &mut Vec<Event>,
+) {
     let standby = rng.below(2) as u8;
     // The primary's lead at most the standbys' (a primary promoted from one has theirs).
     let lead_ms = cfg.standby_lead_ms as i64;
@@ -242,8 +261,19 @@ pub(super) fn floor_ahead_lowering(rng: &mut Rng, gap_ticks: u32, cfg: &Config, 
     // the jump's wait, plus twice a recording's latency); the third set-back more than the
     // skew before it, the failover after it.
     let jump_ticks = 3 + latency_ticks;
-    let reading_ticks = ((first - 1_000 - rng.range(0, 300)) / TICK_MS) as u32;
-    let failover_ticks = ((first + 2 * cfg.max_disk_latency_ms + 100) / TICK_MS) as u32;
+    let (reading_ticks, failover_ticks) = match dating {
+        Dating::Dated => (
+            ((first - 1_000 - rng.range(0, 300)) / TICK_MS) as u32,
+            ((first + 2 * cfg.max_disk_latency_ms + 100) / TICK_MS) as u32,
+        ),
+        // The promotion 0.6 to 0.9 s before the date less the skew, the reading a second
+        // before the promotion (the burst and the lowering come first, whatever that leaves).
+        Dating::Undated => {
+            let failover_ticks =
+                ((first - MAX_CLOCK_SKEW_MS as i64 - 600 - rng.range(0, 300)) / TICK_MS) as u32;
+            (failover_ticks.saturating_sub(20), failover_ticks)
+        }
+    };
     let burst_gap = reading_ticks.saturating_sub(since + jump_ticks + 1).max(1);
     let cut = burst_gap + 1 + jump_ticks;
     out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: cut } });
