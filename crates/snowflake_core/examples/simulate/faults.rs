@@ -6,8 +6,8 @@ mod composites;
 use crate::rng::Rng;
 use composites::{
     borrow_to_the_lead_bound, clock_readings_failover, failover_at_the_edge, floor_ahead_lowering,
-    guard_run_again, lagging_readings_failover, lead_lost_at_restart, restart_in_flight,
-    worker_restart_in_flight, Dating,
+    guard_run_again, lagging_readings_failover, lead_lost_at_restart, renewal_below_logged,
+    restart_in_flight, worker_restart_in_flight, Dating,
 };
 
 /// Where a recording of the worker's renewal may be cut (`resume::RECORDING`'s steps).
@@ -462,6 +462,9 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     });
     splice_drawn(seed, 13, 20, &mut out, |rng, gap_ticks, out| {
         floor_ahead_lowering(rng, gap_ticks, &config, Dating::Undated, out)
+    });
+    splice_drawn(seed, 14, 20, &mut out, |rng, gap_ticks, out| {
+        renewal_below_logged(rng, gap_ticks, &config, out)
     });
     out
 }

@@ -359,6 +359,65 @@ pub(super) fn worker_restart_in_flight(rng: &mut Rng, gap_ticks: u32, cfg: &Conf
     });
 }
 
+/// F13's second form (`renewal-below-logged-held`): a renewal below the last ceiling logged. A
+/// standby replays slowly; the clock jumps, and the jump's renewal, its fdatasync stalled, is
+/// recorded and published once the clock is set back (nothing issued up there); the primary's
+/// record file fills at the set-back, so that the worker's lowering is published and, its file
+/// write failing, never logged. Once the disk has room, calls want IDs up to the lead
+/// bound: the renewal for them lies below the jump's last ceiling logged, and with their
+/// headroom it would be dated (its ceiling less `reserve_ms`) later than it was written. The
+/// standby is cut off as it is written; the clock jumps a second time while the primary issues
+/// bare IDs, and is set back, the standby reading that jump as it replays an older record; it
+/// receives the renewal and the commits after it, not the second jump's ceilings, and is cut off
+/// until the renewal would be dated, then promoted, the primary lost. The promotion replays the
+/// renewal, which must not drop the reading of the second jump.
+pub(super) fn renewal_below_logged(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: &mut Vec<Event>) {
+    let standby = rng.below(2) as u8;
+    // Ticks a recording's fdatasync may take.
+    let sync_ticks = ((cfg.max_disk_latency_ms + TICK_MS - 1) / TICK_MS) as u32;
+    out.push(Event { gap_ticks, kind: Kind::SlowReplay { standby, ticks: 600 } });
+    let ahead = rng.range(3_000, 15_000);
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: ahead } });
+    // The jump's renewal stalls past the set-back: its ceiling is recorded, and published only
+    // once the clock is back, so that nothing is issued up there.
+    let stall_ms = rng.range(150, 400);
+    out.push(Event { gap_ticks: 0, kind: Kind::DiskStall { ms: stall_ms } });
+    // The record file full from the set-back until after the worker's lowering (at its first
+    // tick once the stalled renewal is published).
+    let back = 1 + rng.below(2) as u32;
+    let full = (stall_ms / TICK_MS) as u32 + 2 + rng.below(3) as u32;
+    out.push(Event { gap_ticks: back, kind: Kind::Enospc { target: Target::Primary, ticks: full } });
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    // Once the disk has room: calls ask for up to the lead bound.
+    let wants = Kind::Burst { claims: 12 + rng.below(10) as u32, max_batch_ms: cfg.primary_lead_ms as u32 };
+    out.push(Event { gap_ticks: full + 1, kind: wants });
+    // The worker records their renewal at its next tick: cut off until the second set-back.
+    let jump_ticks = sync_ticks + 1;
+    let cut = 1 + sync_ticks + 1 + jump_ticks;
+    out.push(Event { gap_ticks: 0, kind: Kind::Partition { standby, ticks: cut } });
+    // Commits after the renewal: what the standby may receive with it.
+    let burst = Kind::Burst { claims: 20 + rng.below(30) as u32, max_batch_ms: 1 + rng.below(50) as u32 };
+    out.push(Event { gap_ticks: 1 + sync_ticks, kind: burst });
+    // Connected again after the second set-back for `connected` ticks, then cut off until the
+    // renewal would be dated: `max_lead_ms + 1` ahead of the clock with `reserve_ms` taken off.
+    let connected = 2 + rng.below(8) as u32;
+    let dated_at = ((cfg.primary_lead_ms as i64 + 1) / TICK_MS) as u32 + 1;
+    let cut_off = dated_at.saturating_sub(cut + connected).max(1) + rng.below(4) as u32;
+    // The second jump lies above what the promoted standby's clock will read then, plus its
+    // bound.
+    let ahead =
+        2 * cfg.standby_lead_ms as i64 + TICK_MS * i64::from(connected + cut_off) + rng.range(3_000, 15_000);
+    out.push(Event { gap_ticks: 1, kind: Kind::ClockStep { delta_ms: ahead } });
+    let bare = Kind::BareIds { claims: 1 + rng.below(20) as u32 };
+    out.push(Event { gap_ticks: jump_ticks, kind: bare });
+    out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: -ahead } });
+    out.push(Event { gap_ticks: connected, kind: Kind::Partition { standby, ticks: 200 } });
+    out.push(Event {
+        gap_ticks: cut_off,
+        kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
+    });
+}
+
 /// Bursts of claims, batches large enough that calls borrow time up to the lead bound: the
 /// first waits at the ceiling, the worker's next tick records up to `max_lead_ms + 1 +
 /// reserve_ms` ahead for it, and the bursts of the ticks after issue up to the lead bound.
