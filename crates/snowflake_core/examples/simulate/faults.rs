@@ -17,6 +17,12 @@ use composites::{
 pub enum RecStep {
     /// The WAL record appended (not flushed), the file not written.
     AfterLogWal,
+    /// As a server of 0.8.x or older met it, whose renewals logged the WAL record before
+    /// writing the file (F15's fix turned that round): the WAL record of a renewal appended,
+    /// the file not written. The server then starts on this version, over the file and WAL
+    /// that version left: what the guards of a start after such a crash are for (F9's, F10's
+    /// and F12's). The rest of the run is this version's.
+    OlderVersionAfterLogWal,
     /// The file written, not yet fdatasync'ed (a power loss loses it, a kill -9 keeps it).
     AfterWrite,
     /// The file durable, the ceiling not yet published.
@@ -445,6 +451,16 @@ pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
             _ => unreachable!("an arm for every weight"),
         };
         out.push(Event { gap_ticks, kind });
+    }
+    // Half the crashes after a WAL record strike a renewal as 0.8.x recorded it, on a stream of
+    // its own, so that the other draws keep their schedules.
+    let mut older = Rng::new(seed, 15);
+    for event in &mut out {
+        if let Kind::CrashAtStep { step: step @ RecStep::AfterLogWal, .. } = &mut event.kind {
+            if older.chance(50) {
+                *step = RecStep::OlderVersionAfterLogWal;
+            }
+        }
     }
     // The composites drawn after everything else: (stream, percent of seeds, composite). Some
     // time their events by the seed's configuration.

@@ -119,7 +119,9 @@ pub(super) fn guard_run_again(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: 
 /// primary whose larger lead is no longer in force. The new primary borrows to its lead bound,
 /// and a reload lowers its setting while the ceiling is far ahead (the lead kept). Half the
 /// time (F12) the first renewal after it is cut by a kill -9 between its WAL record and its
-/// file write: crash recovery writes that record, with the kept lead, to the file; the restart
+/// file write, as a server of 0.8.x recorded it (this version writes the file first), and the
+/// server starts on this version: crash recovery writes that record, with the kept lead, to the
+/// file; the restart
 /// keeps that lead, and its start record's fdatasync stalls while the old primary is re-cloned
 /// from it, cut off, and the power lost. Else (F10) calls borrow under the kept lead, so that
 /// the file carries it; the clock jumps to within the smaller bound of the ceiling (the kept
@@ -149,7 +151,8 @@ pub(super) fn lead_lost_at_restart(rng: &mut Rng, gap_ticks: u32, cfg: &Config, 
     let stall = Kind::DiskStall { ms: rng.range(3_000, 8_000) };
     if rng.chance(50) {
         // F12
-        push(out, &mut elapsed, 0, Kind::CrashAtStep { step: RecStep::AfterLogWal, power: false });
+        let crash = Kind::CrashAtStep { step: RecStep::OlderVersionAfterLogWal, power: false };
+        push(out, &mut elapsed, 0, crash);
         push(out, &mut elapsed, 0, stall);
         let burst =
             Kind::Burst { claims: 20 + rng.below(30) as u32, max_batch_ms: 1_000 + rng.below(3_000) as u32 };

@@ -4,6 +4,11 @@
 
 use super::*;
 
+/// The order 0.8.x and older recorded a renewal in: the WAL record, then the file, then shared
+/// memory (`resume::RECORDING` before F15's fix). A crash between the first two left the file
+/// below WAL, and this version's start must deal with it (`RecStep::OlderVersionAfterLogWal`).
+const OLDER_VERSION_RECORDING: &[Step] = &[Step::LogWal, Step::WriteFile, Step::Publish];
+
 impl World {
     /// A crash armed at a recording step strikes here.
     pub(super) fn crash_point(&mut self, p: usize, step: RecStep) -> bool {
@@ -33,6 +38,15 @@ impl World {
         logged_lead: Option<LeadSettings>,
     ) {
         let unix_ms = self.layout.unix_ms(ceiling);
+        // A crash armed as a server of 0.8.x or older meets it: its renewal, WAL record first.
+        let steps = if from == 0
+            && steps == RECORDING
+            && matches!(self.armed_step, Some((RecStep::OlderVersionAfterLogWal, _)))
+        {
+            OLDER_VERSION_RECORDING
+        } else {
+            steps
+        };
         for (index, &step) in steps.iter().enumerate().skip(from) {
             match step {
                 Step::LogWal => {
@@ -44,7 +58,9 @@ impl World {
                         self.servers[p].disk.wal.len(),
                         self.clock(p)
                     );
-                    if self.crash_point(p, RecStep::AfterLogWal) {
+                    if self.crash_point(p, RecStep::AfterLogWal)
+                        || self.crash_point(p, RecStep::OlderVersionAfterLogWal)
+                    {
                         return;
                     }
                 }
