@@ -308,10 +308,11 @@ const WEIGHTS: [u64; 30] =
 /// out with even odds, so that a run spends its events on a few faults and their rare
 /// combinations (a clock step with no restart to hide it, a skew with no slew to move it)
 /// instead of averaging over all of them. Arms 17 to 19, 21 and 27 are composite faults that
-/// place the moments the rarest guards cover: each says which. Five more, `restart_in_flight`,
-/// `guard_run_again`, `lead_lost_at_restart`, `floor_ahead_lowering` and
-/// `worker_restart_in_flight`, are drawn by a share of the seeds after everything else, each on
-/// a stream of its own, so that the seeds that draw none keep their schedules.
+/// place the moments the rarest guards cover: each says which. Seven more, `restart_in_flight`,
+/// `guard_run_again`, `lead_lost_at_restart`, `floor_ahead_lowering` (dated, and undated),
+/// `worker_restart_in_flight` and `renewal_below_logged`, are drawn by a share of the seeds
+/// after everything else, each on a stream of its own, so that the seeds that draw none keep
+/// their schedules; so is the older version's crash (`RecStep::OlderVersionAfterLogWal`).
 pub fn schedule(seed: u64, events: usize) -> Vec<Event> {
     let mut rng = Rng::new(seed, 2);
     let mut weights = WEIGHTS;
