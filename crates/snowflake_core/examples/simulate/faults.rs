@@ -15,7 +15,8 @@ use composites::{
 // Named by what has happened when the crash strikes: every one is "after" a step.
 #[allow(clippy::enum_variant_names)]
 pub enum RecStep {
-    /// The WAL record appended (not flushed), the file not written.
+    /// The WAL record appended (not flushed): in this version's order the file is durable by
+    /// then, and shared memory not yet raised.
     AfterLogWal,
     /// As a server of 0.8.x or older met it, whose renewals logged the WAL record before
     /// writing the file (F15's fix turned that round): the WAL record of a renewal appended,

@@ -121,9 +121,8 @@ pub(super) fn guard_run_again(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: 
 /// time (F12) the first renewal after it is cut by a kill -9 between its WAL record and its
 /// file write, as a server of 0.8.x recorded it (this version writes the file first), and the
 /// server starts on this version: crash recovery writes that record, with the kept lead, to the
-/// file; the restart
-/// keeps that lead, and its start record's fdatasync stalls while the old primary is re-cloned
-/// from it, cut off, and the power lost. Else (F10) calls borrow under the kept lead, so that
+/// file; the restart keeps that lead, and its start record's fdatasync stalls while the old
+/// primary is re-cloned from it, cut off, and the power lost. Else (F10) calls borrow under the kept lead, so that
 /// the file carries it; the clock jumps to within the smaller bound of the ceiling (the kept
 /// lead spent, no renewal yet) and the old primary is re-cloned; a kill -9, whose restart keeps
 /// no lead and logs its start record with the smaller one, and whose file write stalls; the
