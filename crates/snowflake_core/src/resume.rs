@@ -407,8 +407,10 @@ pub fn replay(
 /// than it was written (finding F13): `lower_ceiling` no longer holds a lowering at a floor
 /// ahead, a renewal below the last ceiling logged is held to `reserve_ms` ahead (`renewal`),
 /// and a guard or a start record never goes below one logged before (`promotion`,
-/// `ceiling_at_start`). One from an older version dated ahead of this clock by more than the
-/// skew is taken as undated, and drops nothing not yet received. The file's floor,
+/// `ceiling_at_start`). One dated ahead of this clock by more than the skew is taken as
+/// undated, and drops nothing not yet received: a lowering written while the primary's clock
+/// had jumped ahead (a ceiling of a larger jump still pending), set back since, or one an older
+/// version held at its floor. The file's floor,
 /// which a new startup process starts from, was read when part of what it replays may already
 /// have been received (which part, the file does not say): kept until a higher reading
 /// replaces it.
@@ -428,8 +430,9 @@ fn standby_floor_unix_ms(
         let reserve_ms = facts.lead.map_or(settings.reserve_ms, |lead| lead.reserve_ms);
         let written_unix_ms = facts.ceiling_unix_ms.saturating_sub(reserve_ms as i64);
         let skew_ms = settings.max_clock_skew_ms;
-        // Dated in the future of this clock by more than the skew: not a date (a lowering held
-        // at the primary's floor, after it restarted at a ceiling ahead of its clock). Nothing
+        // Dated in the future of this clock by more than the skew: not a date (a lowering
+        // written while the primary's clock had jumped, or held at its floor by an older
+        // version). Nothing
         // not yet received goes.
         let written_boot_ms = if written_unix_ms > facts.now_unix_ms.saturating_add(skew_ms as i64) {
             0

@@ -228,9 +228,11 @@ pub(super) fn lead_lost_at_restart(rng: &mut Rng, gap_ticks: u32, cfg: &Config, 
 /// before that date: the promotion must keep it.
 ///
 /// `Dating::Undated` is the same history with the promotion before that date less the skew
-/// (`standby-readings-undated`): the primary's calls issued at the floor before the lowering, so
-/// that it is held there, dated ahead of the standby's clock; a lowering dated ahead says no
-/// date, and the reading taken after it was written, not yet received, must stay.
+/// (`standby-readings-undated`). Where it fails a mutant, the lowering is written during the
+/// third jump, the second's ceiling still further ahead: `reserve_ms` ahead of the jumped
+/// clock, it lies ahead of the standby's clock by more than the skew once the clock is set
+/// back, says no date, and the reading taken after it was written, not yet received, must
+/// stay.
 pub(super) fn floor_ahead_lowering(
     rng: &mut Rng,
     gap_ticks: u32,
