@@ -432,8 +432,7 @@ fn standby_floor_unix_ms(
         let skew_ms = settings.max_clock_skew_ms;
         // Dated in the future of this clock by more than the skew: not a date (a lowering
         // written while the primary's clock had jumped, or held at its floor by an older
-        // version). Nothing
-        // not yet received goes.
+        // version). Nothing not yet received goes.
         let written_boot_ms = if written_unix_ms > facts.now_unix_ms.saturating_add(skew_ms as i64) {
             0
         } else {
