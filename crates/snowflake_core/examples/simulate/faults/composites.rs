@@ -122,8 +122,8 @@ pub(super) fn guard_run_again(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: 
 /// file write, as a server of 0.8.x recorded it (this version writes the file first), and the
 /// server starts on this version: crash recovery writes that record, with the kept lead, to the
 /// file; the restart keeps that lead, and its start record's fdatasync stalls while the old
-/// primary is re-cloned from it, cut off, and the power lost. Else (F10) calls borrow under the kept lead, so that
-/// the file carries it; the clock jumps to within the smaller bound of the ceiling (the kept
+/// primary is re-cloned from it, cut off, and the power lost. Else (F10) calls borrow under the
+/// kept lead, so that the file carries it; the clock jumps to within the smaller bound of the ceiling (the kept
 /// lead spent, no renewal yet) and the old primary is re-cloned; a kill -9, whose restart keeps
 /// no lead and logs its start record with the smaller one, and whose file write stalls; the
 /// clock set back while the standby replays that record, the standby cut off, and a clean
@@ -318,8 +318,7 @@ pub(super) fn floor_ahead_lowering(
 /// to be misdated.
 pub(super) fn worker_restart_in_flight(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: &mut Vec<Event>) {
     let standby = rng.below(2) as u8;
-    // Ticks a recording's fdatasync may take.
-    let sync_ticks = ((cfg.max_disk_latency_ms + TICK_MS - 1) / TICK_MS) as u32;
+    let sync_ticks = sync_ticks(cfg);
     out.push(Event { gap_ticks, kind: Kind::SkewApart { standby } });
     out.push(Event { gap_ticks: 0, kind: Kind::SlowReplay { standby, ticks: 600 } });
     // Calls ask for up to the lead bound: the worker's next tick records the ceiling there.
@@ -377,8 +376,7 @@ pub(super) fn worker_restart_in_flight(rng: &mut Rng, gap_ticks: u32, cfg: &Conf
 /// renewal, which must not drop the reading of the second jump.
 pub(super) fn renewal_below_logged(rng: &mut Rng, gap_ticks: u32, cfg: &Config, out: &mut Vec<Event>) {
     let standby = rng.below(2) as u8;
-    // Ticks a recording's fdatasync may take.
-    let sync_ticks = ((cfg.max_disk_latency_ms + TICK_MS - 1) / TICK_MS) as u32;
+    let sync_ticks = sync_ticks(cfg);
     out.push(Event { gap_ticks, kind: Kind::SlowReplay { standby, ticks: 600 } });
     let ahead = rng.range(3_000, 15_000);
     out.push(Event { gap_ticks: 0, kind: Kind::ClockStep { delta_ms: ahead } });
@@ -420,6 +418,11 @@ pub(super) fn renewal_below_logged(rng: &mut Rng, gap_ticks: u32, cfg: &Config, 
         gap_ticks: cut_off,
         kind: Kind::Failover { standby, power: rng.chance(50), crash: None },
     });
+}
+
+/// Ticks a recording's fdatasync may take, at the seed's largest disk latency.
+fn sync_ticks(cfg: &Config) -> u32 {
+    ((cfg.max_disk_latency_ms + TICK_MS - 1) / TICK_MS) as u32
 }
 
 /// Bursts of claims, batches large enough that calls borrow time up to the lead bound: the
