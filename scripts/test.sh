@@ -14,10 +14,11 @@
 #                            simulation of where a server resumes, seeds drawn for 90 s
 #                            (scripts/simulate.sh), and the registry's, for 20 s
 #                            (scripts/simulate.sh --registry); the registry's etcd client
-#                            against a real etcd (cargo test -p snowflake_registry); then the
-#                            lock-free protocol model-checked with loom (claims racing raises,
-#                            lowerings, a promotion, advance; every interleaving and weak-memory
-#                            outcome within LOOM_MAX_PREEMPTIONS = 3; about a minute)
+#                            against a real etcd (cargo test -p snowflake_registry); beside
+#                            them, on the other core, the lock-free protocol model-checked with
+#                            loom (claims racing raises, lowerings, a promotion, advance; every
+#                            interleaving and weak-memory outcome within LOOM_MAX_PREEMPTIONS =
+#                            3; about two minutes on one thread)
 #      monitoring rules      scripts/monitoring-test.sh: promtool checks the alert rules of
 #                            deploy/monitoring/ and runs their unit tests (series that fire and
 #                            series that do not); each alert's runbook section exists; seconds
@@ -136,7 +137,9 @@ if [ "$(id -u)" -eq 0 ]; then
   RUNAS=(--runas postgres)
 fi
 BYSTANDER=$WORK/bystander
-trap 'SNOWFLAKE_SEED_TARGET=0 use_major "${MAJORS[0]}"; cluster_stop "$BYSTANDER"; rm -rf "$WORK"' EXIT
+# A step's work in the background (loom's models, below) is ended with the run if it fails early.
+LOOM_PID=
+trap '[ -z "$LOOM_PID" ] || { pkill -P "$LOOM_PID"; kill "$LOOM_PID"; } 2>/dev/null; SNOWFLAKE_SEED_TARGET=0 use_major "${MAJORS[0]}"; cluster_stop "$BYSTANDER"; rm -rf "$WORK"' EXIT
 # Everything is also kept in a log, from which the closing summary is counted.
 exec > >(tee "$WORK/output.log") 2>&1
 
@@ -159,6 +162,14 @@ CARGO_TARGET_DIR=tests/integration/target \
 ./scripts/tag-releases.sh
 
 step "the pure rules (cargo test -p snowflake_core; no PostgreSQL)"
+# loom's models run on one core while everything else of this step runs on the other: the two
+# simulations spend fixed budgets of wall time on one thread each, so they would leave the
+# second core idle for their 110 s, and loom on one thread takes about as long. The models are
+# built with loom's atomics in a target folder of their own (so the normal builds stay valid),
+# their output is kept apart and shown once they end, and a failure of theirs fails the step.
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
+  cargo test -p snowflake_core --release --test loom -- --test-threads=1 >"$WORK/loom.log" 2>&1 &
+LOOM_PID=$!
 cargo test -p snowflake_core
 # The registry's etcd client against a real etcd each test starts on loopback (seconds).
 cargo test -p snowflake_registry
@@ -167,9 +178,12 @@ cargo test -p snowflake_registry
 ./scripts/simulate.sh --seconds 90
 # The registry's rules (docs/registry.md) under clones, promotions and outages, 20 s.
 ./scripts/simulate.sh --registry --seconds 20
-# Built with loom's atomics in a target folder of its own, so the normal builds stay valid.
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
-  cargo test -p snowflake_core --release --test loom
+echo "loom's models (run beside the simulations):"
+loom_status=0
+wait "$LOOM_PID" || loom_status=$?
+LOOM_PID=
+cat "$WORK/loom.log"
+[ "$loom_status" = 0 ] || { echo "loom's models failed (exit $loom_status)" >&2; exit 1; }
 
 step "monitoring rules (promtool test rules; no PostgreSQL)"
 ./scripts/monitoring-test.sh
