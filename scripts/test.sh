@@ -18,7 +18,7 @@
 #                            them, on the other core, the lock-free protocol model-checked with
 #                            loom (claims racing raises, lowerings, a promotion, advance; every
 #                            interleaving and weak-memory outcome within LOOM_MAX_PREEMPTIONS =
-#                            3; about two minutes on one thread)
+#                            3; under a minute on one thread)
 #      monitoring rules      scripts/monitoring-test.sh: promtool checks the alert rules of
 #                            deploy/monitoring/ and runs their unit tests (series that fire and
 #                            series that do not); each alert's runbook section exists; seconds
