@@ -18,7 +18,8 @@
 #                            them, on the other core, the lock-free protocol model-checked with
 #                            loom (claims racing raises, lowerings, a promotion, advance; every
 #                            interleaving and weak-memory outcome within LOOM_MAX_PREEMPTIONS =
-#                            3; under a minute on one thread)
+#                            3; under a minute on one thread), then the integration tests'
+#                            release build
 #      monitoring rules      scripts/monitoring-test.sh: promtool checks the alert rules of
 #                            deploy/monitoring/ and runs their unit tests (series that fire and
 #                            series that do not); each alert's runbook section exists; seconds
@@ -145,9 +146,15 @@ if [ "$(id -u)" -eq 0 ]; then
   RUNAS=(--runas postgres)
 fi
 BYSTANDER=$WORK/bystander
-# A step's work in the background (loom's models, below) is ended with the run if it fails early.
-LOOM_PID=
-trap '[ -z "$LOOM_PID" ] || { pkill -P "$LOOM_PID"; kill "$LOOM_PID"; } 2>/dev/null; SNOWFLAKE_SEED_TARGET=0 use_major "${MAJORS[0]}"; cluster_stop "$BYSTANDER"; rm -rf "$WORK"' EXIT
+# Work a step runs in the background (beside the simulations, below) ends with the run if it
+# fails early: that process and every one it started, by process id.
+BESIDE_PID=
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+trap '[ -z "$BESIDE_PID" ] || kill_tree "$BESIDE_PID"; SNOWFLAKE_SEED_TARGET=0 use_major "${MAJORS[0]}"; cluster_stop "$BYSTANDER"; rm -rf "$WORK"' EXIT
 # Everything is also kept in a log, from which the closing summary is counted.
 exec > >(tee "$WORK/output.log") 2>&1
 
@@ -170,14 +177,19 @@ CARGO_TARGET_DIR=tests/integration/target \
 ./scripts/tag-releases.sh
 
 step "the pure rules (cargo test -p snowflake_core; no PostgreSQL)"
-# loom's models run on one core while everything else of this step runs on the other: the two
-# simulations spend fixed budgets of wall time on one thread each, so they would leave the
-# second core idle for their 110 s, and loom on one thread takes about as long. The models are
-# built with loom's atomics in a target folder of their own (so the normal builds stay valid),
-# their output is kept apart and shown once they end, and a failure of theirs fails the step.
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
-  cargo test -p snowflake_core --release --test loom -- --test-threads=1 >"$WORK/loom.log" 2>&1 &
-LOOM_PID=$!
+# Beside everything else of this step, on one core (one job): loom's models, then the test
+# crate's release build that the integration steps run. The two simulations spend fixed budgets
+# of wall time on one thread each, so they would leave the second core idle for their 110 s;
+# this work takes about as long there. The models are built with loom's atomics in a target
+# folder of their own (so the normal builds stay valid); the output of both is kept apart and
+# shown once they end, and a failure of either fails the step.
+(
+  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
+    cargo test -p snowflake_core --release --test loom -- --test-threads=1
+  CARGO_TARGET_DIR=tests/integration/target \
+    cargo test --release --manifest-path tests/integration/Cargo.toml --no-run
+) >"$WORK/beside.log" 2>&1 &
+BESIDE_PID=$!
 cargo test -p snowflake_core
 # The registry's etcd client against a real etcd each test starts on loopback (seconds).
 cargo test -p snowflake_registry
@@ -186,12 +198,12 @@ cargo test -p snowflake_registry
 ./scripts/simulate.sh --seconds 90
 # The registry's rules (docs/registry.md) under clones, promotions and outages, 20 s.
 ./scripts/simulate.sh --registry --seconds 20
-echo "loom's models (run beside the simulations):"
-loom_status=0
-wait "$LOOM_PID" || loom_status=$?
-LOOM_PID=
-cat "$WORK/loom.log"
-[ "$loom_status" = 0 ] || { echo "loom's models failed (exit $loom_status)" >&2; exit 1; }
+echo "loom's models and the test crate's build (run beside the simulations):"
+beside_status=0
+wait "$BESIDE_PID" || beside_status=$?
+BESIDE_PID=
+cat "$WORK/beside.log"
+[ "$beside_status" = 0 ] || { echo "loom's models or the test crate's build failed (exit $beside_status)" >&2; exit 1; }
 
 step "monitoring rules (promtool test rules; no PostgreSQL)"
 ./scripts/monitoring-test.sh
