@@ -10,6 +10,15 @@ use composites::{
     restart_in_flight, worker_restart_in_flight, Dating,
 };
 
+/// The worker's tick, and the step of virtual time: a schedule's gaps and holds are counted in
+/// it. (Here, below the world that runs schedules, so that the composites and the world both
+/// take it from where schedules are made.)
+pub const TICK_MS: i64 = 50;
+/// How far apart any two servers' clocks may be (`max_clock_skew_ms`, the disagreement a
+/// promotion is documented to absorb): the world keeps every clock within it, and composites
+/// time their promotions by it.
+pub const MAX_CLOCK_SKEW_MS: u64 = 500;
+
 /// Where a recording of the worker's renewal may be cut (`resume::RECORDING`'s steps).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 // Named by what has happened when the crash strikes: every one is "after" a step.

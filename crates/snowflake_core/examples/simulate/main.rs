@@ -18,10 +18,10 @@ mod shrink;
 mod world;
 
 use check::Violation;
-use faults::Event;
+use faults::{Event, TICK_MS};
 use std::process::ExitCode;
 use std::time::Instant;
-use world::{Stats, Unfix, World, TICK_MS};
+use world::{Stats, Unfix, World};
 
 struct Args {
     budget_s: f64,

@@ -14,7 +14,7 @@
 //! the worker); `stats` counts what a run reached.
 
 use crate::check::{Checker, Issued, Violation};
-use crate::faults::{Config, Event, Kind, PromoStep, RecStep, Target};
+use crate::faults::{Config, Event, Kind, PromoStep, RecStep, Target, MAX_CLOCK_SKEW_MS, TICK_MS};
 use crate::rng::Rng;
 use snowflake_core::generator::{
     self, Claim, Clock, ClockPolicy, LeadSettings, NoKeeper, Refusal, Reservation, ShardSlot,
@@ -29,12 +29,9 @@ use snowflake_core::resume::{
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// The worker's tick, and the step of virtual time.
-pub const TICK_MS: i64 = 50;
 const SHARDS: u32 = 3;
 /// Where true time starts: a fixed date, so that a run never depends on the machine's clock.
 const START_UNIX_MS: i64 = DEFAULT_EPOCH_UNIX_MS + 400 * 86_400_000;
-pub const MAX_CLOCK_SKEW_MS: u64 = 500;
 /// Each clock stays within half the skew of the shared clock, so any two within the skew.
 const SKEW_BAND_US: i64 = (MAX_CLOCK_SKEW_MS as i64 / 2) * 1_000;
 /// How long an HA manager or an operator takes to start a server that failed to start.

@@ -4,9 +4,8 @@
 //! Each is a plain function of a random stream: no state of the world, only events, so that a
 //! shrunk schedule replays it exactly.
 
-use super::{Config, Event, Kind, PromoStep, RecStep, Target};
+use super::{Config, Event, Kind, PromoStep, RecStep, Target, MAX_CLOCK_SKEW_MS, TICK_MS};
 use crate::rng::Rng;
-use crate::world::{MAX_CLOCK_SKEW_MS, TICK_MS};
 
 /// Whether `floor_ahead_lowering`'s promotion comes once its lowering would be dated (the
 /// clock within the skew of its date), or before.
