@@ -177,12 +177,13 @@ CARGO_TARGET_DIR=tests/integration/target \
 ./scripts/tag-releases.sh
 
 step "the pure rules (cargo test -p snowflake_core; no PostgreSQL)"
-# Beside everything else of this step, on one core (one job): loom's models, then the test
-# crate's release build that the integration steps run. The two simulations spend fixed budgets
-# of wall time on one thread each, so they would leave the second core idle for their 110 s;
-# this work takes about as long there. The models are built with loom's atomics in a target
-# folder of their own (so the normal builds stay valid); the output of both is kept apart and
-# shown once they end, and a failure of either fails the step.
+# Beside everything else of this step: loom's models (one test thread), then the test crate's
+# release build that the integration steps run. The two simulations spend fixed budgets of wall
+# time on one thread each, so they would leave the second core idle for their 110 s; this work
+# fills it (while it compiles it takes both cores, and the simulations draw somewhat fewer runs).
+# The models are built with loom's atomics in a target folder of their own (so the normal
+# builds stay valid); the output of both is kept apart and shown once they end, and a failure
+# of either fails the step.
 (
   RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
     cargo test -p snowflake_core --release --test loom -- --test-threads=1
