@@ -84,5 +84,4 @@ out=$(cd "$out" && pwd)
 echo "campaign: PostgreSQL $PG_MAJOR${upgrade_to:+ (the second server upgraded to $upgrade_to)}, seeds ${seeds[*]}, $minutes minutes each; folders in $out"
 SNOWFLAKE_CAMPAIGN_REGISTRY=$registry \
   SNOWFLAKE_CAMPAIGN_SEEDS=$(IFS=,; echo "${seeds[*]}") SNOWFLAKE_CAMPAIGN_MINUTES=$minutes \
-  SNOWFLAKE_CAMPAIGN_OUT=$out CARGO_TARGET_DIR=tests/integration/target \
-  cargo test --release --manifest-path tests/integration/Cargo.toml --test campaign -- --nocapture
+  SNOWFLAKE_CAMPAIGN_OUT=$out test_crate_cargo test --release --test campaign -- --nocapture

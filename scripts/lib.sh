@@ -112,6 +112,16 @@ use_major() {
   seed_target_dir
 }
 
+# test_crate_cargo SUBCOMMAND [ARGS...]: cargo on the integration tests' crate, in its own target
+# folder. One build serves every major (the tests find the server through PG_CONFIG), so the
+# test command builds it once, ahead, with the flags its steps and the campaign run it with.
+test_crate_cargo() {
+  local subcommand=$1
+  shift
+  CARGO_TARGET_DIR="$SNOWFLAKE_ROOT/tests/integration/target" \
+    cargo "$subcommand" --manifest-path "$SNOWFLAKE_ROOT/tests/integration/Cargo.toml" "$@"
+}
+
 # seed_target_dir: a major's target folder that does not exist yet starts as a copy of another
 # major's. Most of what a build compiles does not depend on the major (the procedural macros,
 # bindgen, serde ...): copied, it is built already, and only pgrx's crates and the extension are

@@ -169,8 +169,7 @@ step "format and lints"
 cargo fmt --all --check
 cargo fmt --check --manifest-path tests/integration/Cargo.toml
 cargo clippy -p snowflake_core -p snowflake_registry --all-targets -- -D warnings
-CARGO_TARGET_DIR=tests/integration/target \
-  cargo clippy --all-targets --manifest-path tests/integration/Cargo.toml -- -D warnings
+test_crate_cargo clippy --all-targets -- -D warnings
 ./scripts/lint-shell.sh
 ./scripts/lint-sql.sh
 ./scripts/mutations.sh --check
@@ -187,8 +186,7 @@ step "the pure rules (cargo test -p snowflake_core; no PostgreSQL)"
 (
   RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
     cargo test -p snowflake_core --release --test loom -- --test-threads=1
-  CARGO_TARGET_DIR=tests/integration/target \
-    cargo test --release --manifest-path tests/integration/Cargo.toml --no-run
+  test_crate_cargo test --release --no-run
 ) >"$WORK/beside.log" 2>&1 &
 BESIDE_PID=$!
 cargo test -p snowflake_core
@@ -291,9 +289,8 @@ for major in "${MAJORS[@]}"; do
   for old in "${MAJORS[@]}"; do
     if [ "$old" -lt "$major" ]; then old_pg_configs+=("$(pg_config_of "$old")"); fi
   done
-  # One build of the test crate serves every major (it finds the server through PG_CONFIG).
-  SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS=$(IFS=:; echo "${old_pg_configs[*]}") CARGO_TARGET_DIR=tests/integration/target \
-    cargo test --release --manifest-path tests/integration/Cargo.toml "${integration[@]}"
+  SNOWFLAKE_UPGRADE_FROM_PG_CONFIGS=$(IFS=:; echo "${old_pg_configs[*]}") \
+    test_crate_cargo test --release "${integration[@]}"
 
   if full_major "$major"; then
     step "PostgreSQL $major: fault campaign, short (the named schedules of tests/integration/schedules.tsv; scripts/campaign.sh --short)"
